@@ -1,0 +1,50 @@
+"""Base classes for protocol values: frozen `msgspec.Struct`s.
+
+`Value` is a plain immutable value; `Tagged` is a member of a tagged union, encoded as a map whose
+`"type"` key is the class name. Unknown fields are refused on decode, so a misspelt or foreign
+field is a `DecodeError` rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from itertools import chain
+from typing import Any, Final
+
+import msgspec
+
+Scalar = None | bool | int | float | str | bytes
+"""A row value: SQL NULL is `None`; ints are 64-bit signed."""
+
+# On the wire a row is a MessagePack array of scalars. msgspec cannot decode a union holding both
+# `str` and `bytes`, so rows are declared `list[Any]` to the decoder and checked by `check_rows`
+# (one C-speed pass over the values' types) in the `__post_init__` of every value holding rows.
+Row = list[Any]
+
+SCALAR_PY_TYPES: Final = frozenset({type(None), bool, int, float, str, bytes})
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
+
+
+def check_scalar(value: object, what: str) -> None:
+    """Raise `TypeError`/`ValueError` unless `value` is a protocol scalar."""
+    if type(value) not in SCALAR_PY_TYPES:
+        raise TypeError(f"{what}: {type(value).__name__} is not a scalar type")
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        raise ValueError(f"{what}: int {value} is outside the 64-bit signed range")
+
+
+def check_rows(rows: Iterable[list[Any]], what: str) -> None:
+    """Raise `TypeError` unless every value of every row is a protocol scalar."""
+    seen = set(map(type, chain.from_iterable(rows)))
+    if not seen <= SCALAR_PY_TYPES:
+        bad = sorted(t.__name__ for t in seen - SCALAR_PY_TYPES)
+        raise TypeError(f"{what}: rows may hold only scalars, found {', '.join(bad)}")
+
+
+class Value(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """An immutable protocol value with value equality."""
+
+
+class Tagged(Value, frozen=True, tag=True, tag_field="type"):
+    """A variant of a tagged union; its wire tag is the class name."""

@@ -1,0 +1,71 @@
+"""Scalar expressions (`Expr`): `Column`, `Literal` and `Call` of a named function.
+
+Evaluation (in the engine) follows SQL three-valued logic; here we only fix the vocabulary and
+the arity of every function, so a structurally impossible call is refused when it is built or
+decoded, before anything tries to run it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+from typing import Literal as TypeLiteral
+
+from twofold.protocol.base import Tagged, check_scalar
+
+FuncName = TypeLiteral[
+    "eq", "ne", "lt", "le", "gt", "ge",
+    "and", "or", "not",
+    "add", "sub", "mul", "div", "mod", "neg",
+    "is_null", "coalesce", "if",
+    "concat", "lower", "upper", "length", "like",
+    "abs", "cast_int", "cast_float", "cast_str",
+]  # fmt: skip
+
+# Number of arguments per function; `None` means "one or more".
+FUNCTION_ARITY: Final[dict[str, int | None]] = {
+    "eq": 2, "ne": 2, "lt": 2, "le": 2, "gt": 2, "ge": 2,
+    "and": 2, "or": 2, "not": 1,
+    "add": 2, "sub": 2, "mul": 2, "div": 2, "mod": 2, "neg": 1,
+    "is_null": 1, "coalesce": None, "if": 3,
+    "concat": 2, "lower": 1, "upper": 1, "length": 1, "like": 2,
+    "abs": 1, "cast_int": 1, "cast_float": 1, "cast_str": 1,
+}  # fmt: skip
+
+
+class Column(Tagged, frozen=True):
+    """The column at `index` of the input row."""
+
+    index: int
+
+    def __post_init__(self) -> None:
+        if self.index < 0:
+            raise ValueError(f"Column index must be >= 0, got {self.index}")
+
+
+class Literal(Tagged, frozen=True):
+    """A constant scalar."""
+
+    value: Any
+
+    def __post_init__(self) -> None:
+        check_scalar(self.value, "Literal.value")
+
+
+class Call(Tagged, frozen=True):
+    """`func(*args)`; `func` is one of `FUNCTION_ARITY`'s names."""
+
+    func: FuncName
+    args: list[Expr]
+
+    def __post_init__(self) -> None:
+        arity = FUNCTION_ARITY.get(self.func, -1)
+        if arity == -1:
+            raise ValueError(f"unknown function {self.func!r}")
+        if arity is None:
+            if not self.args:
+                raise ValueError(f"{self.func} takes at least one argument, got none")
+        elif len(self.args) != arity:
+            raise ValueError(f"{self.func} takes {arity} argument(s), got {len(self.args)}")
+
+
+Expr = Column | Literal | Call
