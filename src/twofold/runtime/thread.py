@@ -1,0 +1,127 @@
+"""A compute runtime's worker thread, exposed to asyncio as a `ComputeClient`.
+
+`RuntimeClient` owns one thread running a `Worker` — the runtime's state machine — in a loop:
+wait for the activator (or the worker's own deadline), drain commands, let the worker step, flush
+its responses to the asyncio side in one wakeup. Commands and responses cross threads through the
+mailboxes of `bridge.py`.
+
+Shared fate: an unexpected exception in the worker ends the runtime — the outbox is closed with
+that error, so the next `recv` raises it (and the multiplexer and replica above end with it). The
+loop never swallows a worker error and carries on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Protocol
+
+from twofold.protocol import ComputeCommand, ComputeResponse
+from twofold.runtime.bridge import Activator, Inbox, Outbox
+
+log = logging.getLogger(__name__)
+
+
+class Worker(Protocol):
+    """A runtime's state machine, driven by `RuntimeClient`'s thread."""
+
+    def handle(self, command: ComputeCommand) -> None:
+        """Apply one command."""
+
+    def step(self) -> None:
+        """Do whatever work is possible now."""
+
+    def take_responses(self) -> list[ComputeResponse]:
+        """Responses produced since the last call."""
+
+    def wait_timeout(self) -> float | None:
+        """How long the loop may sleep without an activation (`None`: until activated)."""
+
+    def shutdown(self) -> None:
+        """Release resources; called once on the worker thread when the loop ends."""
+
+
+class RuntimeClient:
+    """A `ComputeClient` whose work happens on a dedicated thread. Use `async with`."""
+
+    def __init__(self, worker: Worker, *, name: str, activator: Activator | None = None) -> None:
+        self.name = name
+        self.worker = worker
+        self.activator = activator or Activator()
+        self._inbox: Inbox[ComputeCommand] = Inbox(self.activator)
+        self._outbox: Outbox[ComputeResponse] | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._stopped = threading.Event()
+        self.error: BaseException | None = None
+
+    async def start(self) -> RuntimeClient:
+        if self._thread is not None:
+            raise RuntimeError(f"runtime {self.name} already started")
+        self._outbox = Outbox(asyncio.get_running_loop())
+        self._thread = threading.Thread(target=self._run, name=f"twofold-{self.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    async def __aenter__(self) -> RuntimeClient:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def wake(self) -> None:
+        """Ask the worker loop to run soon (thread-safe)."""
+        self.activator.activate()
+
+    async def send(self, command: ComputeCommand) -> None:
+        if self._stopped.is_set() or self._stop.is_set():
+            raise ConnectionError(f"runtime {self.name} has stopped") from self.error
+        self._inbox.put(command)
+
+    async def recv(self) -> ComputeResponse | None:
+        if self._outbox is None:
+            raise RuntimeError(f"runtime {self.name} was not started")
+        return await self._outbox.get()
+
+    async def close(self) -> None:
+        """Stop the worker loop and wait for its thread."""
+        self._stop.set()
+        self.activator.activate()
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            await asyncio.get_running_loop().run_in_executor(None, thread.join)
+
+    def _run(self) -> None:
+        assert self._outbox is not None
+        outbox = self._outbox
+        worker = self.worker
+        try:
+            while not self._stop.is_set():
+                self.activator.wait(worker.wait_timeout())
+                # Clear before draining: a command that arrives during the drain either is taken
+                # by it or re-sets the activator for the next turn — never lost.
+                self.activator.clear()
+                for command in self._inbox.drain():
+                    worker.handle(command)
+                worker.step()
+                responses = worker.take_responses()
+                if responses:
+                    outbox.put_many(responses)
+        except BaseException as e:  # shared fate: the error ends the runtime and is raised above
+            log.exception("runtime %s failed", self.name)
+            self.error = e
+            # Deliver what the worker answered before the failure, then the failure itself.
+            try:
+                outbox.put_many(worker.take_responses())
+            except Exception:
+                log.exception("runtime %s: responses before the failure were lost", self.name)
+            outbox.close(e)
+        else:
+            outbox.close()
+        finally:
+            try:
+                worker.shutdown()
+            except Exception:
+                log.exception("runtime %s failed to shut down cleanly", self.name)
+            self._stopped.set()
