@@ -1,8 +1,9 @@
 """In-process channels between a controller side and a replica side.
 
-A `Pipe` is one direction: a deque plus at most one waiting receiver. `send` never blocks;
-`recv` is **cancel-safe** — a message is removed from the deque only by the `recv` that returns
-it, so cancelling a pending `recv` loses nothing. The sender ends a pipe with `close()` (the
+A `Pipe` is one direction: a deque plus the futures of its waiting receivers. `send` never
+blocks; `recv` is **cancel-safe** — a message is removed from the deque only by the `recv` that
+returns it, so cancelling a pending `recv` loses nothing. Every waiting receiver owns its own
+future, so cancelling one receiver never cancels another. The sender ends a pipe with `close()` (the
 receiver drains what was sent, then gets `None`) or `fail(exc)` (drains, then `exc` is raised).
 
 Pipes are single-loop objects: use them from coroutines of one event loop. Crossing threads is
@@ -12,6 +13,7 @@ the runtime's job (it wakes the loop with `call_soon_threadsafe`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
@@ -38,18 +40,17 @@ class ChannelClosed(ConnectionError):
 class Pipe(Generic[T]):
     """One direction of an in-process channel. See the module docstring."""
 
-    __slots__ = ("_closed", "_error", "_items", "_waiter")
+    __slots__ = ("_closed", "_error", "_items", "_waiters")
 
     def __init__(self) -> None:
         self._items: deque[T] = deque()
-        self._waiter: asyncio.Future[None] | None = None
+        self._waiters: list[asyncio.Future[None]] = []
         self._closed = False
         self._error: BaseException | None = None
 
     def _wake(self) -> None:
-        w = self._waiter
-        if w is not None:
-            self._waiter = None
+        waiters, self._waiters = self._waiters, []
+        for w in waiters:
             if not w.done():
                 w.set_result(None)
 
@@ -90,11 +91,17 @@ class Pipe(Generic[T]):
                 if self._error is not None:
                     raise self._error
                 return None
-            w = self._waiter
-            if w is None or w.done():
-                w = self._waiter = asyncio.get_running_loop().create_future()
-            # Cancelling here consumes nothing: the item stays queued for the next get().
-            await w
+            # One future per receiver: a shared one would be cancelled by the first receiver
+            # cancelled, raising CancelledError in receivers nobody cancelled.
+            w: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(w)
+            try:
+                # Cancelling here consumes nothing: the item stays queued for the next get().
+                await w
+            finally:
+                if not w.done() or w.cancelled():
+                    with contextlib.suppress(ValueError):
+                        self._waiters.remove(w)
         return items.popleft()
 
 

@@ -1,0 +1,670 @@
+"""Hypothesis strategies for every value of the compute protocol (`spec/protocol.md`).
+
+**Test-only**: this module imports `hypothesis`, which is a test dependency (the `test` extra),
+never a runtime one; no runtime package may import `twofold.testing`.
+
+Contract: every strategy here generates only values that the protocol's constructors accept and
+that round-trip exactly through `twofold.protocol.codec` (`decode(encode(x)) == x`). To keep
+equality meaningful, generated floats are **never NaN** (NaN != NaN would make equal values
+compare unequal); infinities and `-0.0` are allowed. Strings never hold surrogates (they could
+not be encoded as UTF-8).
+
+Structural invariants are respected (function arities, equal join-key lengths, aggregate columns,
+unique export ids, non-empty `literal_constraints`, non-zero diffs, timestamps in `[0, 2**64)`),
+but values are not type-checked against each other: a generated `Plan` is well-formed, not
+necessarily well-typed for its inputs. Recursive values (`Expr`, `Plan`) have a bounded depth.
+Sizes are kept small so property tests stay fast.
+
+Naming: a strategy is named after the value it produces, in the plural (`frontiers()`,
+`global_ids()`, `peeks()`); the union strategies are `commands()` and `responses()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar, cast
+
+from hypothesis import strategies as st
+
+from twofold.protocol import (
+    FUNCTION_ARITY,
+    MAX_TIME,
+    SCALAR_TYPES,
+    Aggregate,
+    AllowCompaction,
+    AllowWrites,
+    BuildDesc,
+    Call,
+    CancelPeek,
+    Column,
+    ColumnType,
+    ComputeCommand,
+    ComputeParameters,
+    ComputeResponse,
+    Constant,
+    CopyToDropped,
+    CopyToError,
+    CopyToResponse,
+    CopyToResult,
+    CopyToRowCount,
+    CopyToSink,
+    CreateDataflow,
+    CreateInstance,
+    DataflowDescription,
+    Distinct,
+    Expr,
+    Frontier,
+    Frontiers,
+    Get,
+    GlobalId,
+    Hello,
+    IdKind,
+    IndexDesc,
+    IndexImport,
+    IndexTarget,
+    InitializationComplete,
+    InstanceConfig,
+    Join,
+    Literal,
+    LoggingConfig,
+    MapFilterProject,
+    MaterializedViewSink,
+    Mfp,
+    Negate,
+    OrderKey,
+    Peek,
+    PeekCanceled,
+    PeekError,
+    PeekResponse,
+    PeekResult,
+    PeekRows,
+    PeekTarget,
+    Plan,
+    Reduce,
+    RelationDesc,
+    Row,
+    RowSetFinishing,
+    Scalar,
+    ScalarType,
+    Schedule,
+    SinkConnection,
+    SinkDesc,
+    SourceImport,
+    Status,
+    StorageTarget,
+    SubscribeBatch,
+    SubscribeDroppedAt,
+    SubscribeEvent,
+    SubscribeResponse,
+    SubscribeSink,
+    Threshold,
+    TopK,
+    UnionAll,
+    UpdateConfiguration,
+)
+
+T = TypeVar("T")
+S = st.SearchStrategy
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+MAX_COLUMN = 7
+"""Column indexes are drawn from `[0, MAX_COLUMN]`: structural, not checked against arity."""
+
+_names = st.text(min_size=1, max_size=8)
+
+
+def _small_lists(elements: S[T], max_size: int = 3, *, min_size: int = 0) -> S[list[T]]:
+    return st.lists(elements, min_size=min_size, max_size=max_size)
+
+
+def _columns(max_column: int = MAX_COLUMN) -> S[int]:
+    return st.integers(0, max_column)
+
+
+# --- identity and time -----------------------------------------------------------------------
+
+
+def timestamps(min_value: int = 0, max_value: int = MAX_TIME) -> S[int]:
+    """Timestamps in `[min_value, max_value]` (within `[0, 2**64)`), biased towards small values
+    and the edges of the range, where off-by-one bugs live."""
+    if not 0 <= min_value <= max_value <= MAX_TIME:
+        raise ValueError(f"timestamps: need 0 <= {min_value} <= {max_value} <= 2**64 - 1")
+    return st.one_of(
+        st.integers(min_value, min(max_value, min_value + 16)),
+        st.integers(min_value, max_value),
+        st.sampled_from(sorted({min_value, max_value, max(min_value, max_value - 1)})),
+    )
+
+
+def frontiers(
+    min_time: int = 0, max_time: int = MAX_TIME, *, allow_empty: bool = True
+) -> S[Frontier]:
+    """`Frontier.at(t)` for `t` in `[min_time, max_time]`, and `Frontier.empty()` if allowed."""
+    at = timestamps(min_time, max_time).map(Frontier.at)
+    return st.one_of(st.just(Frontier.empty()), at) if allow_empty else at
+
+
+def id_numbers() -> S[int]:
+    """Numbers of `GlobalId`s, in `[0, 2**64)`, biased towards small ones (so ids collide)."""
+    return st.one_of(st.integers(0, 20), st.integers(0, 2**64 - 1))
+
+
+def global_ids(kinds: Sequence[IdKind] | None = None) -> S[GlobalId]:
+    """`GlobalId`s of the given kinds (all four when `None`)."""
+    chosen = tuple(IdKind) if kinds is None else tuple(kinds)
+    if not chosen:
+        raise ValueError("global_ids: need at least one kind")
+    return st.builds(GlobalId, st.sampled_from(chosen), id_numbers())
+
+
+def system_ids() -> S[GlobalId]:
+    return global_ids([IdKind.SYSTEM])
+
+
+def introspection_ids() -> S[GlobalId]:
+    return global_ids([IdKind.INTROSPECTION])
+
+
+def user_ids() -> S[GlobalId]:
+    return global_ids([IdKind.USER])
+
+
+def transient_ids() -> S[GlobalId]:
+    return global_ids([IdKind.TRANSIENT])
+
+
+def durable_ids() -> S[GlobalId]:
+    """Ids of every kind except transient."""
+    return global_ids([IdKind.SYSTEM, IdKind.INTROSPECTION, IdKind.USER])
+
+
+# --- scalars, rows and relation types ------------------------------------------------------
+
+
+def scalars_of(scalar: ScalarType, *, nullable: bool = True) -> S[Scalar]:
+    """Scalars of one `ColumnType` (NULL included when `nullable`). Floats are never NaN."""
+    base: S[Any]
+    if scalar == "bool":
+        base = st.booleans()
+    elif scalar == "int":
+        base = st.integers(INT64_MIN, INT64_MAX)
+    elif scalar == "float":
+        base = st.floats(allow_nan=False)
+    elif scalar == "str":
+        base = st.text(max_size=10)
+    elif scalar == "bytes":
+        base = st.binary(max_size=10)
+    else:
+        raise ValueError(f"scalars_of: unknown scalar type {scalar!r}")
+    return st.one_of(st.none(), base) if nullable else base
+
+
+def scalars(*, allow_null: bool = True) -> S[Scalar]:
+    """Any protocol scalar: `None`, `bool`, 64-bit `int`, non-NaN `float`, `str`, `bytes`."""
+    return st.one_of([scalars_of(t, nullable=allow_null) for t in SCALAR_TYPES])
+
+
+def rows(arity: int | None = None, *, desc: RelationDesc | None = None) -> S[Row]:
+    """Rows (lists of scalars): typed by `desc` when given, else of `arity` (0..4 when `None`)
+    with columns of any scalar type."""
+    if desc is not None:
+        return st.tuples(*(scalars_of(c.scalar, nullable=c.nullable) for c in desc.types)).map(list)
+    if arity is None:
+        return _small_lists(scalars(), 4)
+    return st.lists(scalars(), min_size=arity, max_size=arity)
+
+
+def diffs() -> S[int]:
+    """Non-zero diffs, mostly small."""
+    return st.one_of(st.integers(-3, 3), st.integers(INT64_MIN, INT64_MAX)).filter(bool)
+
+
+def updates(arity: int | None = None) -> S[tuple[Row, int]]:
+    """`(row, diff)` pairs with a non-zero diff."""
+    return st.tuples(rows(arity), diffs())
+
+
+def column_types() -> S[ColumnType]:
+    return st.builds(ColumnType, st.sampled_from(SCALAR_TYPES), st.booleans())
+
+
+@st.composite
+def relation_descs(draw: st.DrawFn, min_arity: int = 0, max_arity: int = 4) -> RelationDesc:
+    """`RelationDesc`s with `names` and `types` of equal length."""
+    types = draw(st.lists(column_types(), min_size=min_arity, max_size=max_arity))
+    names = draw(st.lists(_names, min_size=len(types), max_size=len(types)))
+    return RelationDesc(names=names, types=types)
+
+
+# --- expressions ---------------------------------------------------------------------------
+
+_FUNCTIONS = sorted(FUNCTION_ARITY)
+
+
+def _calls(args: S[Expr]) -> S[Expr]:
+    def with_args(func: str) -> S[Expr]:
+        arity = FUNCTION_ARITY[func]
+        lo, hi = (1, 3) if arity is None else (arity, arity)
+        return st.lists(args, min_size=lo, max_size=hi).map(
+            lambda a: Call(func=func, args=a)  # type: ignore[arg-type]
+        )
+
+    return st.sampled_from(_FUNCTIONS).flatmap(with_args)
+
+
+def exprs(max_depth: int = 3, *, max_column: int = MAX_COLUMN) -> S[Expr]:
+    """Scalar expressions of depth at most `max_depth` (a leaf has depth 0); every `Call` has
+    the arity `FUNCTION_ARITY` gives its function (`coalesce`: one to three arguments)."""
+    leaves: S[Expr] = st.one_of(
+        st.builds(Column, _columns(max_column)), st.builds(Literal, scalars())
+    )
+    level = leaves
+    for _ in range(max_depth):
+        level = st.one_of(leaves, _calls(level))
+    return level
+
+
+# --- plans ---------------------------------------------------------------------------------
+
+
+def order_keys(max_column: int = MAX_COLUMN) -> S[OrderKey]:
+    return st.builds(OrderKey, _columns(max_column), st.booleans(), st.booleans())
+
+
+@st.composite
+def aggregates(draw: st.DrawFn, max_column: int = MAX_COLUMN) -> Aggregate:
+    """`Aggregate`s; only `count` may go without a column."""
+    func = draw(st.sampled_from(["count", "sum", "min", "max"]))
+    column = draw(_columns(max_column))
+    if func == "count" and draw(st.booleans()):
+        return Aggregate(func="count", column=None, distinct=draw(st.booleans()))
+    return Aggregate(func=func, column=column, distinct=draw(st.booleans()))  # type: ignore[arg-type]
+
+
+def _projects(max_column: int) -> S[list[int] | None]:
+    return st.one_of(st.none(), _small_lists(_columns(max_column), 4))
+
+
+def map_filter_projects(max_column: int = MAX_COLUMN, expr_depth: int = 2) -> S[MapFilterProject]:
+    e = exprs(expr_depth, max_column=max_column)
+    return st.builds(
+        MapFilterProject, _small_lists(e, 2), _small_lists(e, 2), _projects(max_column)
+    )
+
+
+def row_set_finishings(max_column: int = MAX_COLUMN) -> S[RowSetFinishing]:
+    return st.builds(
+        RowSetFinishing,
+        _small_lists(order_keys(max_column), 3),
+        st.one_of(st.none(), st.integers(0, 10)),
+        st.integers(0, 10),
+        _projects(max_column),
+    )
+
+
+@st.composite
+def joins(draw: st.DrawFn, inputs: S[Plan], max_column: int = MAX_COLUMN) -> Plan:
+    """`Join`s of two `inputs` on keys of equal length."""
+    n = draw(st.integers(0, 3))
+    keys = st.lists(_columns(max_column), min_size=n, max_size=n)
+    return Join(left=draw(inputs), right=draw(inputs), left_key=draw(keys), right_key=draw(keys))
+
+
+def _plan_nodes(inputs: S[Plan], max_column: int) -> S[Plan]:
+    cols = _columns(max_column)
+    e = exprs(2, max_column=max_column)
+    return st.one_of(
+        st.builds(Mfp, inputs, _small_lists(e, 2), _small_lists(e, 2), _projects(max_column)),
+        joins(inputs, max_column),
+        st.builds(Reduce, inputs, _small_lists(cols, 3), _small_lists(aggregates(max_column), 3)),
+        st.builds(
+            TopK,
+            inputs,
+            _small_lists(cols, 2),
+            _small_lists(order_keys(max_column), 2),
+            st.one_of(st.none(), st.integers(0, 10)),
+            st.integers(0, 5),
+        ),
+        st.builds(UnionAll, _small_lists(inputs, 3, min_size=1)),
+        st.builds(Negate, inputs),
+        st.builds(Threshold, inputs),
+        st.builds(Distinct, inputs),
+    )
+
+
+def plan_leaves(ids: S[GlobalId] | None = None) -> S[Plan]:
+    """`Get` (of `ids`, any id when `None`) and `Constant` plans."""
+    return st.one_of(
+        st.builds(Get, global_ids() if ids is None else ids),
+        st.builds(Constant, _small_lists(updates(), 3)),
+    )
+
+
+def plans(
+    max_depth: int = 3, *, ids: S[GlobalId] | None = None, max_column: int = MAX_COLUMN
+) -> S[Plan]:
+    """Plans of every node type, of depth at most `max_depth` (a leaf has depth 0). `Get`s name
+    ids drawn from `ids` (any id when `None`)."""
+    leaves = plan_leaves(ids)
+    level = leaves
+    for _ in range(max_depth):
+        level = st.one_of(leaves, _plan_nodes(level, max_column))
+    return level
+
+
+# --- dataflows -----------------------------------------------------------------------------
+
+
+def index_descs() -> S[IndexDesc]:
+    return st.builds(IndexDesc, global_ids(), _small_lists(_columns(), 3))
+
+
+def source_imports() -> S[SourceImport]:
+    return st.builds(SourceImport, _names, relation_descs(), frontiers())
+
+
+def index_imports() -> S[IndexImport]:
+    return st.builds(IndexImport, index_descs(), relation_descs())
+
+
+def build_descs(max_depth: int = 2) -> S[BuildDesc]:
+    return st.builds(BuildDesc, global_ids(), plans(max_depth))
+
+
+def subscribe_sinks() -> S[SubscribeSink]:
+    return st.just(SubscribeSink())
+
+
+def materialized_view_sinks() -> S[MaterializedViewSink]:
+    return st.builds(MaterializedViewSink, _names)
+
+
+def copy_to_sinks() -> S[CopyToSink]:
+    return st.builds(CopyToSink, _names, st.sampled_from(["parquet", "csv"]))
+
+
+def sink_connections() -> S[SinkConnection]:
+    return st.one_of(subscribe_sinks(), materialized_view_sinks(), copy_to_sinks())
+
+
+def sink_descs(connections: S[SinkConnection] | None = None) -> S[SinkDesc]:
+    return st.builds(
+        SinkDesc,
+        global_ids(),
+        relation_descs(),
+        sink_connections() if connections is None else connections,
+        st.booleans(),
+        frontiers(),
+    )
+
+
+def _index_export() -> S[tuple[IndexDesc, RelationDesc]]:
+    return st.tuples(index_descs(), relation_descs())
+
+
+@st.composite
+def _single_time(draw: st.DrawFn) -> tuple[Frontier, Frontier]:
+    t = draw(timestamps())
+    return Frontier.at(t), Frontier.empty() if t == MAX_TIME else Frontier.at(t + 1)
+
+
+@st.composite
+def _as_of_until(draw: st.DrawFn) -> tuple[Frontier | None, Frontier]:
+    if draw(st.booleans()):
+        return draw(_single_time())
+    return draw(st.one_of(st.none(), frontiers())), draw(frontiers())
+
+
+@st.composite
+def dataflow_descriptions(
+    draw: st.DrawFn,
+    *,
+    export_ids: S[GlobalId] | None = None,
+    sinks: S[SinkConnection] | None = None,
+    as_of_until: S[tuple[Frontier | None, Frontier]] | None = None,
+    max_plan_depth: int = 2,
+) -> DataflowDescription:
+    """Any `DataflowDescription`: peek dataflows and maintained ones alike. Export ids are
+    unique and drawn from `export_ids`; sink connections from `sinks` (every kind when `None`,
+    no sink exports at all when `st.nothing()`); `as_of`/`until` from `as_of_until` (by
+    default single-time half of the time, arbitrary otherwise)."""
+    ids = global_ids() if export_ids is None else export_ids
+    exports = draw(st.lists(ids, max_size=4, unique=True))
+    no_sinks = sinks is not None and sinks.is_empty
+    n_index = len(exports) if no_sinks else draw(st.integers(0, len(exports)))
+    as_of, until = draw(_as_of_until() if as_of_until is None else as_of_until)
+    return DataflowDescription(
+        debug_name=draw(_names),
+        source_imports=draw(st.dictionaries(global_ids(), source_imports(), max_size=2)),
+        index_imports=draw(st.dictionaries(global_ids(), index_imports(), max_size=2)),
+        objects_to_build=draw(_small_lists(build_descs(max_plan_depth), 2)),
+        index_exports={i: draw(_index_export()) for i in exports[:n_index]},
+        sink_exports={i: draw(sink_descs(sinks)) for i in exports[n_index:]},
+        as_of=as_of,
+        until=until,
+    )
+
+
+def peek_dataflows() -> S[DataflowDescription]:
+    """Dataflows the interactive runtime serves (`is_peek_dataflow()` holds): transient index
+    exports only, at a single time."""
+    return dataflow_descriptions(
+        export_ids=transient_ids(), sinks=st.nothing(), as_of_until=_single_time()
+    )
+
+
+def non_peek_dataflows() -> S[DataflowDescription]:
+    """Dataflows for which `is_peek_dataflow()` is false (maintained ones)."""
+    return dataflow_descriptions().filter(lambda d: not d.is_peek_dataflow())
+
+
+# --- commands ------------------------------------------------------------------------------
+
+
+def _config_values() -> S[bool | int | float | str]:
+    return st.one_of(
+        st.booleans(), st.integers(INT64_MIN, INT64_MAX), st.floats(allow_nan=False), _names
+    )
+
+
+def logging_configs() -> S[LoggingConfig]:
+    return st.builds(
+        LoggingConfig,
+        st.integers(1, 60_000),
+        st.booleans(),
+        st.dictionaries(_names, introspection_ids(), max_size=3),
+    )
+
+
+def instance_configs() -> S[InstanceConfig]:
+    return st.builds(
+        InstanceConfig,
+        st.one_of(st.none(), st.just("file:///tmp/twofold-storage"), _names),
+        logging_configs(),
+        st.one_of(st.none(), st.integers(0, 2**40)),
+    )
+
+
+def compute_parameters() -> S[ComputeParameters]:
+    return st.builds(
+        ComputeParameters,
+        st.one_of(st.none(), st.integers(0, 2**40)),
+        st.dictionaries(_names, _config_values(), max_size=3),
+    )
+
+
+def hellos() -> S[Hello]:
+    return st.builds(Hello, st.uuids())
+
+
+def create_instances() -> S[CreateInstance]:
+    return st.builds(CreateInstance, instance_configs())
+
+
+def initialization_completes() -> S[InitializationComplete]:
+    return st.just(InitializationComplete())
+
+
+def update_configurations() -> S[UpdateConfiguration]:
+    return st.builds(UpdateConfiguration, compute_parameters())
+
+
+def create_dataflows(dataflows: S[DataflowDescription] | None = None) -> S[CreateDataflow]:
+    return st.builds(CreateDataflow, dataflow_descriptions() if dataflows is None else dataflows)
+
+
+def schedules() -> S[Schedule]:
+    return st.builds(Schedule, global_ids())
+
+
+def allow_writes() -> S[AllowWrites]:
+    return st.builds(AllowWrites, global_ids())
+
+
+def allow_compactions() -> S[AllowCompaction]:
+    return st.builds(AllowCompaction, global_ids(), frontiers())
+
+
+def index_targets() -> S[IndexTarget]:
+    return st.builds(IndexTarget, global_ids())
+
+
+def storage_targets() -> S[StorageTarget]:
+    return st.builds(StorageTarget, global_ids(), _names)
+
+
+def peek_targets() -> S[PeekTarget]:
+    return st.one_of(index_targets(), storage_targets())
+
+
+def peeks() -> S[Peek]:
+    """`Peek`s; `literal_constraints` is `None` or a non-empty list of key rows."""
+    return st.builds(
+        Peek,
+        uuid=st.uuids(),
+        target=peek_targets(),
+        timestamp=timestamps(),
+        literal_constraints=st.one_of(st.none(), _small_lists(rows(), 3, min_size=1)),
+        mfp=map_filter_projects(),
+        finishing=row_set_finishings(),
+        result_desc=st.one_of(st.none(), relation_descs()),
+    )
+
+
+def cancel_peeks() -> S[CancelPeek]:
+    return st.builds(CancelPeek, st.uuids())
+
+
+def commands() -> S[ComputeCommand]:
+    """Every `ComputeCommand` variant."""
+    return cast(
+        S[ComputeCommand],
+        st.one_of(
+            hellos(),
+            create_instances(),
+            initialization_completes(),
+            update_configurations(),
+            create_dataflows(),
+            schedules(),
+            allow_writes(),
+            allow_compactions(),
+            peeks(),
+            cancel_peeks(),
+        ),
+    )
+
+
+# --- responses -----------------------------------------------------------------------------
+
+
+def frontiers_responses() -> S[Frontiers]:
+    """`Frontiers` reports (each kind `None` = unchanged, or a frontier)."""
+    maybe = st.one_of(st.none(), frontiers())
+    return st.builds(Frontiers, global_ids(), maybe, maybe, maybe)
+
+
+def peek_rows() -> S[PeekRows]:
+    return st.builds(PeekRows, _small_lists(updates(), 4))
+
+
+def peek_errors() -> S[PeekError]:
+    return st.builds(PeekError, st.text(max_size=20))
+
+
+def peek_canceleds() -> S[PeekCanceled]:
+    return st.just(PeekCanceled())
+
+
+def peek_results() -> S[PeekResult]:
+    return st.one_of(peek_rows(), peek_errors(), peek_canceleds())
+
+
+def peek_responses() -> S[PeekResponse]:
+    return st.builds(PeekResponse, st.uuids(), peek_results())
+
+
+@st.composite
+def subscribe_batches(draw: st.DrawFn) -> SubscribeBatch:
+    """Batches with `lower <= upper`; either updates at times in `[lower, upper)` or an error."""
+    lower = draw(frontiers(max_time=MAX_TIME - 1, allow_empty=False))
+    lo = lower.time
+    assert lo is not None
+    upper = draw(frontiers(min_time=lo))
+    if draw(st.booleans()):
+        return SubscribeBatch(lower=lower, upper=upper, error=draw(st.text(max_size=20)))
+    hi = MAX_TIME if upper.time is None else upper.time - 1
+    ups: list[tuple[int, Row, int]] = []
+    if hi >= lo:
+        ups = draw(_small_lists(st.tuples(timestamps(lo, hi), rows(), diffs()), 4))
+    return SubscribeBatch(lower=lower, upper=upper, updates=ups)
+
+
+def subscribe_dropped_ats() -> S[SubscribeDroppedAt]:
+    return st.builds(SubscribeDroppedAt, frontiers())
+
+
+def subscribe_events() -> S[SubscribeEvent]:
+    return st.one_of(subscribe_batches(), subscribe_dropped_ats())
+
+
+def subscribe_responses() -> S[SubscribeResponse]:
+    return st.builds(SubscribeResponse, transient_ids(), subscribe_events())
+
+
+def copy_to_row_counts() -> S[CopyToRowCount]:
+    return st.builds(CopyToRowCount, st.integers(0, 2**63 - 1))
+
+
+def copy_to_errors() -> S[CopyToError]:
+    return st.builds(CopyToError, st.text(max_size=20))
+
+
+def copy_to_droppeds() -> S[CopyToDropped]:
+    return st.just(CopyToDropped())
+
+
+def copy_to_results() -> S[CopyToResult]:
+    return st.one_of(copy_to_row_counts(), copy_to_errors(), copy_to_droppeds())
+
+
+def copy_to_responses() -> S[CopyToResponse]:
+    return st.builds(CopyToResponse, transient_ids(), copy_to_results())
+
+
+def statuses() -> S[Status]:
+    return st.builds(Status, st.text(max_size=20))
+
+
+def responses() -> S[ComputeResponse]:
+    """Every `ComputeResponse` variant."""
+    return cast(
+        S[ComputeResponse],
+        st.one_of(
+            frontiers_responses(),
+            peek_responses(),
+            subscribe_responses(),
+            copy_to_responses(),
+            statuses(),
+        ),
+    )
