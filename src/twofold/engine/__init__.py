@@ -1,0 +1,60 @@
+"""twofold.engine: incremental dataflows over columnar arrangements (`spec/engine.md`).
+
+A library with no threads, sockets or protocol handling: a runtime drives it. Data moves as
+polars frames (`twofold.engine.frames`): relation columns `c0..c{n-1}`, then `time` (UInt64) and
+`diff` (Int64). At the boundary it also accepts Arrow tables/record batches with the relation's
+columns plus `time`/`diff`, and `(row, time, diff)` tuples.
+
+Public API
+----------
+Errors (`errors`): `EngineError` > `PlanError` (ill-typed plan; names node and column),
+`EvalError` (a read found the error collection non-empty; `.message`), `NotReadableError` (read
+outside `since <= t < upper`), `ResultTooLarge` (peek over its size limit), `InputError`
+(malformed updates; nothing applied).
+
+Arrangements (`arrangement`):
+- `Arrangement(desc, key, *, since=None)` — single writer. `.insert(updates, upper, errors=None)`
+  appends the updates at times in `[upper_before, upper)` and advances the upper;
+  `.advance_upper(upper)`; `.compact(since)` (logical compaction, never regresses);
+  `.merge_all()`; `.since`, `.upper`, `len()`; `.snapshot() -> ArrangementSnapshot`.
+- `ArrangementSnapshot` — immutable and thread-safe: `.since`, `.upper`, `.desc`, `.key`,
+  `.read(t) -> pl.DataFrame` (collection frame `c*`, `diff`), `.read_rows(t) -> [(row, count)]`,
+  `.lookup(keys, t)` (batched key lookup), `.errors_at(t)`, `.check_errors(t)`,
+  `.updates_through(t)` (an importer's initial snapshot at its as_of, advanced to it) and
+  `.updates_between(lower, upper)` (the updates an importer has not consumed yet).
+
+Type checking (`typecheck`): `typecheck_plan(plan, inputs) -> RelationDesc`,
+`typecheck_expr(expr, input_types) -> ColumnType`, `typecheck_dataflow(desc, index_relations=None)
+-> dict[GlobalId, RelationDesc]` (every built object's type); all raise `PlanError`.
+
+Dataflows (`dataflow`): `Dataflow(desc, index_imports={id: ArrangementSnapshot})` renders a
+`DataflowDescription` (type-checks it first). The driver calls `.push(source_id, updates)`,
+`.advance_source(source_id, upper)`, `.update_index(index_id, newer_snapshot)` and then
+`.step()`, which processes every complete time (in time order) and advances `.frontier` as far
+as all inputs allow. Index exports are `Arrangement`s (`.export(id)`); sink exports are drained
+with `.drain_sink(id) -> list[SinkChunk]` (`lower`, `upper`, `updates`, `errors` frames).
+`.import_holds()` says how far each index import may be compacted; `.allow_compaction(id, f)`
+compacts an index export.
+
+Peeks (`peek`): `peek(snapshot, timestamp, *, literal_constraints=None, mfp=None,
+finishing=None, max_result_size=None) -> list[tuple[list, int]]`.
+
+Testing (`testing`): `run_plan_at_times(plan, inputs, times, *, steps=None)` for the
+differential tests.
+"""
+
+from twofold.engine.arrangement import Arrangement, ArrangementSnapshot, Updates
+from twofold.engine.batch import Batch
+from twofold.engine.errors import (
+    EngineError,
+    EvalError,
+    InputError,
+    NotReadableError,
+    PlanError,
+    ResultTooLarge,
+)
+
+__all__ = [
+    "Arrangement", "ArrangementSnapshot", "Batch", "EngineError", "EvalError", "InputError",
+    "NotReadableError", "PlanError", "ResultTooLarge", "Updates",
+]  # fmt: skip

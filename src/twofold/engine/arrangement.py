@@ -1,0 +1,324 @@
+"""Arrangements: a collection indexed by key, as a spine of immutable batches, plus lock-free
+snapshots of it.
+
+An `Arrangement` has one writer. It holds two spines — the data (`c*` columns) and the error
+collection (`error` column) — a `since` (reads before it are refused; merges advance times to
+it) and an `upper` (every update at a time before it is present). `insert` appends a batch
+covering `[upper, new_upper)`; batches merge geometrically (a batch merges into its left
+neighbour while that neighbour is at most twice its size), so each update is merged O(log n)
+times. `snapshot()` returns an `ArrangementSnapshot`: the current batch tuples plus `since` and
+`upper`. It is immutable and holds only references to immutable batches, so another thread may
+read it while the writer keeps inserting, merging and compacting.
+
+Reads at `t` require `since <= t < upper` (`NotReadableError` otherwise) and raise `EvalError`
+when the error collection is non-empty at `t`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from twofold.engine.batch import Batch, build_batch, filter_time, gather_hashes, merge_batches
+from twofold.engine.errors import EvalError, InputError, NotReadableError
+from twofold.engine.frames import (
+    DIFF,
+    ERROR,
+    TIME,
+    consolidate,
+    empty,
+    error_schema,
+    key_hash,
+    names,
+    schema,
+    update_schema,
+    updates_from_arrow,
+    updates_from_rows,
+)
+from twofold.protocol import Frontier, RelationDesc
+
+Updates = pl.DataFrame | pa.Table | pa.RecordBatch | Iterable[tuple[Sequence[Any], int, int]]
+"""Updates at the boundary: an update frame, Arrow data with `time`/`diff`, or tuples."""
+
+
+def as_update_frame(desc: RelationDesc, updates: Updates) -> pl.DataFrame:
+    """Normalise any accepted update form to an update frame of `desc`."""
+    if isinstance(updates, pl.DataFrame):
+        expected = update_schema(desc.types)
+        if dict(updates.schema) != expected:
+            raise InputError(f"update frame schema {dict(updates.schema)} != {expected}")
+        return updates
+    if isinstance(updates, pa.Table | pa.RecordBatch):
+        return updates_from_arrow(desc, updates)
+    return updates_from_rows(desc, updates)
+
+
+class Spine:
+    """A single-writer list of batches, merged geometrically. Internal to arrangements and
+    operators; `batches` is replaced (never mutated) on every change."""
+
+    __slots__ = ("batches", "key_cols", "sch", "since")
+
+    def __init__(self, sch: dict[str, pl.DataType], key_cols: Sequence[str]) -> None:
+        self.sch = sch
+        self.key_cols = list(key_cols)
+        self.batches: tuple[Batch, ...] = ()
+        self.since = 0
+
+    def insert(self, updates: pl.DataFrame, lower: int, upper: int | None) -> None:
+        if updates.height == 0:
+            if self.batches:
+                self.batches = (*self.batches[:-1], self.batches[-1].with_upper(upper))
+            return
+        batch = build_batch(updates, self.key_cols, lower, upper, self.since)
+        if len(batch) == 0:
+            return
+        batches = [*self.batches, batch]
+        while len(batches) >= 2 and len(batches[-2]) <= 2 * len(batches[-1]):
+            merged = merge_batches(batches[-2:], self.key_cols, self.since)
+            batches[-2:] = [merged] if len(merged) else []
+        self.batches = tuple(batches)
+
+    def merge_all(self) -> None:
+        """Merge every batch into one (fully compacted to `since`)."""
+        if len(self.batches) > 1 or (self.batches and self.batches[0].since < self.since):
+            merged = merge_batches(self.batches, self.key_cols, self.since)
+            self.batches = (merged,) if len(merged) else ()
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self.batches)
+
+
+def _collect(batches: Sequence[Batch], sch: dict[str, pl.DataType], **bounds: int | None
+             ) -> pl.DataFrame:
+    parts = [filter_time(b.data, **bounds) for b in batches]
+    parts = [p for p in parts if p.height]
+    if not parts:
+        return empty({**sch, TIME: pl.UInt64(), DIFF: pl.Int64()})
+    return pl.concat(parts, how="vertical", rechunk=False) if len(parts) > 1 else parts[0]
+
+
+def _accumulate(updates: pl.DataFrame, cols: Sequence[str]) -> pl.DataFrame:
+    """A collection frame (`cols`, `diff`) summing `updates` over all their times."""
+    return consolidate(updates.select([*cols, DIFF]), cols)
+
+
+def lookup_batches(
+    batches: Sequence[Batch], key_cols: Sequence[str], keys: pl.DataFrame, *,
+    le: int | None = None, nulls_equal: bool = False,
+) -> pl.DataFrame | None:
+    """Updates (time <= `le` when given) whose key equals a row of `keys` (columns positional
+    to `key_cols`, distinct). `None` when nothing matches."""
+    hashes = np.unique(key_hash(keys, list(keys.columns)))
+    parts = [p for b in batches if (p := gather_hashes(b, hashes)) is not None]
+    if not parts:
+        return None
+    found = pl.concat(parts, how="vertical", rechunk=False) if len(parts) > 1 else parts[0]
+    if le is not None:
+        found = filter_time(found, le=le)
+    probe = keys.rename(dict(zip(keys.columns, key_cols, strict=True)))
+    if not nulls_equal:
+        probe = probe.drop_nulls()
+    return found.join(probe, on=list(key_cols), how="semi", nulls_equal=nulls_equal)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ArrangementSnapshot:
+    """An immutable view of an arrangement: its batches, `since` and `upper`.
+
+    Holding a snapshot keeps exactly its batches alive (never a copy). Every method is a pure
+    read and safe from any thread.
+    """
+
+    desc: RelationDesc
+    key: tuple[int, ...]
+    data: tuple[Batch, ...]
+    errors: tuple[Batch, ...]
+    since: Frontier
+    upper: Frontier
+
+    @property
+    def columns(self) -> list[str]:
+        return names(self.desc.arity)
+
+    def __len__(self) -> int:
+        """Number of stored updates (not of rows at any one time)."""
+        return sum(len(b) for b in self.data)
+
+    def check_readable(self, t: int) -> None:
+        """`NotReadableError` unless `since <= t < upper`."""
+        if not self.upper.readable_at(t, since=self.since):
+            raise NotReadableError(
+                f"cannot read at {t}: readable window is since {self.since} <= t < upper "
+                f"{self.upper}"
+            )
+
+    def errors_at(self, t: int) -> list[tuple[str, int]]:
+        """The error collection at `t` as `(message, count)` pairs, sorted."""
+        self.check_readable(t)
+        errs = _accumulate(_collect(self.errors, {ERROR: pl.String()}, le=t), [ERROR])
+        return sorted((str(m), int(d)) for m, d in errs.iter_rows())
+
+    def check_errors(self, t: int) -> None:
+        """`EvalError` with the smallest message if the error collection is non-empty at `t`."""
+        if self.errors:
+            errs = self.errors_at(t)
+            if errs:
+                raise EvalError(errs[0][0])
+
+    def read(self, t: int) -> pl.DataFrame:
+        """The collection at `t` as a collection frame (`c*`, `diff`), unordered."""
+        self.check_readable(t)
+        self.check_errors(t)
+        return _accumulate(_collect(self.data, schema(self.desc.types), le=t), self.columns)
+
+    def read_rows(self, t: int) -> list[tuple[list[Any], int]]:
+        """The collection at `t` as `(row, count)` pairs sorted by row."""
+        frame = self.read(t)
+        cols = self.columns
+        if cols:
+            frame = frame.sort(cols, nulls_last=True)
+        return [(list(r[:-1]), int(r[-1])) for r in frame.iter_rows()]
+
+    def lookup(self, keys: Sequence[Sequence[Any]] | pl.DataFrame, t: int) -> pl.DataFrame:
+        """The rows at `t` whose key (the arrangement's key columns, in order) equals one of
+        `keys`, as a collection frame. NULL keys match nothing (SQL equality)."""
+        self.check_readable(t)
+        self.check_errors(t)
+        key_cols = [f"c{i}" for i in self.key]
+        probe = self._probe(keys)
+        found = lookup_batches(self.data, key_cols, probe, le=t)
+        if found is None:
+            return empty({**schema(self.desc.types), DIFF: pl.Int64()})
+        return _accumulate(found, self.columns)
+
+    def _probe(self, keys: Sequence[Sequence[Any]] | pl.DataFrame) -> pl.DataFrame:
+        sch = {f"k{j}": schema(self.desc.types)[f"c{i}"] for j, i in enumerate(self.key)}
+        if isinstance(keys, pl.DataFrame):
+            probe = keys.rename(dict(zip(keys.columns, sch, strict=True))).cast(sch)  # type: ignore[arg-type]
+        else:
+            for k in keys:
+                if len(k) != len(self.key):
+                    raise InputError(f"lookup key {k!r} has {len(k)} values, key is {self.key}")
+            try:
+                probe = pl.DataFrame([list(k) for k in keys], schema=sch, orient="row")
+            except Exception as e:
+                raise InputError(f"lookup keys do not match key columns {self.key}: {e}") from None
+        return probe.unique()
+
+    def updates_through(self, t: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Data and error updates with time `<= t`, all advanced to `t` (an import's snapshot
+        at its `as_of`). Requires `since <= t < upper`."""
+        self.check_readable(t)
+        data = _collect(self.data, schema(self.desc.types), le=t)
+        errs = _collect(self.errors, {ERROR: pl.String()}, le=t)
+        lit = pl.lit(t, pl.UInt64).alias(TIME)
+        return data.with_columns(lit), errs.with_columns(lit)
+
+    def updates_between(self, lower: int, upper: Frontier) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Data and error updates with `lower <= time` and time not in `upper` (the batches an
+        importer has not yet consumed). Requires `since < lower` — an importer holds the since
+        at the last time it consumed — and `upper <= self.upper`."""
+        if lower > 0 and not self.since.less_equal(Frontier.at(lower - 1)):
+            raise NotReadableError(
+                f"cannot read updates from {lower}: since {self.since} has passed it"
+            )
+        if not upper.less_equal(self.upper):
+            raise NotReadableError(f"cannot read updates up to {upper}: upper is {self.upper}")
+        lt = upper.time
+        data = _collect(self.data, schema(self.desc.types), ge=lower, lt=lt)
+        errs = _collect(self.errors, {ERROR: pl.String()}, ge=lower, lt=lt)
+        return data, errs
+
+
+class Arrangement:
+    """A single-writer arrangement of a relation by `key` columns, with its error collection."""
+
+    def __init__(self, desc: RelationDesc, key: Sequence[int], *,
+                 since: Frontier | None = None) -> None:
+        for k in key:
+            if not 0 <= k < desc.arity:
+                raise InputError(f"arrangement key column {k} outside relation of {desc.arity}")
+        self.desc = desc
+        self.key = tuple(key)
+        self._data = Spine(schema(desc.types), [f"c{i}" for i in key])
+        self._errors = Spine({ERROR: pl.String()}, [])
+        self._since = since if since is not None else Frontier.minimum()
+        self._upper = self._since if not self._since.is_empty else Frontier.minimum()
+        self._set_spine_since()
+
+    @property
+    def since(self) -> Frontier:
+        return self._since
+
+    @property
+    def upper(self) -> Frontier:
+        return self._upper
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    @property
+    def batch_count(self) -> int:
+        return len(self._data.batches)
+
+    def insert(self, updates: Updates, upper: Frontier,
+               errors: pl.DataFrame | None = None) -> None:
+        """Append updates at times in `[self.upper, upper)` and advance the upper to `upper`.
+
+        `errors` is an error update frame (`error`, `time`, `diff`). Raises `InputError` (and
+        applies nothing) if `upper` regresses or an update's time lies outside the window."""
+        lower = self._upper
+        if not lower.less_equal(upper):
+            raise InputError(f"upper would regress from {lower} to {upper}")
+        frame = as_update_frame(self.desc, updates)
+        err = errors if errors is not None else empty(error_schema())
+        lo = lower.time if lower.time is not None else 0
+        for f, what in ((frame, "update"), (err, "error")):
+            if f.height:
+                tmin, tmax = f[TIME].min(), f[TIME].max()
+                assert isinstance(tmin, int) and isinstance(tmax, int)
+                if tmin < lo or upper.contains(tmax):
+                    raise InputError(
+                        f"{what} times [{tmin}, {tmax}] lie outside [{lower}, {upper})"
+                    )
+        if lower.is_empty:
+            return
+        up = upper.time
+        self._data.insert(frame, lo, up)
+        self._errors.insert(err, lo, up)
+        self._upper = upper
+
+    def advance_upper(self, upper: Frontier) -> None:
+        """Advance the upper with no updates."""
+        self.insert(empty(update_schema(self.desc.types)), upper)
+
+    def compact(self, since: Frontier) -> None:
+        """Allow compaction: reads before `since` are refused from now on and later merges
+        advance earlier times to it. `since` never regresses (a lower one is ignored)."""
+        if self._since.less_equal(since):
+            self._since = since
+            self._set_spine_since()
+
+    def _set_spine_since(self) -> None:
+        s = self._since.time
+        # An empty since (the collection is dropped) compacts to the last readable time.
+        s = s if s is not None else (self._upper.step_back() or 0)
+        self._data.since = self._errors.since = s
+
+    def merge_all(self) -> None:
+        """Merge every batch into one (physical compaction to `since`)."""
+        self._data.merge_all()
+        self._errors.merge_all()
+
+    def snapshot(self) -> ArrangementSnapshot:
+        """An immutable snapshot; O(number of batches), never a copy of data."""
+        return ArrangementSnapshot(
+            self.desc, self.key, self._data.batches, self._errors.batches, self._since,
+            self._upper,
+        )
