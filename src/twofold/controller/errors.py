@@ -1,0 +1,103 @@
+"""Typed errors raised by the controller.
+
+Every error names the collection, peek or command at fault, and what the caller can do instead.
+They all derive from `ControllerError`, so a user can catch the family at once.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from twofold.protocol import Frontier, GlobalId
+
+
+class ControllerError(Exception):
+    """Base class of every error the controller raises."""
+
+
+class HistoryError(ControllerError):
+    """A command would make the command history invalid (a second `Hello`, a `CreateDataflow`
+    without an `as_of`)."""
+
+
+class UnknownCollection(ControllerError, KeyError):
+    """An operation named a collection the controller does not know (never created, or dropped)."""
+
+    def __init__(self, id: GlobalId, what: str) -> None:
+        super().__init__(f"{what}: unknown collection {id}")
+        self.id = id
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class CollectionExists(ControllerError):
+    """A `CreateDataflow` exports an id that is already in use."""
+
+    def __init__(self, id: GlobalId) -> None:
+        super().__init__(f"collection {id} already exists; export ids must be unique")
+        self.id = id
+
+
+class SinceViolation(ControllerError):
+    """A read or a dataflow asked for a time before the collection's `since` (it is compacted
+    there), or the collection is no longer readable at all."""
+
+    def __init__(self, id: GlobalId, time: int | None, since: Frontier) -> None:
+        at = "any time" if time is None else f"time {time}"
+        super().__init__(
+            f"cannot read {id} at {at}: its since is {since!r}; read at or after the since"
+        )
+        self.id = id
+        self.time = time
+        self.since = since
+
+
+class PeekFailed(ControllerError):
+    """A replica answered a peek with an error."""
+
+    def __init__(self, uuid: UUID, target: GlobalId, message: str) -> None:
+        super().__init__(f"peek {uuid} on {target} failed: {message}")
+        self.uuid = uuid
+        self.target = target
+        self.message = message
+
+
+class PeekTimeout(ControllerError, TimeoutError):
+    """No replica answered a peek within its timeout; the peek was cancelled."""
+
+    def __init__(self, uuid: UUID, target: GlobalId, timeout: float) -> None:
+        super().__init__(f"peek {uuid} on {target} got no answer within {timeout} s")
+        self.uuid = uuid
+        self.target = target
+        self.timeout = timeout
+
+
+class PeekCancelled(ControllerError):
+    """The peek was cancelled (by the caller, or because the controller closed)."""
+
+    def __init__(self, uuid: UUID, reason: str) -> None:
+        super().__init__(f"peek {uuid} was cancelled: {reason}")
+        self.uuid = uuid
+
+
+class SubscribeFailed(ControllerError):
+    """A subscribe ended with an error batch or was dropped before it completed."""
+
+    def __init__(self, id: GlobalId, message: str) -> None:
+        super().__init__(f"subscribe {id} failed: {message}")
+        self.id = id
+        self.message = message
+
+
+class CopyToFailed(ControllerError):
+    """A copy-to answered with an error or was dropped."""
+
+    def __init__(self, id: GlobalId, message: str) -> None:
+        super().__init__(f"copy-to {id} failed: {message}")
+        self.id = id
+        self.message = message
+
+
+class ControllerClosed(ControllerError):
+    """The controller was closed; nothing more can be asked of it."""
