@@ -1,0 +1,312 @@
+"""Columnar evaluation of scalar expressions and MapFilterProject, per `docs/semantics.md`.
+
+`compile_expr` turns an `Expr` into a pair of polars expressions over a frame whose columns are
+`c0..`: the *value* and the *error* (a String that is NULL where the row evaluated cleanly,
+else the message of its first evaluation error). Errors follow evaluation order and laziness:
+`if` only sees the taken branch's error; `coalesce` only the errors of arguments it reached;
+`and`/`or` ignore errors when the other side decides the result (`false and err = false`).
+Integer arithmetic runs in Int128 and is checked back into the 64-bit range.
+
+`CompiledMfp.apply` splits a frame into the rows that pass (mapped, filtered, projected) and an
+error frame: a row with an error in any map or filter expression goes to the error collection
+(with its time and diff) and never to the output — nothing is silently dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Final
+
+import numpy as np
+import polars as pl
+
+from twofold.engine.frames import DTYPES, ERROR
+from twofold.engine.typecheck import expr_type, typecheck_expr
+from twofold.protocol import Call, Column, ColumnType, Expr, Literal, MapFilterProject
+
+Compiled = tuple[pl.Expr, pl.Expr | None]
+
+DIV_ZERO: Final = "division by zero"
+OUT_OF_RANGE: Final = "integer out of range"
+BAD_INT: Final = "invalid input for int"
+BAD_FLOAT: Final = "invalid input for float"
+_I64_MIN: Final = -(2**63)
+_I64_MAX: Final = 2**63 - 1
+_INT_RE: Final = r"^[+-]?[0-9]+$"
+_FLOAT_RE: Final = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+_NULL_STR: Final = pl.lit(None, pl.String)
+
+
+def _err(cond: pl.Expr, msg: str) -> pl.Expr:
+    return pl.when(cond).then(pl.lit(msg)).otherwise(_NULL_STR)
+
+
+def _first(*errs: pl.Expr | None) -> pl.Expr | None:
+    present = [e for e in errs if e is not None]
+    if not present:
+        return None
+    return present[0] if len(present) == 1 else pl.coalesce(present)
+
+
+def like_regex(pattern: str) -> str:
+    """The anchored regex of a SQL `like` pattern (`%` any run, `_` one char, no escape)."""
+    parts = []
+    for ch in pattern:
+        parts.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+    return r"(?s)\A" + "".join(parts) + r"\z"
+
+
+def _like_elementwise(cols: pl.Series) -> pl.Series:
+    strings, patterns = cols.struct.field("s"), cols.struct.field("p")
+    out = [
+        None if s is None or p is None else re.match(like_regex(p), s) is not None
+        for s, p in zip(strings.to_list(), patterns.to_list(), strict=True)
+    ]
+    return pl.Series(out, dtype=pl.Boolean)
+
+
+def _float_repr(col: pl.Series) -> pl.Series:
+    return pl.Series([None if v is None else repr(v) for v in col.to_list()], dtype=pl.String)
+
+
+def _checked_int(wide: pl.Expr) -> Compiled:
+    bad = (wide < _I64_MIN) | (wide > _I64_MAX)
+    value = pl.when(bad).then(None).otherwise(wide).cast(pl.Int64, strict=False)
+    return value, _err(bad, OUT_OF_RANGE)
+
+
+class _Compiler:
+    def __init__(self, types: Sequence[ColumnType]) -> None:
+        self.types = list(types)
+
+    def scalar(self, expr: Expr) -> str:
+        return expr_type(expr, self.types, "expr")[0]
+
+    def compile(self, expr: Expr) -> Compiled:
+        match expr:
+            case Column(index=i):
+                return pl.col(f"c{i}"), None
+            case Literal(value=v):
+                if v is None:
+                    return pl.lit(None), None
+                return pl.lit(v, DTYPES[self.scalar(expr)]), None
+            case Call(func=func, args=args):
+                return self.call(func, args)
+        raise TypeError(f"not an expression: {expr!r}")
+
+    def call(self, func: str, args: list[Expr]) -> Compiled:
+        comp = [self.compile(a) for a in args]
+        vals = [v for v, _ in comp]
+        errs = [e for _, e in comp]
+        scalars = [self.scalar(a) for a in args]
+        is_int = all(s in ("int", "null") for s in scalars)
+        if func in ("add", "sub", "mul", "neg", "abs"):
+            if not is_int:
+                f = [v.cast(pl.Float64) for v in vals]
+                out = {"add": lambda: f[0] + f[1], "sub": lambda: f[0] - f[1],
+                       "mul": lambda: f[0] * f[1], "neg": lambda: -f[0],
+                       "abs": lambda: f[0].abs()}[func]()
+                return out, _first(*errs)
+            w = [v.cast(pl.Int128) for v in vals]
+            wide = {"add": lambda: w[0] + w[1], "sub": lambda: w[0] - w[1],
+                    "mul": lambda: w[0] * w[1], "neg": lambda: -w[0],
+                    "abs": lambda: w[0].abs()}[func]()
+            value, err = _checked_int(wide)
+            return value, _first(*errs, err)
+        if func in ("div", "mod"):
+            return self.divmod(func, vals, errs, is_int)
+        if func in ("eq", "ne", "lt", "le", "gt", "ge"):
+            if set(scalars) - {"null"} == {"int", "float"}:
+                vals = [v.cast(pl.Float64) for v in vals]
+            a, b = vals
+            out = {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b,
+                   "ge": a >= b}[func]
+            return out, _first(*errs)
+        if func in ("and", "or"):
+            a, b = (v.cast(pl.Boolean) for v in vals)
+            decided = pl.lit(False) if func == "and" else pl.lit(True)
+            out = (a & b) if func == "and" else (a | b)
+            err = _first(*errs)
+            if err is not None:
+                err = pl.when((a == decided) | (b == decided)).then(_NULL_STR).otherwise(err)
+            return out, err
+        if func == "not":
+            return ~vals[0].cast(pl.Boolean), errs[0]
+        if func == "is_null":
+            return vals[0].is_null(), errs[0]
+        if func == "coalesce":
+            target = DTYPES[self._unified(scalars)]
+            casted = [v.cast(target) for v in vals]
+            lazy_errs: list[pl.Expr | None] = []
+            for j, e in enumerate(errs):
+                if e is None:
+                    lazy_errs.append(None)
+                elif j == 0:
+                    lazy_errs.append(e)
+                else:
+                    reached = pl.all_horizontal([c.is_null() for c in casted[:j]])
+                    lazy_errs.append(pl.when(reached).then(e).otherwise(_NULL_STR))
+            return pl.coalesce(casted), _first(*lazy_errs)
+        if func == "if":
+            target = DTYPES[self._unified(scalars[1:])]
+            cond = vals[0].cast(pl.Boolean).fill_null(False)
+            out = pl.when(cond).then(vals[1].cast(target)).otherwise(vals[2].cast(target))
+            branch = None
+            if errs[1] is not None or errs[2] is not None:
+                e1 = errs[1] if errs[1] is not None else _NULL_STR
+                e2 = errs[2] if errs[2] is not None else _NULL_STR
+                branch = pl.when(cond).then(e1).otherwise(e2)
+            return out, _first(errs[0], branch)
+        if func == "concat":
+            return vals[0].cast(pl.String) + vals[1].cast(pl.String), _first(*errs)
+        if func == "lower":
+            return vals[0].cast(pl.String).str.to_lowercase(), errs[0]
+        if func == "upper":
+            return vals[0].cast(pl.String).str.to_uppercase(), errs[0]
+        if func == "length":
+            return vals[0].cast(pl.String).str.len_chars().cast(pl.Int64), errs[0]
+        if func == "like":
+            return self.like(args, vals), _first(*errs)
+        if func in ("cast_int", "cast_float", "cast_str"):
+            value, err = self.cast(func, vals[0], scalars[0])
+            return value, _first(errs[0], err)
+        raise TypeError(f"unknown function {func!r}")
+
+    def _unified(self, scalars: Sequence[str]) -> str:
+        real = set(scalars) - {"null"}
+        if not real:
+            return "int"
+        return "float" if real == {"int", "float"} else real.pop()
+
+    def divmod(self, func: str, vals: list[pl.Expr], errs: list[pl.Expr | None],
+               is_int: bool) -> Compiled:
+        a, b = vals
+        zero = a.is_not_null() & (b == 0)
+        zero_err = _err(zero, DIV_ZERO)
+        if not is_int:
+            fa, fb = a.cast(pl.Float64), b.cast(pl.Float64)
+            safe_b = pl.when(fb == 0).then(pl.lit(1.0)).otherwise(fb)
+            if func == "div":
+                return fa / safe_b, _first(*errs, zero_err)
+            fm = pl.map_batches(
+                [fa.fill_null(0.0), safe_b.fill_null(1.0)],
+                lambda s: pl.Series(np.fmod(s[0].to_numpy(), s[1].to_numpy())),
+                return_dtype=pl.Float64,
+            )
+            return pl.when(fa.is_null() | fb.is_null()).then(None).otherwise(fm), _first(
+                *errs, zero_err
+            )
+        wa = a.cast(pl.Int128)
+        wb = pl.when(b == 0).then(pl.lit(1, pl.Int128)).otherwise(b.cast(pl.Int128))
+        floor_q = wa // wb
+        inexact = (wa - floor_q * wb) != 0
+        trunc_q = pl.when(inexact & ((wa < 0) != (wb < 0))).then(floor_q + 1).otherwise(floor_q)
+        if func == "div":
+            value, err = _checked_int(trunc_q)
+            return value, _first(*errs, zero_err, err)
+        value = (wa - wb * trunc_q).cast(pl.Int64)
+        return value, _first(*errs, zero_err)
+
+    def like(self, args: list[Expr], vals: list[pl.Expr]) -> pl.Expr:
+        pattern = args[1]
+        if isinstance(pattern, Literal):
+            if pattern.value is None:
+                return pl.lit(None, pl.Boolean)
+            return vals[0].cast(pl.String).str.contains(like_regex(pattern.value))
+        both = pl.struct(vals[0].cast(pl.String).alias("s"), vals[1].cast(pl.String).alias("p"))
+        return both.map_batches(_like_elementwise, return_dtype=pl.Boolean)
+
+    def cast(self, func: str, v: pl.Expr, src: str) -> Compiled:
+        if func == "cast_int":
+            if src in ("int", "null"):
+                return v.cast(pl.Int64), None
+            if src == "bool":
+                return v.cast(pl.Int64), None
+            if src == "float":
+                f = v.cast(pl.Float64)
+                bad = f.is_nan() | f.is_infinite() | (f < -(2.0**63)) | (f >= 2.0**63)
+                value = pl.when(bad).then(None).otherwise(f).cast(pl.Int64, strict=False)
+                return value, _err(bad, OUT_OF_RANGE)
+            s = v.cast(pl.String).str.strip_chars()
+            ok = s.str.contains(_INT_RE)
+            parsed = s.cast(pl.Int64, strict=False)
+            err = (pl.when(s.is_not_null() & ~ok).then(pl.lit(BAD_INT))
+                   .when(ok & parsed.is_null()).then(pl.lit(OUT_OF_RANGE))
+                   .otherwise(_NULL_STR))
+            return parsed, err
+        if func == "cast_float":
+            if src == "str":
+                s = v.cast(pl.String).str.strip_chars()
+                ok = s.str.contains(_FLOAT_RE)
+                return s.cast(pl.Float64, strict=False), _err(s.is_not_null() & ~ok, BAD_FLOAT)
+            return v.cast(pl.Float64), None
+        if src == "bool":
+            b = v.cast(pl.Boolean)
+            return pl.when(b.is_null()).then(_NULL_STR).when(b).then(pl.lit("true")).otherwise(
+                pl.lit("false")), None
+        if src == "float":
+            return v.cast(pl.Float64).map_batches(_float_repr, return_dtype=pl.String), None
+        return v.cast(pl.String), None
+
+
+def compile_expr(expr: Expr, types: Sequence[ColumnType]) -> Compiled:
+    """(value, error) polars expressions of `expr` over a frame with columns `c0..` of `types`;
+    the value is cast to the expression's type."""
+    ty = typecheck_expr(expr, types)
+    value, err = _Compiler(types).compile(expr)
+    return value.cast(DTYPES[ty.scalar], strict=False), err
+
+
+class CompiledMfp:
+    """A MapFilterProject compiled against input column types. `apply` keeps every column of
+    the frame after the relation's (e.g. `time`, `diff`) on both outputs."""
+
+    def __init__(self, mfp: MapFilterProject, types: Sequence[ColumnType]) -> None:
+        self.arity_in = len(types)
+        all_types = list(types)
+        self.maps: list[tuple[str, pl.Expr]] = []
+        errs: list[pl.Expr | None] = []
+        for j, m in enumerate(mfp.map):
+            value, err = compile_expr(m, all_types)
+            name = f"c{len(all_types)}"
+            self.maps.append((name, value))
+            errs.append(err)
+            all_types.append(typecheck_expr(m, all_types))
+        self.preds: list[pl.Expr] = []
+        for f in mfp.filter:
+            value, err = _Compiler(all_types).compile(f)
+            self.preds.append(value.cast(pl.Boolean, strict=False).fill_null(False))
+            errs.append(err)
+        self.error = _first(*errs)
+        self.project = (list(mfp.project) if mfp.project is not None
+                        else list(range(len(all_types))))
+        self.out_types = [all_types[c] for c in self.project]
+        self.is_identity = not mfp.map and not mfp.filter and self.project == list(
+            range(self.arity_in))
+
+    def apply(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+        """(passing rows projected to `c0..`, error rows `error` + extra columns or None)."""
+        if self.is_identity or frame.height == 0:
+            if self.is_identity:
+                return frame, None
+        extra = frame.columns[self.arity_in:]
+        lf = frame.lazy()
+        for name, value in self.maps:
+            lf = lf.with_columns(value.alias(name))
+        errors = None
+        if self.error is not None:
+            lf = lf.with_columns(self.error.alias(ERROR))
+            computed = lf.collect()
+            bad = computed[ERROR].is_not_null()
+            if bad.any():
+                errors = computed.filter(bad).select([ERROR, *extra])
+                computed = computed.filter(~bad)
+            lf = computed.lazy()
+        if self.preds:
+            lf = lf.filter(*self.preds)
+        out = lf.select(
+            [pl.col(f"c{c}").alias(f"c{j}") for j, c in enumerate(self.project)]
+            + [pl.col(x) for x in extra]
+        ).collect()
+        return out, errors
