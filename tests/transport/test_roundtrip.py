@@ -1,0 +1,164 @@
+"""Commands and responses over TCP: order, free ports, superseding connections, local close."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import pytest
+
+from twofold.protocol import Peek, PeekResponse, PeekRows, Status
+from twofold.transport import (
+    ConnectFailed,
+    ConnectionClosed,
+    ConnectionLost,
+    MessageTooLarge,
+    ReplicaServer,
+    connect,
+)
+
+from .support import EchoReplica, async_test, hello, peek, within
+
+
+@async_test
+async def test_many_commands_and_responses_round_trip_in_order() -> None:
+    replica = EchoReplica()
+    n = 500
+    async with ReplicaServer(replica) as server:
+        client = await connect(*server.address)
+        first = hello()
+        await client.send(first)
+        for i in range(n):
+            await client.send(peek(i))
+        got = [await within(client.recv()) for _ in range(n)]
+        await client.aclose()
+    assert replica.commands == [first, *(peek(i) for i in range(n))]
+    assert got == [PeekResponse(peek(i).uuid, PeekRows([([i], 1)])) for i in range(n)]
+
+
+@async_test
+async def test_responses_the_target_emits_on_its_own_reach_the_client() -> None:
+    replica = EchoReplica()
+    async with ReplicaServer(replica) as server, await connect(*server.address) as client:
+        await client.send(hello())
+        await replica.wait_commands(1)
+        replica.emit(Status("unprompted"))
+        assert await within(client.recv()) == Status("unprompted")
+
+
+@async_test
+async def test_port_zero_picks_a_free_port_reported_by_address() -> None:
+    async with ReplicaServer(EchoReplica()) as a, ReplicaServer(EchoReplica()) as b:
+        (host_a, port_a), (_, port_b) = a.address, b.address
+        assert host_a == "127.0.0.1"
+        assert port_a > 0 and port_b > 0 and port_a != port_b
+        async with await connect(host_a, port_a) as client:
+            await client.send(hello())
+            await client.send(peek(7))
+            response = await within(client.recv())
+            assert isinstance(response, PeekResponse)
+
+
+@async_test
+async def test_address_before_start_is_an_error() -> None:
+    with pytest.raises(RuntimeError, match="start"):
+        _ = ReplicaServer(EchoReplica()).address
+
+
+@async_test
+async def test_a_new_connection_supersedes_the_old_one() -> None:
+    replica = EchoReplica()
+    async with ReplicaServer(replica) as server:
+        old = await connect(*server.address)
+        await old.send(hello())
+        await old.send(peek(1))
+        assert isinstance(await within(old.recv()), PeekResponse)
+
+        new = await connect(*server.address)
+        # The old connection ends: a clean close or a reset, never a hang.
+        with contextlib.suppress(ConnectionLost):
+            assert await within(old.recv()) is None
+        commands_before = len(replica.commands)
+
+        # Whatever the old client still sends never reaches the target.
+        with contextlib.suppress(ConnectionLost):
+            await old.send(peek(99))
+        second = hello()
+        await new.send(second)
+        await new.send(peek(2))
+        assert await within(new.recv()) == PeekResponse(peek(2).uuid, PeekRows([([2], 1)]))
+        assert replica.commands[commands_before:] == [second, peek(2)]
+        await old.aclose()
+        await new.aclose()
+
+
+@async_test
+async def test_responses_without_a_current_connection_are_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="twofold.transport")
+    replica = EchoReplica()
+    async with ReplicaServer(replica) as server:
+        await replica.wait_idle()
+        replica.emit(Status("nobody listens"))
+        await replica.wait_idle()
+        async with await connect(*server.address) as client:
+            await client.send(hello())
+            await client.send(peek(3))
+            assert isinstance(await within(client.recv()), PeekResponse)
+    assert "dropping Status" in caplog.text
+
+
+@async_test
+async def test_a_connection_closed_by_the_controller_frees_the_slot() -> None:
+    replica = EchoReplica()
+    async with ReplicaServer(replica) as server:
+        for i in range(3):
+            async with await connect(*server.address) as client:
+                await client.send(hello())
+                await client.send(peek(i))
+                assert isinstance(await within(client.recv()), PeekResponse)
+
+
+@async_test
+async def test_using_a_closed_client_raises_connection_closed() -> None:
+    replica = EchoReplica()
+    async with ReplicaServer(replica) as server:
+        client = await connect(*server.address)
+        pending = asyncio.create_task(client.recv())
+        await replica.wait_idle()
+        await client.aclose()
+        with pytest.raises(ConnectionClosed):
+            await within(pending)
+        with pytest.raises(ConnectionClosed):
+            await client.send(hello())
+        with pytest.raises(ConnectionClosed):
+            await client.recv()
+
+
+@async_test
+async def test_an_oversized_command_is_refused_locally_and_the_connection_stays_usable() -> None:
+    replica = EchoReplica()
+    async with (
+        ReplicaServer(replica) as server,
+        await connect(*server.address, max_frame=200) as client,
+    ):
+        await client.send(hello())
+        big = Peek(uuid=peek(0).uuid, target=peek(0).target, timestamp=0,
+                   literal_constraints=[["x" * 300]])  # fmt: skip
+        with pytest.raises(MessageTooLarge, match="Peek command of"):
+            await client.send(big)
+        await client.send(peek(5))
+        assert isinstance(await within(client.recv()), PeekResponse)
+    assert replica.commands[1:] == [peek(5)]
+
+
+@async_test
+async def test_connecting_to_a_closed_port_raises_connect_failed() -> None:
+    server = ReplicaServer(EchoReplica())
+    await server.start()
+    address = server.address
+    await server.aclose()
+    with pytest.raises(ConnectFailed, match=str(address[1])):
+        await connect(*address)
