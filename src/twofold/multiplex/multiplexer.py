@@ -1,0 +1,339 @@
+"""`Multiplexer`: one `ComputeClient` over the maintenance and interactive runtimes.
+
+`send` asks the pure `Router` where a command goes and awaits each delivery in order; a failing
+send is raised to the caller. `recv` merges the two response streams (`spec/multiplexer.md`,
+"Merging responses").
+
+Invariants it protects:
+- Nothing is lost or duplicated. One long-lived pump task per runtime moves that runtime's
+  responses, in order, into a bounded per-runtime buffer; only `recv` takes from the buffers,
+  and it never awaits between taking a response and returning it, so cancelling `recv` at any
+  point loses nothing. The pumps are never cancelled while the multiplexer is open, and a
+  runtime's `recv` is cancel-safe anyway.
+- Per runtime, responses keep their order (one pump per runtime, FIFO buffers). A pump may
+  drain extra responses without awaiting through an optional `recv_nowait()`, which it calls
+  only between its own `recv`s, so order holds.
+- Fairness: when both buffers hold a response, successive `recv`s alternate between runtimes.
+  A flooding runtime fills only its own bounded buffer, whose pump then waits for space.
+- Shared fate: when either runtime's stream ends (`None`) the multiplexer's `recv` returns
+  `None` from then on; when either raises, `recv` raises that error from then on. Each side's
+  responses sent before its end are still delivered first.
+- No task without an owner: `aclose()` (or leaving `async with`) cancels and awaits the pumps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections import deque
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Final, Protocol, runtime_checkable
+
+from twofold.client import ComputeClient
+from twofold.multiplex.routing import (
+    INTERACTIVE,
+    MAINTENANCE,
+    Collection,
+    ProtocolViolation,
+    Router,
+    Runtime,
+)
+from twofold.protocol import ComputeCommand, ComputeResponse, Frontiers, GlobalId
+
+log = logging.getLogger(__name__)
+
+BUFFER_LIMIT: Final = 512
+"""Responses a pump buffers per runtime before it waits for the consumer (backpressure)."""
+
+
+@runtime_checkable
+class SupportsRecvNowait(Protocol):
+    """Optional fast path a runtime client may offer: a response that is already available,
+    or `None` when none is (also at the end of the stream). It must never block, and must not
+    be called while one of the client's own `recv`s is pending."""
+
+    def recv_nowait(self) -> ComputeResponse | None: ...
+
+
+class _Mark:
+    """What a pump hands to `recv` after its buffered responses: the end of the runtime's stream
+    (`final`, with the runtime's error if it raised), or a strict-mode `ProtocolViolation` to
+    raise before the responses that followed it."""
+
+    __slots__ = ("error", "final")
+
+    def __init__(self, error: Exception | None, *, final: bool) -> None:
+        self.error = error
+        self.final = final
+
+
+class _Nothing(enum.Enum):
+    NOTHING = enum.auto()
+
+
+_NOTHING: Final = _Nothing.NOTHING
+
+
+class _Side:
+    """One runtime as the merge sees it: its client, its buffer and its pump."""
+
+    __slots__ = ("buffer", "client", "mark", "other", "pump", "resume", "runtime", "space")
+
+    def __init__(self, runtime: Runtime, client: ComputeClient) -> None:
+        self.runtime = runtime
+        self.client = client
+        self.buffer: deque[ComputeResponse] = deque()
+        # Handed over after `buffer` drains; the pump appends nothing while it is set.
+        self.mark: _Mark | None = None
+        # Set while the pump waits for `recv` to raise a non-final mark.
+        self.resume: asyncio.Future[None] | None = None
+        # Set while the pump waits for `recv` to make room in `buffer`.
+        self.space: asyncio.Future[None] | None = None
+        self.pump: asyncio.Task[None] | None = None
+        self.other: _Side = self
+
+
+class Multiplexer:
+    """A `ComputeClient` over a maintenance and an interactive `ComputeClient`.
+
+    Use it from one event loop; `send` is not meant to be called concurrently with itself (the
+    controller sends in order), and `recv` serves one consumer at a time.
+    """
+
+    def __init__(
+        self,
+        *,
+        maintenance: ComputeClient,
+        interactive: ComputeClient,
+        strict: bool = False,
+    ) -> None:
+        self._router = Router(strict=strict)
+        self._clients: tuple[ComputeClient, ComputeClient] = (maintenance, interactive)
+        m = _Side(MAINTENANCE, maintenance)
+        i = _Side(INTERACTIVE, interactive)
+        m.other, i.other = i, m
+        self._sides = (m, i)
+        self._turn = m  # the side `recv` tries first
+        self._waiters: list[asyncio.Future[None]] = []
+        self._started = False
+        self._closed = False
+        # The first end `recv` reported; sticky, because the runtimes share fate.
+        self._ended: _Mark | None = None
+
+    # -- introspection ------------------------------------------------------------------------
+
+    @property
+    def strict(self) -> bool:
+        return self._router.strict
+
+    @property
+    def violations(self) -> dict[str, int]:
+        """Cumulative violation counts keyed `undeclared`, `declared_twice`,
+        `peek_undeclared`, `foreign_frontiers` (lenient mode)."""
+        return self._router.violations
+
+    @property
+    def collections(self) -> Mapping[GlobalId, Collection]:
+        """The routing table: live collections, their owner and whether they are published."""
+        return self._router.collections
+
+    # -- commands -----------------------------------------------------------------------------
+
+    async def send(self, command: ComputeCommand) -> None:
+        """Route `command` and deliver it, in order, to each runtime the table names.
+
+        Raises `ProtocolViolation` (strict mode) before anything is forwarded, and whatever a
+        runtime's `send` raises (the multiplexer must then not be used further).
+        """
+        routing = self._router.route(command)
+        for violation in routing.violations:
+            log.warning("protocol violation (%s): %s", violation.kind.value, violation.message)
+        clients = self._clients
+        for runtime, delivered in routing.deliveries:
+            await clients[runtime].send(delivered)
+
+    # -- responses ----------------------------------------------------------------------------
+
+    async def recv(self) -> ComputeResponse | None:
+        """The next response of either runtime; `None` once either runtime ended. Cancel-safe.
+
+        Raises the error of a runtime whose `recv` raised, and `ProtocolViolation` (strict
+        mode) for a response outside the protocol, which is dropped (later responses follow).
+        """
+        # Fast path: the runtime whose turn it is has a response buffered. No await between
+        # taking it and returning it, so there is no point at which a cancel could lose it.
+        side = self._turn
+        buf = side.buffer
+        if buf:
+            self._turn = side.other
+            space = side.space
+            if space is not None:
+                side.space = None
+                space.set_result(None)
+            return buf.popleft()
+        return await self._recv_slow()
+
+    async def _recv_slow(self) -> ComputeResponse | None:
+        while True:
+            item = self._poll()
+            if item is not _NOTHING:
+                return item
+            if self._closed:
+                return None
+            if not self._started:
+                self._start()
+                continue
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            # One future per waiting `recv`: a shared one would be cancelled along with the
+            # first cancelled caller and wake the others with CancelledError.
+            self._waiters.append(waiter)
+            try:
+                # Cancelling here takes nothing from the buffers.
+                await waiter
+            finally:
+                if not waiter.done() or waiter.cancelled():
+                    with contextlib.suppress(ValueError):
+                        self._waiters.remove(waiter)
+
+    def _poll(self) -> ComputeResponse | _Nothing | None:
+        """Take the next thing `recv` reports, preferring the side whose turn it is; a side's
+        mark counts only once its buffer is empty. `_NOTHING` if neither side has anything."""
+        ended = self._ended
+        if ended is not None:
+            if ended.error is not None:
+                raise ended.error
+            return None
+        first = self._turn
+        for side in (first, first.other):
+            buf = side.buffer
+            if buf:
+                self._turn = side.other
+                space = side.space
+                if space is not None:
+                    side.space = None
+                    space.set_result(None)
+                return buf.popleft()
+            mark = side.mark
+            if mark is None:
+                continue
+            self._turn = side.other
+            if mark.final:
+                self._end(mark)
+                return self._poll()
+            side.mark = None
+            resume, side.resume = side.resume, None
+            if resume is not None and not resume.done():
+                resume.set_result(None)
+            assert mark.error is not None
+            raise mark.error
+        return _NOTHING
+
+    def _end(self, mark: _Mark) -> None:
+        # The runtimes share fate: nothing after the first end is delivered. The pumps stop
+        # here; `aclose` awaits them.
+        self._ended = mark
+        for side in self._sides:
+            side.buffer.clear()
+            if side.pump is not None:
+                side.pump.cancel()
+
+    def _wake(self) -> None:
+        waiters = self._waiters
+        if waiters:
+            self._waiters = []
+            for w in waiters:
+                if not w.done():
+                    w.set_result(None)
+
+    def _start(self) -> None:
+        self._started = True
+        loop = asyncio.get_running_loop()
+        for side in self._sides:
+            side.pump = loop.create_task(
+                self._pump(side), name=f"twofold-mux-pump-{side.runtime.label}"
+            )
+
+    async def _pump(self, side: _Side) -> None:
+        """Move `side`'s responses, in order, into its buffer until its stream ends."""
+        client = side.client
+        buf = side.buffer
+        nowait: Callable[[], ComputeResponse | None] | None = (
+            client.recv_nowait if isinstance(client, SupportsRecvNowait) else None
+        )
+        # Only interactive `Frontiers` can be foreign (see `Router.screen`); everything else
+        # skips the router on this path.
+        screens = side.runtime is INTERACTIVE
+        screen = self._router.screen
+        loop = asyncio.get_running_loop()
+        wake = self._wake
+        try:
+            while True:
+                if len(buf) >= BUFFER_LIMIT:
+                    space = side.space = loop.create_future()
+                    await space
+                    continue
+                item = await client.recv()
+                if item is None:
+                    side.mark = _Mark(None, final=True)
+                    wake()
+                    return
+                while item is not None:
+                    if not screens or type(item) is not Frontiers:
+                        buf.append(item)
+                    else:
+                        try:
+                            violation = screen(INTERACTIVE, item)
+                        except ProtocolViolation as exc:
+                            # Strict: `recv` raises it after the responses before it, and the
+                            # pump waits until it has, so the ones after it stay behind it.
+                            side.mark = _Mark(exc, final=False)
+                            side.resume = loop.create_future()
+                            break
+                        if violation is None:
+                            buf.append(item)
+                        else:
+                            log.warning("dropped a response: %s", violation.message)
+                    # Drain what is already available without awaiting. Safe for order: no
+                    # `recv` of this client is pending here.
+                    if nowait is None or len(buf) >= BUFFER_LIMIT:
+                        break
+                    item = nowait()
+                wake()
+                resume = side.resume
+                if resume is not None:
+                    await resume
+        except Exception as exc:  # handed to `recv` in order, after what came before it
+            side.mark = _Mark(exc, final=True)
+            wake()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Stop merging: cancel and await the pumps. Buffered responses are discarded and any
+        pending or later `recv` returns `None`. Idempotent."""
+        self._closed = True
+        self._wake()
+        pumps = [side.pump for side in self._sides if side.pump is not None]
+        for pump in pumps:
+            pump.cancel()
+        for side in self._sides:
+            side.buffer.clear()
+            side.pump = None
+        if pumps:
+            await asyncio.gather(*pumps, return_exceptions=True)
+
+    close = aclose
+
+    async def __aenter__(self) -> Multiplexer:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
