@@ -29,6 +29,7 @@ from twofold.testing.strategies import (
 
 DESC = RelationDesc(["a"], [ColumnType("int")])
 U, T = GlobalId.user, GlobalId.transient
+AT5, AT6 = Frontier.at(5), Frontier.at(6)
 
 
 def index_export(on: GlobalId) -> tuple[IndexDesc, RelationDesc]:
@@ -42,8 +43,8 @@ def sink(conn: SinkConnection) -> SinkDesc:
 def df(
     index_ids: Sequence[GlobalId] = (),
     sinks: dict[GlobalId, SinkConnection] | None = None,
-    as_of: Frontier | None = Frontier.at(5),
-    until: Frontier = Frontier.at(6),
+    as_of: Frontier | None = AT5,
+    until: Frontier = AT6,
 ) -> DataflowDescription:
     return DataflowDescription(
         "d",
@@ -139,9 +140,7 @@ def test_predicates_agree_with_their_definitions(d: DataflowDescription) -> None
     assert sorted(by_kind) == sorted(d.sink_exports)
     assert d.is_transient() == all(i.is_transient for i in exports)
     t = None if d.as_of is None else d.as_of.time
-    single = t is not None and (
-        d.until == Frontier.at(t + 1) if t < MAX_TIME else d.until.is_empty
-    )
+    single = t is not None and (d.until == Frontier.at(t + 1) if t < MAX_TIME else d.until.is_empty)
     assert d.is_single_time() == single
     assert d.is_peek_dataflow() == (
         d.is_transient() and single and not d.subscribe_ids() and not d.copy_to_ids()

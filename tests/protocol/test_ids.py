@@ -1,5 +1,6 @@
 """GlobalId: ordering (kind first, then number), parsing, transience, hashing, immutability."""
 
+import itertools
 import pickle
 
 import pytest
@@ -46,7 +47,7 @@ def test_order_is_kind_then_number(a: GlobalId, b: GlobalId) -> None:
 @given(st.lists(global_ids(), max_size=8))
 def test_sorted_works(ids: list[GlobalId]) -> None:
     out = sorted(ids)
-    assert all(x <= y for x, y in zip(out, out[1:], strict=False))
+    assert all(x <= y for x, y in itertools.pairwise(out))
 
 
 @given(global_ids())

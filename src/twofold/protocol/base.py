@@ -24,6 +24,7 @@ Row = list[Any]
 SCALAR_PY_TYPES: Final = frozenset({type(None), bool, int, float, str, bytes})
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
+_is_int: Final = int.__instancecheck__
 
 
 def check_scalar(value: object, what: str) -> None:
@@ -35,11 +36,22 @@ def check_scalar(value: object, what: str) -> None:
 
 
 def check_rows(rows: Iterable[list[Any]], what: str) -> None:
-    """Raise `TypeError` unless every value of every row is a protocol scalar."""
+    """Raise `TypeError` unless every value of every row is a protocol scalar, `ValueError` if
+    an int lies outside the 64-bit signed range."""
+    rows = rows if isinstance(rows, list) else list(rows)
     seen = set(map(type, chain.from_iterable(rows)))
     if not seen <= SCALAR_PY_TYPES:
         bad = sorted(t.__name__ for t in seen - SCALAR_PY_TYPES)
         raise TypeError(f"{what}: rows may hold only scalars, found {', '.join(bad)}")
+    if int in seen:
+        # A second pass only when ints are present; MessagePack would carry up to 2**64 - 1,
+        # but the engine's columns are int64, so the range is checked at the boundary.
+        # C-level iteration only (no Python frame per value); bools pass as 0 and 1.
+        ints = list(filter(_is_int, chain.from_iterable(rows)))
+        lo, hi = min(ints), max(ints)
+        if lo < INT64_MIN or hi > INT64_MAX:
+            bad_int = lo if lo < INT64_MIN else hi
+            raise ValueError(f"{what}: int {bad_int} is outside the 64-bit signed range")
 
 
 class Value(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

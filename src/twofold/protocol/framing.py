@@ -17,11 +17,15 @@ HEADER: Final = struct.Struct(">I")
 DEFAULT_MAX_FRAME: Final = 64 * 1024 * 1024
 
 
-def frame(payload: bytes) -> bytes:
-    """The framed form of one payload."""
+def _header(payload: bytes) -> bytes:
     if len(payload) > 0xFFFFFFFF:
         raise ValueError(f"payload of {len(payload)} bytes cannot be framed (max 4 GiB - 1)")
-    return HEADER.pack(len(payload)) + payload
+    return HEADER.pack(len(payload))
+
+
+def frame(payload: bytes) -> bytes:
+    """The framed form of one payload."""
+    return _header(payload) + payload
 
 
 class FrameDecoder:
@@ -78,7 +82,8 @@ async def read_frame(
 
 
 async def write_frame(writer: asyncio.StreamWriter, payload: bytes) -> None:
-    """Write one framed payload and wait for the transport to drain."""
-    writer.write(HEADER.pack(len(payload)))
+    """Write one framed payload and wait for the transport to drain. A payload too large for
+    the 4-byte header raises `ValueError` before anything is written."""
+    writer.write(_header(payload))
     writer.write(payload)
     await writer.drain()
