@@ -23,7 +23,7 @@ from twofold.protocol import (
 )
 from twofold.protocol.framing import frame, read_frame
 from twofold.protocol.ids import GlobalId
-from twofold.transport import ReplicaServer
+from twofold.transport import ConnectionLost, ReplicaConnection, ReplicaServer
 from twofold.transport.handshake import client_hello, parse_server_hello
 
 T = TypeVar("T")
@@ -115,4 +115,15 @@ async def closed_by_peer(reader: asyncio.StreamReader) -> bool:
     """Read until the peer closes (EOF or reset); fails the test if it never does."""
     with contextlib.suppress(ConnectionResetError):
         await within(reader.read())
+    return True
+
+
+async def connection_ends(client: ReplicaConnection) -> bool:
+    """The server ended `client`'s connection: `recv` returns `None` (a clean close) or raises
+    `ConnectionLost` (a reset); fails the test if it does neither."""
+    try:
+        response = await within(client.recv())
+    except ConnectionLost:
+        return True
+    assert response is None, f"expected the connection to end, got {response!r}"
     return True
