@@ -1,0 +1,212 @@
+"""Keyed non-linear operators — Reduce, Distinct, Threshold, TopK — maintained by recomputing
+only the keys a step touches.
+
+At time `t` with input change `d`: look up the accumulated input rows of the keys `d` touches
+(`prev`), form `new = prev + d`, evaluate the operator's function on both, and emit
+`f(new) - f(prev)` (retractions of old results, insertions of new ones; equal rows cancel).
+The same is done for the operator's own evaluation errors (an overflowing `sum`), so they
+retract when the offending rows do. Cost is O(rows of touched keys), never O(state).
+
+Results follow `docs/semantics.md`: groups exist while their row count is positive; aggregates
+ignore NULLs; `distinct=True` aggregates the set of distinct non-NULL values; ordering for TopK
+is the order keys, then every column ascending with NULLs last, a row of multiplicity `n`
+taking `n` consecutive ranks.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Mapping, Sequence
+
+import polars as pl
+
+from twofold.engine.expr import OUT_OF_RANGE
+from twofold.engine.frames import DIFF, ERROR, consolidate
+from twofold.engine.operator import (
+    EMPTY_ERRORS,
+    Delta,
+    Operator,
+    concat_errors,
+    empty_delta,
+)
+from twofold.engine.state import KeyedState, consolidated_union, distinct_keys
+from twofold.protocol import Aggregate, ColumnType, GlobalId, OrderKey
+
+_I64 = (-(2**63), 2**63 - 1)
+
+
+class KeyedOp(Operator):
+    """Recompute-touched-keys driver; subclasses define `evaluate` on a consolidated frame."""
+
+    def __init__(self, child: Operator, key: Sequence[int], types: Sequence[ColumnType]) -> None:
+        self.child = child
+        self.key = list(key)
+        self.key_cols = [f"c{k}" for k in key]
+        self.types = list(types)
+        self.in_cols = [f"c{i}" for i in range(len(child.types))]
+        self.out_cols = [f"c{i}" for i in range(len(types))]
+        self.state = KeyedState(child.types, key)
+
+    @abstractmethod
+    def evaluate(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """(output collection frame, own error frame) of a consolidated input frame that holds
+        whole groups."""
+
+    def step(self, t: int, inputs: Mapping[GlobalId, Delta]) -> Delta:
+        delta, errs = self.child.step(t, inputs)
+        if delta.height == 0:
+            return empty_delta(self.types)[0], errs
+        delta = consolidate(delta, self.in_cols)
+        if delta.height == 0:
+            return empty_delta(self.types)[0], errs
+        # With an empty key every step touches the single group: the whole state.
+        prev = (self.state.lookup(distinct_keys(delta, self.key_cols), nulls_equal=True)
+                if self.key else self.state.accumulated())
+        new = consolidated_union([prev, delta], self.in_cols)
+        old_out, old_err = self.evaluate(prev) if prev.height else (None, None)
+        new_out, new_err = self.evaluate(new) if new.height else (None, None)
+        self.state.insert(t, delta)
+        out_parts = [p for p in (new_out, _neg(old_out)) if p is not None and p.height]
+        err_parts = [p for p in (new_err, _neg(old_err)) if p is not None and p.height]
+        if out_parts:
+            out = consolidate(self.conform(pl.concat(out_parts, how="vertical")), self.out_cols)
+        else:
+            out = empty_delta(self.types)[0]
+        if err_parts:
+            own = consolidate(pl.concat(err_parts, how="vertical"), [ERROR])
+            errs = concat_errors([errs, own])
+        return out, errs
+
+
+def _neg(frame: pl.DataFrame | None) -> pl.DataFrame | None:
+    return None if frame is None else frame.with_columns(-pl.col(DIFF))
+
+
+class ReduceOp(KeyedOp):
+    def __init__(self, child: Operator, group_key: Sequence[int], aggregates: Sequence[Aggregate],
+                 types: Sequence[ColumnType]) -> None:
+        super().__init__(child, group_key, types)
+        self.aggs = list(aggregates)
+
+    def evaluate(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        k = len(self.key)
+        exprs: list[pl.Expr] = [pl.col(DIFF).sum().alias("_n")]
+        checks: list[str] = []
+        pos = pl.col(DIFF) > 0
+        for j, agg in enumerate(self.aggs):
+            name = f"c{k + j}"
+            if agg.column is None:
+                exprs.append(pl.col(DIFF).sum().alias(name))
+                continue
+            c = pl.col(f"c{agg.column}")
+            scalar = self.child.types[agg.column].scalar
+            distinct_vals = c.filter(pos & c.is_not_null()).unique()
+            if agg.func == "count":
+                e = (distinct_vals.len() if agg.distinct
+                     else (pl.col(DIFF) * c.is_not_null().cast(pl.Int64)).sum())
+                exprs.append(e.cast(pl.Int64).alias(name))
+            elif agg.func == "sum":
+                nonnull = (c.is_not_null() & pos).any()
+                if scalar == "int":
+                    total = (distinct_vals.cast(pl.Int128).sum() if agg.distinct
+                             else (c.cast(pl.Int128) * pl.col(DIFF)).sum())
+                    exprs.append(pl.when(nonnull).then(total).otherwise(None).alias(name))
+                    checks.append(name)
+                else:
+                    total = (distinct_vals.sum() if agg.distinct
+                             else (c * pl.col(DIFF).cast(pl.Float64)).sum())
+                    exprs.append(pl.when(nonnull).then(total).otherwise(None).alias(name))
+            else:
+                vals = c.filter(pos)
+                exprs.append((vals.min() if agg.func == "min" else vals.max()).alias(name))
+        if self.key:
+            grouped = frame.group_by(self.key_cols).agg(exprs)
+            grouped = grouped.rename({c: f"c{j}" for j, c in enumerate(self.key_cols)})
+        else:
+            grouped = frame.select(exprs)
+        grouped = grouped.filter(pl.col("_n") > 0)
+        errors = EMPTY_ERRORS
+        if checks:
+            bad = pl.any_horizontal([(pl.col(c) < _I64[0]) | (pl.col(c) > _I64[1])
+                                     for c in checks])
+            flagged = grouped.select(bad.fill_null(False).alias("_bad"))["_bad"]
+            if flagged.any():
+                errors = pl.DataFrame({ERROR: [OUT_OF_RANGE] * int(flagged.sum()),
+                                       DIFF: [1] * int(flagged.sum())},
+                                      schema={ERROR: pl.String, DIFF: pl.Int64})
+                grouped = grouped.filter(~flagged)
+        out = grouped.select([*self.out_cols, pl.lit(1, pl.Int64).alias(DIFF)])
+        return self.conform(out), errors
+
+
+class DistinctOp(KeyedOp):
+    def __init__(self, child: Operator) -> None:
+        super().__init__(child, range(len(child.types)), child.types)
+
+    def evaluate(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        return frame.filter(pl.col(DIFF) > 0).with_columns(pl.lit(1, pl.Int64).alias(DIFF)), \
+            EMPTY_ERRORS
+
+
+class ThresholdOp(KeyedOp):
+    def __init__(self, child: Operator) -> None:
+        super().__init__(child, range(len(child.types)), child.types)
+
+    def evaluate(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        return frame.filter(pl.col(DIFF) > 0), EMPTY_ERRORS
+
+
+def order_frame(frame: pl.DataFrame, order_by: Sequence[OrderKey], arity: int,
+                first: Sequence[str] = ()) -> pl.DataFrame:
+    """`frame` sorted by `first` columns, then the order keys, then every column ascending
+    with NULLs last (the deterministic order of `docs/semantics.md`)."""
+    by = [*first]
+    desc = [False] * len(first)
+    nulls_last = [True] * len(first)
+    for o in order_by:
+        by.append(f"c{o.column}")
+        desc.append(o.desc)
+        nulls_last.append(o.nulls_last)
+    for c in range(arity):
+        by.append(f"c{c}")
+        desc.append(False)
+        nulls_last.append(True)
+    if not by:
+        return frame
+    # polars sorts a column once per mention; repeated columns keep the first mention's order.
+    sort_exprs = [pl.col(c).alias(f"_s{j}") for j, c in enumerate(by)]
+    keys = [f"_s{j}" for j in range(len(by))]
+    return frame.with_columns(sort_exprs).sort(
+        keys, descending=desc, nulls_last=nulls_last, maintain_order=True
+    ).drop(keys)
+
+
+def rank_window(frame: pl.DataFrame, offset: int, limit: int | None,
+                group: Sequence[str]) -> pl.DataFrame:
+    """For an ordered frame with positive diffs: keep ranks `[offset, offset+limit)` per group
+    (a row of multiplicity n spans n ranks), adjusting each row's diff to its overlap."""
+    end = pl.col(DIFF).cum_sum()
+    if group:
+        end = end.over(list(group))
+    hi = pl.lit(None if limit is None else offset + limit, pl.Int64)
+    overlap = (
+        (pl.min_horizontal(pl.col("_end"), hi) if limit is not None else pl.col("_end"))
+        - pl.max_horizontal(pl.col("_end") - pl.col(DIFF), pl.lit(offset, pl.Int64))
+    )
+    return (frame.with_columns(end.alias("_end"))
+            .with_columns(overlap.alias(DIFF))
+            .filter(pl.col(DIFF) > 0)
+            .drop("_end"))
+
+
+class TopKOp(KeyedOp):
+    def __init__(self, child: Operator, group_key: Sequence[int], order_by: Sequence[OrderKey],
+                 limit: int | None, offset: int) -> None:
+        super().__init__(child, group_key, child.types)
+        self.order_by = list(order_by)
+        self.limit, self.offset = limit, offset
+
+    def evaluate(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        frame = frame.filter(pl.col(DIFF) > 0)
+        ordered = order_frame(frame, self.order_by, len(self.types), self.key_cols)
+        return rank_window(ordered, self.offset, self.limit, self.key_cols), EMPTY_ERRORS
