@@ -45,6 +45,7 @@ differential tests.
 
 from twofold.engine.arrangement import Arrangement, ArrangementSnapshot, Updates
 from twofold.engine.batch import Batch
+from twofold.engine.dataflow import Dataflow, SinkChunk
 from twofold.engine.errors import (
     EngineError,
     EvalError,
@@ -53,8 +54,11 @@ from twofold.engine.errors import (
     PlanError,
     ResultTooLarge,
 )
+from twofold.engine.peek import peek
+from twofold.engine.typecheck import typecheck_dataflow, typecheck_expr, typecheck_plan
 
 __all__ = [
-    "Arrangement", "ArrangementSnapshot", "Batch", "EngineError", "EvalError", "InputError",
-    "NotReadableError", "PlanError", "ResultTooLarge", "Updates",
+    "Arrangement", "ArrangementSnapshot", "Batch", "Dataflow", "EngineError", "EvalError",
+    "InputError", "NotReadableError", "PlanError", "ResultTooLarge", "SinkChunk", "Updates",
+    "peek", "typecheck_dataflow", "typecheck_expr", "typecheck_plan",
 ]  # fmt: skip

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import polars as pl
@@ -42,7 +42,9 @@ from twofold.engine.frames import (
 )
 from twofold.protocol import Frontier, RelationDesc
 
-Updates = pl.DataFrame | pa.Table | pa.RecordBatch | Iterable[tuple[Sequence[Any], int, int]]
+Updates: TypeAlias = (
+    pl.DataFrame | pa.Table | pa.RecordBatch | Iterable[tuple[Sequence[Any], int, int]]
+)
 """Updates at the boundary: an update frame, Arrow data with `time`/`diff`, or tuples."""
 
 

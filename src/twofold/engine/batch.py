@@ -96,16 +96,15 @@ def gather_hashes(batch: Batch, query: np.ndarray) -> pl.DataFrame | None:
         if lo == hi:
             return None
         return batch.data.slice(lo, hi - lo)
-    lo = np.searchsorted(hashes, query, "left")
-    hi = np.searchsorted(hashes, query, "right")
-    lens = hi - lo
+    los = np.searchsorted(hashes, query, "left")
+    lens = np.searchsorted(hashes, query, "right") - los
     total = int(lens.sum())
     if total == 0:
         return None
     keep = lens > 0
-    lo, lens = lo[keep], lens[keep]
+    los, lens = los[keep], lens[keep]
     # Row indexes of every range, laid end to end: offset each range's start by the running
     # total of the lengths before it.
-    starts = np.repeat(lo - (np.cumsum(lens) - lens), lens)
+    starts = np.repeat(los - (np.cumsum(lens) - lens), lens)
     idx = starts + np.arange(total)
     return batch.data[idx]

@@ -267,7 +267,7 @@ class CompiledMfp:
         all_types = list(types)
         self.maps: list[tuple[str, pl.Expr]] = []
         errs: list[pl.Expr | None] = []
-        for j, m in enumerate(mfp.map):
+        for m in mfp.map:
             value, err = compile_expr(m, all_types)
             name = f"c{len(all_types)}"
             self.maps.append((name, value))
@@ -287,9 +287,8 @@ class CompiledMfp:
 
     def apply(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None]:
         """(passing rows projected to `c0..`, error rows `error` + extra columns or None)."""
-        if self.is_identity or frame.height == 0:
-            if self.is_identity:
-                return frame, None
+        if self.is_identity:
+            return frame, None
         extra = frame.columns[self.arity_in:]
         lf = frame.lazy()
         for name, value in self.maps:

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 
 import polars as pl
 
+from twofold.engine.frames import DIFF
 from twofold.engine.operator import Delta, Operator, concat_errors, empty_delta
 from twofold.engine.state import KeyedState, distinct_keys
-from twofold.engine.frames import DIFF
 from twofold.protocol import GlobalId
 
 

@@ -41,7 +41,9 @@ def run_plan_at_times(
     rel = typecheck_plan(plan, {gid: d for gid, (d, _) in inputs.items()})
     desc = DataflowDescription(
         debug_name="run_plan_at_times",
-        source_imports={gid: SourceImport(shard=str(gid), desc=d) for gid, (d, _) in inputs.items()},
+        source_imports={
+            gid: SourceImport(shard=str(gid), desc=d) for gid, (d, _) in inputs.items()
+        },
         objects_to_build=[BuildDesc(out_id, plan)],
         index_exports={out_id: (IndexDesc(out_id, list(range(rel.arity))), rel)},
         as_of=Frontier.minimum(),

@@ -211,17 +211,17 @@ def typecheck_plan(plan: Plan, inputs: Mapping[GlobalId, RelationDesc], where: s
         case UnionAll(inputs=parts):
             descs = [typecheck_plan(p, inputs, f"{here}.inputs[{j}]") for j, p in enumerate(parts)]
             first = descs[0]
-            types = list(first.types)
+            utypes = list(first.types)
             for j, d in enumerate(descs[1:], 1):
                 if d.arity != first.arity:
                     raise PlanError(f"{here}: input {j} has {d.arity} columns, input 0 has "
                                     f"{first.arity}")
-                for c, (a, b) in enumerate(zip(types, d.types, strict=True)):
-                    if a.scalar != b.scalar:
-                        raise PlanError(f"{here}: column {c} is {a.scalar} in input 0 but "
-                                        f"{b.scalar} in input {j}")
-                    types[c] = ColumnType(a.scalar, a.nullable or b.nullable)
-            return RelationDesc(list(first.names), types)
+                for c, (ta, tb) in enumerate(zip(utypes, d.types, strict=True)):
+                    if ta.scalar != tb.scalar:
+                        raise PlanError(f"{here}: column {c} is {ta.scalar} in input 0 but "
+                                        f"{tb.scalar} in input {j}")
+                    utypes[c] = ColumnType(ta.scalar, ta.nullable or tb.nullable)
+            return RelationDesc(list(first.names), utypes)
         case Negate(input=inp) | Threshold(input=inp) | Distinct(input=inp):
             return typecheck_plan(inp, inputs, f"{here}.input")
     raise PlanError(f"{where}: not a plan: {plan!r}")
