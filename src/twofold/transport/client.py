@@ -114,6 +114,12 @@ class ReplicaConnection:
     # -- lifecycle -----------------------------------------------------------------------------
 
     @property
+    def buffered_bytes(self) -> int:
+        """Payload bytes of received responses waiting for `recv` (bounded by `buffer_limit`
+        plus the one frame that crossed it)."""
+        return self._buffered
+
+    @property
     def closed(self) -> bool:
         """`close()` was called."""
         return self._closed
