@@ -1,0 +1,354 @@
+"""Shards: compare-and-append, snapshot, listen and compaction over any `Backend`.
+
+A `Shard` is a thin, stateless handle: its frontiers are read fresh from the backend on every
+access, so handles in different threads and processes agree. The invariants it protects:
+
+- an append is validated completely (schema, non-zero diffs, times in `[lower, new_upper)`,
+  `lower <= new_upper`) before the backend is touched, and is then atomic: it lands whole, or
+  `UpperMismatch` reports the actual upper and nothing is written;
+- a read answers exactly the collection it names or raises: `snapshot(t)` needs
+  `since <= t < upper`; a `Listener` raises `SinceViolation` once `since` passes the last time it
+  has delivered, because compaction may then have merged times it still has to tell apart;
+- `since` never moves backwards, and compaction only rewrites parts wholly behind `since`.
+
+`compare_and_append` with `new_upper == lower` writes nothing but still checks the upper (a
+fence); it accepts only an empty batch, since `[lower, lower)` holds no time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from twofold.protocol import MAX_TIME, Frontier, RelationDesc
+from twofold.storage.backend import Backend, Part
+from twofold.storage.compaction import plan_compaction
+from twofold.storage.errors import (
+    BeyondUpper,
+    CorruptStorage,
+    InvalidUpdates,
+    SinceViolation,
+    UpperMismatch,
+)
+from twofold.storage.updates import (
+    TIME,
+    UpdateBatch,
+    UpdatesLike,
+    advance_times,
+    check_bounds,
+    consolidate,
+    empty_updates,
+    to_update_table,
+    update_schema,
+)
+
+DEFAULT_POLL_INTERVAL = 0.01
+"""Seconds between checks for appends made by other processes (same-process appends wake
+listeners at once)."""
+
+
+def as_frontier(value: Frontier | int, what: str) -> Frontier:
+    """Accept a `Frontier` or a bare time `t` (meaning `Frontier.at(t)`)."""
+    if isinstance(value, Frontier):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidUpdates(f"{what} must be a Frontier or an int time, got {value!r}")
+    try:
+        return Frontier.at(value)
+    except (TypeError, ValueError) as e:
+        raise InvalidUpdates(f"{what}: {e}") from None
+
+
+def _check_time(value: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TIME:
+        raise InvalidUpdates(f"{what} must be a time in [0, 2**64), got {value!r}")
+    return value
+
+
+class Shard:
+    """A handle on one shard of a storage backend. Thread-safe; cheap to create."""
+
+    def __init__(self, backend: Backend, shard_id: str, desc: RelationDesc,
+                 *, poll_interval: float = DEFAULT_POLL_INTERVAL) -> None:
+        self._backend = backend
+        self.shard_id = shard_id
+        self.desc = desc
+        self.schema: pa.Schema = update_schema(desc)
+        self.poll_interval = poll_interval
+
+    def __repr__(self) -> str:
+        return f"Shard({self.shard_id!r})"
+
+    @property
+    def upper(self) -> Frontier:
+        return self._backend.state(self.shard_id).upper
+
+    @property
+    def since(self) -> Frontier:
+        return self._backend.state(self.shard_id).since
+
+    @property
+    def backend(self) -> Backend:
+        return self._backend
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def compare_and_append(
+        self, updates: UpdatesLike, lower: Frontier | int, new_upper: Frontier | int
+    ) -> None:
+        """Append `updates` (times in `[lower, new_upper)`) iff the upper is `lower`.
+
+        Raises `UpperMismatch` (carrying the actual upper) when it is not, `SchemaMismatch` or
+        `InvalidUpdates` for bad input; in every failure nothing is written.
+        """
+        lower = as_frontier(lower, "lower")
+        new_upper = as_frontier(new_upper, "new_upper")
+        if not lower.less_equal(new_upper):
+            raise InvalidUpdates(
+                f"shard {self.shard_id!r}: new_upper {new_upper!r} is below lower {lower!r}"
+            )
+        table = to_update_table(updates, self.desc)
+        check_bounds(table, lower, new_upper, f"shard {self.shard_id!r}")
+        actual = self._backend.compare_and_append(
+            self.shard_id, lower, new_upper, table if table.num_rows else None
+        )
+        if actual is not None:
+            raise UpperMismatch(self.shard_id, lower, actual)
+
+    def downgrade_since(self, frontier: Frontier | int, *, compact: bool = True) -> Frontier:
+        """Allow compaction up to `frontier`; return the resulting since.
+
+        `since` never moves backwards: a lower `frontier` leaves it where it is. With `compact`,
+        history wholly behind the new since is then merged (see `compact`).
+        """
+        result = self._backend.downgrade_since(self.shard_id, as_frontier(frontier, "since"))
+        if compact:
+            self.compact()
+        return result
+
+    def compact(self) -> int:
+        """Merge stored parts wholly behind `since`; return how many parts were merged.
+
+        Safe to run concurrently from anywhere: a merge whose inputs another compactor already
+        replaced is abandoned, changing nothing.
+        """
+        state, infos = self._backend.part_infos(self.shard_id)
+        plan = plan_compaction(infos, state.since)
+        if len(plan) == 0:
+            return 0
+        parts = self._backend.load_parts(self.shard_id, plan)
+        if parts is None:
+            return 0
+        # An empty since closes the shard to reads: nothing stored behind it is needed.
+        since = MAX_TIME if state.since.time is None else state.since.time
+        merged = advance_times(pa.concat_tables([p.updates for p in parts]), since)
+        new = Part(0, parts[0].lower, parts[-1].upper, since,
+                   merged.num_rows if state.since.time is not None else 0, merged)
+        return len(plan) if self._backend.replace_parts(self.shard_id, plan, new) else 0
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def snapshot(self, as_of: int) -> pa.Table:
+        """The collection at `as_of`, consolidated, as an update table whose times are `as_of`.
+
+        Requires `since <= as_of < upper`: `SinceViolation` or `BeyondUpper` otherwise.
+        """
+        as_of = _check_time(as_of, "as_of")
+        state, parts = self._backend.read_parts(self.shard_id, overlapping_from=None, up_to=as_of)
+        if not state.since.contains(as_of):
+            raise SinceViolation(
+                f"shard {self.shard_id!r}: cannot read at {as_of}, before since {state.since!r}",
+                shard_id=self.shard_id, as_of=as_of, since=state.since, upper=state.upper,
+            )
+        if state.upper.contains(as_of):
+            raise BeyondUpper(
+                f"shard {self.shard_id!r}: cannot read at {as_of}, not yet complete "
+                f"(upper is {state.upper!r})",
+                shard_id=self.shard_id, as_of=as_of, since=state.since, upper=state.upper,
+            )
+        if not parts:
+            return empty_updates(self.desc)
+        return consolidate(pa.concat_tables([p.updates for p in parts]), as_of=as_of)
+
+    def listen(self, as_of: int) -> Listener:
+        """The updates after `as_of`, batch by batch, as the upper advances (see `Listener`)."""
+        return Listener(self, _check_time(as_of, "as_of"))
+
+
+class Listener:
+    """Delivers a shard's updates at times after `as_of`, in time order, as contiguous batches.
+
+    Each stored batch that lies after `as_of` is delivered as one `UpdateBatch` with its own
+    `[lower, upper)`; stretches of time without updates are delivered as empty batches, so the
+    batches tile `[as_of + 1, upper)` exactly and `frontier` is the upper of the last one. The
+    shard's `since` must stay at or before the last delivered time (`frontier - 1`): once it
+    passes, reads raise `SinceViolation` rather than risk delivering compacted times twice.
+
+    One consumer at a time; sync (`next_batch`, iteration) and async (`anext_batch`, `async for`)
+    consumers may alternate. Cancelling `anext_batch` loses nothing: fetched batches wait in a
+    buffer for the next call. After the shard's upper becomes empty and that final batch is
+    delivered, iteration ends.
+    """
+
+    def __init__(self, shard: Shard, as_of: int) -> None:
+        self.shard = shard
+        self.as_of = as_of
+        self._frontier = Frontier.empty() if as_of == MAX_TIME else Frontier.at(as_of + 1)
+        self._buffer: deque[UpdateBatch] = deque()
+        self._lock = threading.Lock()
+        since = shard.since
+        if not since.contains(as_of):
+            raise SinceViolation(
+                f"shard {shard.shard_id!r}: cannot listen from {as_of}, before since {since!r}",
+                shard_id=shard.shard_id, as_of=as_of, since=since, upper=shard.upper,
+            )
+
+    @property
+    def frontier(self) -> Frontier:
+        """Every update at a time before this has been fetched."""
+        return self._frontier
+
+    @property
+    def done(self) -> bool:
+        """The shard is closed and everything has been delivered."""
+        return self._frontier.is_empty and not self._buffer
+
+    def poll(self) -> list[UpdateBatch]:
+        """Everything available now, without waiting."""
+        self._fill()
+        out = list(self._buffer)
+        self._buffer.clear()
+        return out
+
+    def _fill(self) -> None:
+        """Fetch the batches in `[frontier, upper)` into the buffer; never waits."""
+        with self._lock:
+            start = self._frontier.time
+            if start is None:
+                return
+            backend, shard_id = self.shard.backend, self.shard.shard_id
+            state = backend.state(shard_id)
+            self._check_since(state.since, start)
+            if state.upper.contains(start):
+                return  # no time at or after `start` is complete yet
+            state, parts = backend.read_parts(shard_id, overlapping_from=start, up_to=None)
+            self._check_since(state.since, start)
+            cursor = Frontier.at(start)
+            empty = empty_updates(self.shard.desc)
+            for part in parts:
+                if cursor.time is not None and part.lower > cursor.time:
+                    self._buffer.append(UpdateBatch(cursor, Frontier.at(part.lower), empty))
+                    cursor = Frontier.at(part.lower)
+                updates = part.updates
+                if part.lower < start:
+                    # Only a part appended before `as_of` can straddle `start`, and it is not
+                    # compacted (its upper is beyond since), so its times are the original ones.
+                    keep = pc.greater_equal(updates.column(TIME), pa.scalar(start, pa.uint64()))
+                    updates = updates.filter(keep)
+                if not part.upper.less_equal(state.upper):
+                    raise CorruptStorage(
+                        f"shard {shard_id!r}: part {part.part_id} ends at {part.upper!r}, "
+                        f"beyond the upper {state.upper!r}"
+                    )
+                self._buffer.append(UpdateBatch(cursor, part.upper, updates))
+                cursor = part.upper
+            if cursor != state.upper:
+                self._buffer.append(UpdateBatch(cursor, state.upper, empty))
+            self._frontier = state.upper
+
+    def _check_since(self, since: Frontier, start: int) -> None:
+        if not since.contains(start - 1):
+            raise SinceViolation(
+                f"shard {self.shard.shard_id!r}: since advanced to {since!r}, past this "
+                f"listener's last delivered time {start - 1}",
+                shard_id=self.shard.shard_id, as_of=start - 1, since=since,
+                upper=self.shard.upper,
+            )
+
+    def next_batch(self, timeout: float | None = None) -> UpdateBatch | None:
+        """The next batch, waiting up to `timeout` seconds (`None`: forever) for one to arrive.
+
+        Returns `None` on timeout, or at once when the listener is `done`.
+        """
+        if self._buffer:
+            return self._buffer.popleft()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        wake = threading.Event()
+        notifier = self.shard.backend.notifier
+        notifier.subscribe(self.shard.shard_id, wake.set)
+        try:
+            while True:
+                # Subscribed before polling, so an append between the poll and the wait still
+                # wakes us.
+                wake.clear()
+                self._fill()
+                if self._buffer:
+                    return self._buffer.popleft()
+                if self._frontier.is_empty:
+                    return None
+                wait = self.shard.poll_interval
+                if deadline is not None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return None
+                    wait = min(wait, remaining)
+                wake.wait(wait)
+        finally:
+            notifier.unsubscribe(self.shard.shard_id, wake.set)
+
+    def __iter__(self) -> Iterator[UpdateBatch]:
+        """Every batch, blocking for each, until the shard closes."""
+        while True:
+            batch = self.next_batch()
+            if batch is None:
+                return
+            yield batch
+
+    async def anext_batch(self, timeout: float | None = None) -> UpdateBatch | None:
+        """Async `next_batch`: waits without blocking the event loop; cancel-safe."""
+        if self._buffer:
+            return self._buffer.popleft()
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        wake = asyncio.Event()
+
+        def on_change() -> None:
+            loop.call_soon_threadsafe(wake.set)
+
+        notifier = self.shard.backend.notifier
+        notifier.subscribe(self.shard.shard_id, on_change)
+        try:
+            while True:
+                wake.clear()
+                # Reads may decode large blobs: keep them off the event loop. If this await is
+                # cancelled, the fetch still completes into the buffer, so nothing is lost.
+                await asyncio.to_thread(self._fill)
+                if self._buffer:
+                    return self._buffer.popleft()
+                if self._frontier.is_empty:
+                    return None
+                wait = self.shard.poll_interval
+                if deadline is not None:
+                    remaining = deadline - loop.time()
+                    if remaining <= 0:
+                        return None
+                    wait = min(wait, remaining)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), wait)
+        finally:
+            notifier.unsubscribe(self.shard.shard_id, on_change)
+
+    async def __aiter__(self) -> AsyncIterator[UpdateBatch]:
+        while True:
+            batch = await self.anext_batch()
+            if batch is None:
+                return
+            yield batch
+

@@ -1,0 +1,336 @@
+"""The embedded default backend: one SQLite file (`sqlite:///path/to/file.db`).
+
+Layout: `shards` holds each shard's schema and frontiers (the consensus state); `parts` holds the
+stored batches as Arrow IPC blobs, keyed by `(shard_id, lower)`. Every write runs in a
+`BEGIN IMMEDIATE` transaction, which takes SQLite's single write lock before reading, so the
+compare in compare-and-append and the write that follows are one atomic step across threads and
+processes; a commit is all-or-nothing, so a crashed writer leaves each batch wholly present or
+wholly absent. Reads run in one deferred transaction, which in WAL mode is a consistent snapshot
+that never blocks or is blocked by the writer.
+
+Times are `[0, 2**64)` but SQLite integers are signed 64-bit, so a time `t` is stored as
+`t - 2**63` (order-preserving); an empty frontier is NULL.
+
+Each thread gets its own connection (sqlite3 connections must not be shared by concurrent
+threads); `close` closes them all. `synchronous=FULL` makes a returned append durable against
+power loss, not only against a crash of the process.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Final
+
+import msgspec
+import pyarrow as pa
+
+from twofold.protocol import Frontier, RelationDesc
+from twofold.storage.backend import Notifier, Part, PartInfo, ShardState
+from twofold.storage.errors import CorruptStorage, StorageClosed, StorageError, UnknownShard
+from twofold.storage.updates import decode_ipc, encode_ipc, update_schema
+
+FORMAT: Final = "twofold-storage-1"
+_OFFSET: Final = 2**63
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS twofold_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS shards (
+    shard_id TEXT PRIMARY KEY, desc BLOB NOT NULL, upper INTEGER, since INTEGER
+);
+CREATE TABLE IF NOT EXISTS parts (
+    part_id INTEGER PRIMARY KEY AUTOINCREMENT, shard_id TEXT NOT NULL, lower INTEGER NOT NULL,
+    upper INTEGER, since INTEGER NOT NULL, count INTEGER NOT NULL, data BLOB NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS parts_by_time ON parts (shard_id, lower);
+"""
+
+_PART_COLUMNS: Final = "part_id, lower, upper, since, count"
+
+# Handles on one file in one process share a notifier, so a listener wakes as soon as any handle
+# in the process appends.
+_NOTIFIERS_LOCK = threading.Lock()
+_NOTIFIERS: dict[str, Notifier] = {}
+
+
+def _notifier_for(path: str) -> Notifier:
+    with _NOTIFIERS_LOCK:
+        return _NOTIFIERS.setdefault(path, Notifier())
+
+
+def _enc_time(t: int) -> int:
+    return t - _OFFSET
+
+
+def _dec_time(v: int) -> int:
+    return v + _OFFSET
+
+
+def _enc_frontier(f: Frontier) -> int | None:
+    return None if f.time is None else f.time - _OFFSET
+
+
+def _dec_frontier(v: int | None) -> Frontier:
+    return Frontier.empty() if v is None else Frontier.at(v + _OFFSET)
+
+
+class SqliteBackend:
+    """A `Backend` over one SQLite file, shared safely by threads and processes."""
+
+    def __init__(self, path: str) -> None:
+        self.path = os.path.realpath(path)
+        parent = os.path.dirname(self.path)
+        if not os.path.isdir(parent):
+            raise StorageError(f"cannot open {path!r}: directory {parent!r} does not exist")
+        self.notifier = _notifier_for(self.path)
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self._closed = False
+        self._schemas: dict[str, pa.Schema] = {}
+        self._initialise()
+
+    # -- connections and transactions -------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        with self._lock:
+            if self._closed:
+                raise StorageClosed(f"storage {self.path!r} is closed")
+            try:
+                conn = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False, timeout=60.0
+                )
+            except sqlite3.Error as e:
+                raise StorageError(f"cannot open {self.path!r}: {e}") from None
+            self._connections.append(conn)
+        with self._errors("configuring the connection"):
+            conn.execute("PRAGMA busy_timeout = 60000")
+            conn.execute("PRAGMA synchronous = FULL")
+        return conn
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None or self._closed:
+            conn = self._connect()
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as e:
+            raise StorageError(f"{self.path!r}: {what} failed: {e}") from None
+        except sqlite3.DatabaseError as e:
+            raise CorruptStorage(
+                f"{self.path!r} is not a readable twofold storage file ({what}): {e}"
+            ) from None
+        except sqlite3.ProgrammingError as e:
+            if self._closed:
+                raise StorageClosed(f"storage {self.path!r} is closed") from None
+            raise StorageError(f"{self.path!r}: {what} failed: {e}") from None
+
+    @contextmanager
+    def _transaction(self, what: str, *, write: bool) -> Iterator[sqlite3.Cursor]:
+        conn = self._conn()
+        with self._errors(what):
+            cur = conn.cursor()
+            cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield cur
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            cur.execute("COMMIT")
+
+    def _initialise(self) -> None:
+        conn = self._conn()
+        with self._errors("opening"):
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            if mode is None or str(mode[0]).lower() != "wal":
+                raise StorageError(f"{self.path!r}: cannot switch to WAL mode (got {mode!r})")
+        with self._transaction("opening", write=True) as cur:
+            # Not `executescript`: it commits first, outside this transaction.
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    cur.execute(statement)
+            cur.execute("INSERT OR IGNORE INTO twofold_meta VALUES ('format', ?)", (FORMAT,))
+            row = cur.execute("SELECT value FROM twofold_meta WHERE key = 'format'").fetchone()
+        if row is None or row[0] != FORMAT:
+            raise CorruptStorage(
+                f"{self.path!r} holds storage format {row[0] if row else None!r}, "
+                f"this code reads {FORMAT!r}"
+            )
+
+    # -- shards -----------------------------------------------------------------------------
+
+    def create_shard(self, shard_id: str, desc: RelationDesc) -> bool:
+        with self._transaction(f"creating shard {shard_id!r}", write=True) as cur:
+            cur.execute(
+                "INSERT OR IGNORE INTO shards VALUES (?, ?, ?, ?)",
+                (shard_id, msgspec.msgpack.encode(desc), _enc_time(0), _enc_time(0)),
+            )
+            return cur.rowcount == 1
+
+    def describe(self, shard_id: str) -> RelationDesc:
+        with self._transaction(f"reading shard {shard_id!r}", write=False) as cur:
+            row = cur.execute("SELECT desc FROM shards WHERE shard_id = ?", (shard_id,)).fetchone()
+        if row is None:
+            raise UnknownShard(shard_id)
+        try:
+            return msgspec.msgpack.decode(row[0], type=RelationDesc)
+        except (msgspec.DecodeError, ValueError, TypeError) as e:
+            raise CorruptStorage(f"shard {shard_id!r}: stored schema is unreadable: {e}") from None
+
+    def _schema(self, shard_id: str) -> pa.Schema:
+        schema = self._schemas.get(shard_id)
+        if schema is None:
+            schema = self._schemas[shard_id] = update_schema(self.describe(shard_id))
+        return schema
+
+    def shard_ids(self) -> list[str]:
+        with self._transaction("listing shards", write=False) as cur:
+            return [r[0] for r in cur.execute("SELECT shard_id FROM shards ORDER BY shard_id")]
+
+    @staticmethod
+    def _state(cur: sqlite3.Cursor, shard_id: str) -> ShardState:
+        row = cur.execute(
+            "SELECT upper, since FROM shards WHERE shard_id = ?", (shard_id,)
+        ).fetchone()
+        if row is None:
+            raise UnknownShard(shard_id)
+        return ShardState(_dec_frontier(row[0]), _dec_frontier(row[1]))
+
+    def state(self, shard_id: str) -> ShardState:
+        with self._transaction(f"reading shard {shard_id!r}", write=False) as cur:
+            return self._state(cur, shard_id)
+
+    def compare_and_append(
+        self, shard_id: str, lower: Frontier, new_upper: Frontier, updates: pa.Table | None
+    ) -> Frontier | None:
+        # Encode before taking the write lock, so the lock is held only for the write itself.
+        blob = encode_ipc(updates) if updates is not None and updates.num_rows else None
+        with self._transaction(f"appending to shard {shard_id!r}", write=True) as cur:
+            current = self._state(cur, shard_id).upper
+            if current != lower:
+                return current
+            if blob is not None and updates is not None and lower.time is not None:
+                cur.execute(
+                    "INSERT INTO parts (shard_id, lower, upper, since, count, data) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (shard_id, _enc_time(lower.time), _enc_frontier(new_upper), _enc_time(0),
+                     updates.num_rows, blob),
+                )
+            cur.execute(
+                "UPDATE shards SET upper = ? WHERE shard_id = ?",
+                (_enc_frontier(new_upper), shard_id),
+            )
+        self.notifier.notify(shard_id)
+        return None
+
+    def downgrade_since(self, shard_id: str, since: Frontier) -> Frontier:
+        with self._transaction(f"downgrading since of {shard_id!r}", write=True) as cur:
+            result = self._state(cur, shard_id).since.join(since)
+            cur.execute(
+                "UPDATE shards SET since = ? WHERE shard_id = ?",
+                (_enc_frontier(result), shard_id),
+            )
+        self.notifier.notify(shard_id)
+        return result
+
+    def _part(self, shard_id: str, row: tuple[int, int, int | None, int, int, bytes]) -> Part:
+        part_id, lower, upper, since, count, data = row
+        table = decode_ipc(data, self._schema(shard_id), f"shard {shard_id!r} part {part_id}")
+        if table.num_rows != count:
+            raise CorruptStorage(
+                f"shard {shard_id!r} part {part_id}: holds {table.num_rows} updates, "
+                f"recorded {count}"
+            )
+        return Part(part_id, _dec_time(lower), _dec_frontier(upper), _dec_time(since), count,
+                    table)
+
+    def read_parts(
+        self, shard_id: str, *, overlapping_from: int | None, up_to: int | None
+    ) -> tuple[ShardState, list[Part]]:
+        self._schema(shard_id)
+        query = f"SELECT {_PART_COLUMNS}, data FROM parts WHERE shard_id = ?1"
+        params: list[object] = [shard_id]
+        if overlapping_from is not None:
+            # Parts are disjoint and ordered by lower, so only the last part starting at or
+            # before `overlapping_from` can straddle it.
+            query += (
+                " AND lower >= coalesce((SELECT max(lower) FROM parts WHERE shard_id = ?1"
+                " AND lower <= ?2), ?2)"
+            )
+            params.append(_enc_time(overlapping_from))
+        else:
+            params.append(None)
+        if up_to is not None:
+            query += " AND lower <= ?3"
+            params.append(_enc_time(up_to))
+        query += " ORDER BY lower"
+        with self._transaction(f"reading shard {shard_id!r}", write=False) as cur:
+            state = self._state(cur, shard_id)
+            rows = cur.execute(query, params).fetchall()
+        parts = [self._part(shard_id, row) for row in rows]
+        if overlapping_from is not None:
+            parts = [p for p in parts if not p.upper.contains(overlapping_from)]
+        return state, parts
+
+    def part_infos(self, shard_id: str) -> tuple[ShardState, list[PartInfo]]:
+        with self._transaction(f"reading shard {shard_id!r}", write=False) as cur:
+            state = self._state(cur, shard_id)
+            rows = cur.execute(
+                f"SELECT {_PART_COLUMNS} FROM parts WHERE shard_id = ? ORDER BY lower",
+                (shard_id,),
+            ).fetchall()
+        return state, [
+            PartInfo(pid, _dec_time(lo), _dec_frontier(up), _dec_time(si), n)
+            for pid, lo, up, si, n in rows
+        ]
+
+    def load_parts(self, shard_id: str, part_ids: list[int]) -> list[Part] | None:
+        marks = ",".join("?" * len(part_ids))
+        with self._transaction(f"reading shard {shard_id!r}", write=False) as cur:
+            rows = cur.execute(
+                f"SELECT {_PART_COLUMNS}, data FROM parts WHERE shard_id = ? "
+                f"AND part_id IN ({marks}) ORDER BY lower",
+                (shard_id, *part_ids),
+            ).fetchall()
+        if len(rows) != len(set(part_ids)):
+            return None
+        return [self._part(shard_id, row) for row in rows]
+
+    def replace_parts(self, shard_id: str, old: list[int], new: Part) -> bool:
+        if not old:
+            return False
+        blob = encode_ipc(new.updates) if new.count else None
+        marks = ",".join("?" * len(old))
+        with self._transaction(f"compacting shard {shard_id!r}", write=True) as cur:
+            (found,) = cur.execute(
+                f"SELECT count(*) FROM parts WHERE shard_id = ? AND part_id IN ({marks})",
+                (shard_id, *old),
+            ).fetchone()
+            if found != len(set(old)):
+                return False
+            cur.execute(
+                f"DELETE FROM parts WHERE shard_id = ? AND part_id IN ({marks})", (shard_id, *old)
+            )
+            if blob is not None:
+                cur.execute(
+                    "INSERT INTO parts (shard_id, lower, upper, since, count, data) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (shard_id, _enc_time(new.lower), _enc_frontier(new.upper),
+                     _enc_time(new.since), new.count, blob),
+                )
+        return True
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            conn.close()

@@ -1,0 +1,228 @@
+"""Tables: user-writable collections over shards, stamped by the timestamp oracle.
+
+A table named `n` is the shard `table/n`, so every process opening the storage sees it. Each
+write takes a fresh timestamp `ts` from the oracle (at least the table's upper) and
+compare-and-appends its updates in `[upper, ts + 1)`: the write is at `ts` and, once it returns,
+`ts` is complete (readable). Writers race through compare-and-append only; a loser retries with
+a later timestamp, so writes from other processes (or the ticker) never make a write fail.
+
+The `Ticker` advances every table's upper to a fresh timestamp on an interval, so reads "now"
+become possible without writes. It is a background thread with an owner: `start`/`stop` (which
+joins it) or a `with` block; `tick()` does one round synchronously for tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final, TypeAlias
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from twofold.protocol import Frontier, RelationDesc, Row
+from twofold.storage.errors import InvalidUpdates, StorageClosed, StorageError, UpperMismatch
+from twofold.storage.shard import Shard
+from twofold.storage.updates import DIFF, TIME, rows_table, to_update_table
+
+if TYPE_CHECKING:
+    from twofold.storage.storage import Storage
+
+TABLE_PREFIX: Final = "table/"
+MAX_ATTEMPTS: Final = 1000
+
+_log = logging.getLogger(__name__)
+
+RowsLike: TypeAlias = "Sequence[Row] | pa.Table | pa.RecordBatch | pl.DataFrame"
+
+
+def table_shard_id(name: str) -> str:
+    return TABLE_PREFIX + name
+
+
+class Table:
+    """A writable table. Thread-safe; handles on one table in one `Storage` share a write lock."""
+
+    def __init__(self, storage: Storage, name: str, shard: Shard, lock: threading.Lock) -> None:
+        self._storage = storage
+        self.name = name
+        self.shard = shard
+        self._lock = lock
+
+    def __repr__(self) -> str:
+        return f"Table({self.name!r})"
+
+    @property
+    def desc(self) -> RelationDesc:
+        return self.shard.desc
+
+    @property
+    def upper(self) -> Frontier:
+        return self.shard.upper
+
+    @property
+    def since(self) -> Frontier:
+        return self.shard.since
+
+    def insert(self, rows: RowsLike) -> int:
+        """Insert `rows` (each once); return the write timestamp."""
+        return self._write([(rows, 1)])
+
+    def delete(self, rows: RowsLike) -> int:
+        """Retract `rows` (each once); return the write timestamp.
+
+        The rows are not checked for presence: deleting an absent row leaves a negative count.
+        """
+        return self._write([(rows, -1)])
+
+    def update(self, old_rows: RowsLike, new_rows: RowsLike) -> int:
+        """Replace `old_rows` by `new_rows` atomically, at one timestamp; return it."""
+        return self._write([(old_rows, -1), (new_rows, 1)])
+
+    def write(self, rows: RowsLike, diffs: Sequence[int] | np.ndarray | int) -> int:
+        """Write `rows` with the given multiplicities (one per row, or one for all)."""
+        return self._write([(rows, diffs)])
+
+    def snapshot(self, as_of: int | None = None) -> pa.Table:
+        """The table at `as_of` (default: the latest complete time)."""
+        if as_of is None:
+            latest = self.shard.upper.step_back()
+            if latest is None:
+                latest = 0  # nothing complete yet: let the shard raise its clear error
+            as_of = latest
+        return self.shard.snapshot(as_of)
+
+    def advance_to(self, upper: Frontier) -> bool:
+        """Advance the upper to `upper` if it is below it; `True` if this call advanced it."""
+        with self._lock:
+            for _ in range(MAX_ATTEMPTS):
+                current = self.shard.upper
+                if upper.less_equal(current):
+                    return False
+                try:
+                    self.shard.compare_and_append([], current, upper)
+                    return True
+                except UpperMismatch:
+                    continue
+        raise StorageError(f"table {self.name!r}: could not advance the upper to {upper!r}")
+
+    def _updates(self, parts: list[tuple[RowsLike, Sequence[int] | np.ndarray | int]]) -> pa.Table:
+        """Validate the rows once, with placeholder times; the write stamps the real time."""
+        tables = []
+        for rows, diffs in parts:
+            data = _data_table(rows, self.desc)
+            n = data.num_rows
+            diff = np.full(n, diffs, dtype=np.int64) if isinstance(diffs, int) else np.asarray(
+                diffs, dtype=np.int64)
+            if diff.shape != (n,):
+                raise InvalidUpdates(
+                    f"table {self.name!r}: {n} rows but {diff.shape[0]} diffs"
+                )
+            data = data.append_column(TIME, pa.array(np.zeros(n, dtype=np.uint64)))
+            tables.append(data.append_column(DIFF, pa.array(diff)))
+        return pa.concat_tables(
+            [to_update_table(t, self.desc) for t in tables]
+        )
+
+    def _write(self, parts: list[tuple[RowsLike, Sequence[int] | np.ndarray | int]]) -> int:
+        updates = self._updates(parts)
+        oracle = self._storage.oracle
+        time_index = updates.schema.get_field_index(TIME)
+        with self._lock:
+            for _ in range(MAX_ATTEMPTS):
+                upper = self.shard.upper
+                if upper.time is None:
+                    raise InvalidUpdates(f"table {self.name!r} is closed to writes")
+                ts = oracle.write_ts(at_least=upper.time)
+                stamped = updates.set_column(
+                    time_index, updates.schema.field(TIME),
+                    pa.array(np.full(updates.num_rows, ts, dtype=np.uint64)),
+                )
+                try:
+                    self.shard.compare_and_append(stamped, upper, Frontier.at(ts + 1))
+                    return ts
+                except UpperMismatch:
+                    continue  # another writer or the ticker moved the upper: take a later ts
+        raise StorageError(f"table {self.name!r}: write lost {MAX_ATTEMPTS} races in a row")
+
+
+def _data_table(rows: RowsLike, desc: RelationDesc) -> pa.Table:
+    """The rows as an Arrow table of the relation's columns (not yet type-checked)."""
+    if isinstance(rows, pl.DataFrame):
+        return rows.to_arrow()
+    if isinstance(rows, pa.RecordBatch):
+        return pa.Table.from_batches([rows])
+    if isinstance(rows, pa.Table):
+        return rows
+    if isinstance(rows, str | bytes) or not isinstance(rows, Sequence):
+        raise InvalidUpdates(
+            f"rows must be a sequence of rows, a pyarrow Table or a polars DataFrame, "
+            f"got {type(rows).__name__}"
+        )
+    return rows_table(rows, desc)
+
+
+class Ticker:
+    """Advances the upper of every table of a storage to a fresh timestamp every `interval`
+    seconds, on a background thread owned by this object."""
+
+    def __init__(self, storage: Storage, interval: float = 0.1) -> None:
+        if interval <= 0:
+            raise ValueError(f"ticker interval must be positive, got {interval}")
+        self._storage = storage
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._ticked = threading.Condition()
+        self.ticks = 0
+        self.last_error: BaseException | None = None
+
+    def tick(self) -> int:
+        """Advance every table once; return the timestamp the tables are now complete through."""
+        ts = self._storage.oracle.write_ts()
+        for name in self._storage.list_tables():
+            self._storage.table(name).advance_to(Frontier.at(ts + 1))
+        with self._ticked:
+            self.ticks += 1
+            self._ticked.notify_all()
+        return ts
+
+    def wait_for_ticks(self, count: int, timeout: float | None = None) -> bool:
+        """Wait until `ticks >= count`; `False` on timeout."""
+        with self._ticked:
+            return self._ticked.wait_for(lambda: self.ticks >= count, timeout)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.tick()
+            except StorageClosed:
+                return
+            except StorageError as e:  # a transient failure must not stop time
+                self.last_error = e
+                _log.warning("ticker: %s", e)
+
+    def start(self) -> Ticker:
+        if self._thread is not None:
+            raise RuntimeError("ticker already started")
+        self._thread = threading.Thread(target=self._run, name="twofold-ticker", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop ticking and join the thread (idempotent)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def __enter__(self) -> Ticker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,296 @@
+"""Updates as columnar batches: the one format every storage path speaks.
+
+An *update table* is a `pyarrow.Table` with the relation's columns (named and typed per its
+`RelationDesc`), then `time` (uint64) and `diff` (int64). `to_update_table` turns any accepted
+input into that canonical form and is the only door into a shard, so every stored batch satisfies:
+
+- the columns are exactly the relation's plus `time` and `diff`, in that order, with the canonical
+  Arrow types (`update_schema`), and no NULL in a non-nullable column, `time` or `diff`;
+- every `diff` is non-zero.
+
+Accepted inputs: a `pyarrow.Table`/`RecordBatch` or `polars.DataFrame` with those columns (any
+column order; integer widths, float widths and string/binary flavours are widened losslessly, and
+int columns may feed float columns), or a sequence of `(row, time, diff)` tuples for small inputs
+and tests. Type mapping: int->int64, float->float64, str->large_string, bytes->large_binary,
+bool->bool. Everything here is vectorised; the tuple form is the only path that touches rows in
+Python, once, to transpose them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from twofold.protocol import ColumnType, Frontier, RelationDesc, Row
+from twofold.storage.errors import CorruptStorage, InvalidUpdates, SchemaMismatch
+
+TIME: Final = "time"
+DIFF: Final = "diff"
+
+ARROW_TYPES: Final[dict[str, pa.DataType]] = {
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "str": pa.large_string(),
+    "bytes": pa.large_binary(),
+    "bool": pa.bool_(),
+}
+
+UpdateTuple: TypeAlias = tuple[Row, int, int]
+UpdatesLike: TypeAlias = "pa.Table | pa.RecordBatch | pl.DataFrame | Sequence[UpdateTuple]"
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateBatch:
+    """Updates whose times lie in `[lower, upper)`, as an update table. Immutable."""
+
+    lower: Frontier
+    upper: Frontier
+    updates: pa.Table
+
+    def __len__(self) -> int:
+        return int(self.updates.num_rows)
+
+    def to_tuples(self) -> list[UpdateTuple]:
+        """The updates as `(row, time, diff)` tuples (for tests and small outputs)."""
+        return to_tuples(self.updates)
+
+
+def _check_column_names(desc: RelationDesc) -> None:
+    reserved = {TIME, DIFF} & set(desc.names)
+    if reserved:
+        raise SchemaMismatch(f"column names {sorted(reserved)} are reserved for update metadata")
+    if len(set(desc.names)) != len(desc.names):
+        raise SchemaMismatch(f"duplicate column names in {desc.names}")
+
+
+def update_schema(desc: RelationDesc) -> pa.Schema:
+    """The canonical Arrow schema of an update table for `desc`."""
+    _check_column_names(desc)
+    fields = [
+        pa.field(name, ARROW_TYPES[ct.scalar], nullable=ct.nullable)
+        for name, ct in zip(desc.names, desc.types, strict=True)
+    ]
+    fields.append(pa.field(TIME, pa.uint64(), nullable=False))
+    fields.append(pa.field(DIFF, pa.int64(), nullable=False))
+    return pa.schema(fields)
+
+
+def empty_updates(desc: RelationDesc) -> pa.Table:
+    return update_schema(desc).empty_table()
+
+
+def _kind_accepts(scalar: str, source: pa.DataType) -> bool:
+    """May a column of Arrow type `source` feed a column of protocol type `scalar`?"""
+    t = pa.types
+    if t.is_null(source):
+        return True
+    if scalar == "int":
+        return bool(t.is_integer(source))
+    if scalar == "float":
+        return bool(t.is_floating(source) or t.is_integer(source))
+    if scalar == "str":
+        return bool(t.is_string(source) or t.is_large_string(source) or t.is_string_view(source))
+    if scalar == "bytes":
+        return bool(
+            t.is_binary(source) or t.is_large_binary(source) or t.is_binary_view(source)
+            or t.is_fixed_size_binary(source)
+        )
+    return bool(t.is_boolean(source))
+
+
+def _conform_column(name: str, ct: ColumnType | None, target: pa.DataType,
+                    column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Cast `column` to `target`, refusing lossy or cross-kind casts and misplaced NULLs."""
+    if ct is not None and not _kind_accepts(ct.scalar, column.type):
+        raise SchemaMismatch(f"column {name!r} is {ct.scalar} but the input holds {column.type}")
+    if ct is None and not pa.types.is_integer(column.type):
+        raise SchemaMismatch(f"column {name!r} must be an integer column, got {column.type}")
+    if column.type != target:
+        try:
+            column = column.cast(target, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise SchemaMismatch(f"column {name!r} cannot be stored as {target}: {e}") from None
+    if column.null_count and (ct is None or not ct.nullable):
+        raise SchemaMismatch(f"column {name!r} is not nullable but holds {column.null_count} NULLs")
+    return column
+
+
+def rows_table(rows: Sequence[Row], desc: RelationDesc) -> pa.Table:
+    """Rows (lists of scalars) as an Arrow table of the relation's columns, types inferred
+    (`to_update_table` checks them against `desc`)."""
+    arities = set(map(len, rows))
+    if arities - {desc.arity}:
+        raise SchemaMismatch(
+            f"rows must have {desc.arity} values (columns {desc.names}), found lengths "
+            f"{sorted(arities)}"
+        )
+    columns: dict[str, Any] = {}
+    for i, name in enumerate(desc.names):
+        try:
+            columns[name] = pa.array([row[i] for row in rows])
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+            raise SchemaMismatch(
+                f"column {name!r}: values are not of one scalar type: {e}"
+            ) from None
+    if not columns:  # a zero-column relation still has a row count
+        return pa.table({"_": pa.nulls(len(rows))}).drop_columns(["_"])
+    return pa.table(columns)
+
+
+def _from_tuples(updates: Sequence[UpdateTuple], desc: RelationDesc) -> pa.Table:
+    if not updates:
+        return empty_updates(desc)
+    try:
+        rows, times, diffs = zip(*updates, strict=True)
+    except (TypeError, ValueError):
+        raise InvalidUpdates("updates must be (row, time, diff) triples") from None
+    table = rows_table(rows, desc)
+    try:
+        table = table.append_column(TIME, pa.array(times, type=pa.uint64()))
+        table = table.append_column(DIFF, pa.array(diffs, type=pa.int64()))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+        raise InvalidUpdates(
+            f"times must be ints in [0, 2**64) and diffs 64-bit ints: {e}"
+        ) from None
+    return table
+
+
+def to_update_table(updates: UpdatesLike, desc: RelationDesc) -> pa.Table:
+    """Validate `updates` against `desc` and return the canonical update table.
+
+    Raises `SchemaMismatch` for missing, extra or mistyped columns and NULLs where none are
+    allowed, and `InvalidUpdates` for malformed tuples, NULL times or zero diffs.
+    """
+    schema = update_schema(desc)
+    if isinstance(updates, pl.DataFrame):
+        updates = updates.to_arrow()
+    if isinstance(updates, pa.RecordBatch):
+        updates = pa.Table.from_batches([updates])
+    if not isinstance(updates, pa.Table):
+        if isinstance(updates, str | bytes) or not isinstance(updates, Sequence):
+            raise InvalidUpdates(
+                f"updates must be a pyarrow Table/RecordBatch, a polars DataFrame or a sequence of "
+                f"(row, time, diff) tuples, got {type(updates).__name__}"
+            )
+        updates = _from_tuples(updates, desc)
+    names = set(updates.column_names)
+    expected = set(schema.names)
+    if names != expected or len(updates.column_names) != len(names):
+        missing, extra = sorted(expected - names), sorted(names - expected)
+        raise SchemaMismatch(
+            f"update columns must be {schema.names}; missing {missing}, unexpected {extra}"
+        )
+    types: list[ColumnType | None] = [*desc.types, None, None]
+    columns = [
+        _conform_column(field.name, ct, field.type, updates.column(field.name))
+        for field, ct in zip(schema, types, strict=True)
+    ]
+    table = pa.Table.from_arrays(columns, schema=schema)
+    if table.num_rows and pc.any(pc.equal(table.column(DIFF), 0)).as_py():
+        raise InvalidUpdates("updates must have non-zero diffs")
+    return table
+
+
+def time_bounds(table: pa.Table) -> tuple[int, int] | None:
+    """`(min, max)` of the `time` column, or `None` for an empty table."""
+    if table.num_rows == 0:
+        return None
+    mm = pc.min_max(table.column(TIME))
+    return int(mm["min"].as_py()), int(mm["max"].as_py())
+
+
+def check_bounds(table: pa.Table, lower: Frontier, upper: Frontier, what: str) -> None:
+    """Raise `InvalidUpdates` unless every time lies in `[lower, upper)`."""
+    bounds = time_bounds(table)
+    if bounds is None:
+        return
+    lo, hi = bounds
+    if not lower.contains(lo) or upper.contains(hi):
+        raise InvalidUpdates(
+            f"{what}: update times span [{lo}, {hi}] but must lie in [{lower!r}, {upper!r})"
+        )
+
+
+def consolidate(table: pa.Table, *, as_of: int | None = None) -> pa.Table:
+    """Sum diffs per `(row, time)` and drop rows whose diff sums to zero.
+
+    With `as_of`, first drop updates after `as_of` and advance every remaining time to `as_of`:
+    the result is the collection at `as_of`. The row order of the result is unspecified.
+    """
+    if as_of is None:
+        return _group_sum(table, with_time=True)
+    table = table.filter(pc.less_equal(table.column(TIME), pa.scalar(as_of, pa.uint64())))
+    summed = _group_sum(table.drop_columns([TIME]), with_time=False)
+    times = pa.array(np.full(summed.num_rows, as_of, dtype=np.uint64))
+    return summed.add_column(summed.num_columns - 1, table.schema.field(TIME), times)
+
+
+def advance_times(table: pa.Table, since: int) -> pa.Table:
+    """Advance every time before `since` to `since` (logical compaction), then consolidate."""
+    if table.num_rows == 0:
+        return table
+    times = pc.max_element_wise(table.column(TIME), pa.scalar(since, pa.uint64()))
+    table = table.set_column(table.schema.get_field_index(TIME), table.schema.field(TIME), times)
+    return _group_sum(table, with_time=True)
+
+
+def _group_sum(table: pa.Table, *, with_time: bool) -> pa.Table:
+    """Group by every column but `diff`, sum `diff`, drop zeros; keep `table`'s schema."""
+    if table.num_rows == 0:
+        return table
+    keys = [n for n in table.column_names if n != DIFF]
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    if keys:
+        frame = frame.group_by(keys).agg(pl.col(DIFF).sum())
+    else:
+        frame = frame.select(pl.col(DIFF).sum())
+    out = frame.filter(pl.col(DIFF) != 0).to_arrow()
+    return pa.Table.from_arrays(
+        [out.column(f.name).cast(f.type) for f in table.schema], schema=table.schema
+    )
+
+
+def filter_times(table: pa.Table, lower: Frontier, upper: Frontier) -> pa.Table:
+    """The updates whose times lie in `[lower, upper)`."""
+    lo, hi = lower.time, upper.time
+    if lo is None:
+        return table.slice(0, 0)
+    mask = pc.greater_equal(table.column(TIME), pa.scalar(lo, pa.uint64()))
+    if hi is not None:
+        mask = pc.and_(mask, pc.less(table.column(TIME), pa.scalar(hi, pa.uint64())))
+    return table.filter(mask)
+
+
+def to_tuples(table: pa.Table) -> list[UpdateTuple]:
+    """The rows of an update table as `(row, time, diff)` tuples."""
+    data = [table.column(i).to_pylist() for i in range(table.num_columns - 2)]
+    times = table.column(TIME).to_pylist()
+    diffs = table.column(DIFF).to_pylist()
+    rows = [list(r) for r in zip(*data, strict=True)] if data else [[] for _ in times]
+    return list(zip(rows, times, diffs, strict=True))
+
+
+def encode_ipc(table: pa.Table) -> bytes:
+    """Serialise an update table as an Arrow IPC stream."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue())
+
+
+def decode_ipc(data: bytes, schema: pa.Schema, what: str) -> pa.Table:
+    """Read an update table written by `encode_ipc`; `CorruptStorage` if it is not one."""
+    try:
+        table = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+    except (pa.ArrowInvalid, pa.ArrowException, OSError) as e:
+        raise CorruptStorage(f"{what}: stored batch is not a valid Arrow IPC stream: {e}") from None
+    if not table.schema.equals(schema):
+        raise CorruptStorage(f"{what}: stored batch has schema {table.schema}, expected {schema}")
+    return table

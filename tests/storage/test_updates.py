@@ -1,0 +1,137 @@
+"""The update-table format: conversion, validation and consolidation."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import polars as pl
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from twofold.protocol import ColumnType, RelationDesc
+from twofold.storage import (
+    InvalidUpdates,
+    SchemaMismatch,
+    consolidate,
+    to_tuples,
+    to_update_table,
+    update_schema,
+)
+
+from .helpers import DESC
+
+ALL = RelationDesc(
+    names=["i", "f", "s", "b", "o"],
+    types=[ColumnType("int"), ColumnType("float"), ColumnType("str"), ColumnType("bytes"),
+           ColumnType("bool", nullable=False)],
+)
+
+
+def test_type_mapping() -> None:
+    schema = update_schema(ALL)
+    assert [f.type for f in schema] == [
+        pa.int64(), pa.float64(), pa.large_string(), pa.large_binary(), pa.bool_(),
+        pa.uint64(), pa.int64(),
+    ]
+    assert [f.nullable for f in schema] == [True, True, True, True, False, False, False]
+
+
+def test_tuples_round_trip() -> None:
+    updates = [([1, 1.5, "a", b"x", True], 3, 2), ([None, None, None, None, False], 4, -1)]
+    table = to_update_table(updates, ALL)
+    assert table.schema == update_schema(ALL)
+    assert to_tuples(table) == updates
+
+
+def test_int_feeds_float_column() -> None:
+    table = to_update_table([([1, 2, "a", b"", True], 0, 1)], ALL)
+    assert to_tuples(table)[0][0][1] == 2.0
+
+
+def test_arrow_polars_and_record_batch_inputs_agree() -> None:
+    data = {"s": ["a", None], "k": [1, 2], "time": [5, 6], "diff": [1, -1]}  # any column order
+    arrow = pa.table({"s": pa.array(data["s"], pa.string()), "k": pa.array(data["k"], pa.int32()),
+                      "time": pa.array(data["time"], pa.int64()),
+                      "diff": pa.array(data["diff"], pa.int8())})
+    expected = [([1, "a"], 5, 1), ([2, None], 6, -1)]
+    for source in (arrow, arrow.to_batches()[0], pl.DataFrame(data)):
+        table = to_update_table(source, DESC)
+        assert table.schema == update_schema(DESC)
+        assert to_tuples(table) == expected
+
+
+@pytest.mark.parametrize(
+    ("updates", "error", "needle"),
+    [
+        ([([1], 0, 1)], SchemaMismatch, "2 values"),
+        ([(["x", "a"], 0, 1)], SchemaMismatch, "'k' is int"),
+        ([([True, "a"], 0, 1)], SchemaMismatch, "'k' is int"),
+        ([([1.5, "a"], 0, 1)], SchemaMismatch, "'k' is int"),
+        ([([None, "a"], 0, 1)], SchemaMismatch, "'k' is not nullable"),
+        ([([1, 2], 0, 1)], SchemaMismatch, "'s' is str"),
+        ([([1, "a"], 0, 0)], InvalidUpdates, "non-zero"),
+        ([([1, "a"], -1, 1)], InvalidUpdates, "times"),
+        ([([1, "a"], 0)], InvalidUpdates, "triples"),
+        ("not updates", InvalidUpdates, "sequence"),
+        (pa.table({"k": [1], "time": pa.array([0], pa.uint64()), "diff": [1]}), SchemaMismatch,
+         "missing ['s']"),
+        (pa.table({"k": [1], "s": ["a"], "x": [1], "time": [0], "diff": [1]}), SchemaMismatch,
+         "unexpected ['x']"),
+        (pa.table({"k": [1], "s": ["a"], "time": [None], "diff": [1]},
+                  schema=pa.schema([("k", pa.int64()), ("s", pa.string()),
+                                    ("time", pa.int64()), ("diff", pa.int64())])),
+         SchemaMismatch, "'time' is not nullable"),
+        (pa.table({"k": [1], "s": ["a"], "time": [0.0], "diff": [1]}), SchemaMismatch,
+         "'time' must be an integer"),
+        (pa.table({"k": pa.array([2**64 - 1], pa.uint64()), "s": ["a"], "time": [0], "diff": [1]}),
+         SchemaMismatch, "'k' cannot be stored"),
+    ],
+)
+def test_bad_input_is_a_typed_error(updates: object, error: type[Exception], needle: str) -> None:
+    with pytest.raises(error, match=re.escape(needle)):
+        to_update_table(updates, DESC)  # type: ignore[arg-type]
+
+
+def test_reserved_and_duplicate_column_names() -> None:
+    with pytest.raises(SchemaMismatch, match="reserved"):
+        update_schema(RelationDesc(names=["time"], types=[ColumnType("int")]))
+    with pytest.raises(SchemaMismatch, match="duplicate"):
+        update_schema(RelationDesc(names=["a", "a"], types=[ColumnType("int")] * 2))
+
+
+def test_zero_column_relation() -> None:
+    desc = RelationDesc(names=[], types=[])
+    table = to_update_table([([], 1, 2), ([], 1, -1), ([], 2, 1)], desc)
+    assert sorted(to_tuples(consolidate(table))) == [([], 1, 1), ([], 2, 1)]
+    assert to_tuples(consolidate(table, as_of=5)) == [([], 5, 2)]
+
+
+update_lists = st.lists(
+    st.tuples(
+        st.tuples(st.integers(0, 3), st.sampled_from(["a", "b", None])),
+        st.integers(0, 5),
+        st.integers(-2, 2).filter(bool),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=60)
+@given(update_lists, st.integers(0, 6))
+def test_consolidate_matches_reference(updates: list, as_of: int) -> None:
+    table = to_update_table([(list(r), t, d) for r, t, d in updates], DESC)
+    by_time: Counter[tuple] = Counter()
+    at: Counter[tuple] = Counter()
+    for row, t, d in updates:
+        by_time[(row, t)] += d
+        if t <= as_of:
+            at[row] += d
+    got = Counter({(tuple(r), t): d for r, t, d in to_tuples(consolidate(table))})
+    assert got == Counter({k: v for k, v in by_time.items() if v})
+    snap = to_tuples(consolidate(table, as_of=as_of))
+    assert all(t == as_of for _, t, _ in snap)
+    assert Counter({tuple(r): d for r, _, d in snap}) == Counter({k: v for k, v in at.items() if v})
+    assert len(snap) == len({tuple(r) for r, _, _ in snap})
