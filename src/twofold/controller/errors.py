@@ -101,3 +101,13 @@ class CopyToFailed(ControllerError):
 
 class ControllerClosed(ControllerError):
     """The controller was closed; nothing more can be asked of it."""
+
+
+class InvalidDataflow(ControllerError, ValueError):
+    """A `DataflowDescription` the controller refuses: an empty `as_of`, an import that does not
+    exist or is not readable, a reused export id."""
+
+
+class InvalidRead(ControllerError, ValueError):
+    """A peek, subscribe or copy-to the controller cannot serve as asked (e.g. a storage peek
+    without a timestamp, a subscribe dataflow without exactly one subscribe sink)."""
