@@ -11,7 +11,7 @@ from twofold.transport.handshake import (
     MAGIC,
     PROTOCOL_VERSION,
     Authenticator,
-    Status,
+    HelloStatus,
     Verdict,
     client_hello,
     parse_server_hello,
@@ -33,7 +33,7 @@ def test_a_token_is_accepted_iff_it_equals_the_configured_one(
     verdict = Authenticator(expected).judge(client_hello(sent))
     assert verdict.ok == (_as_bytes(sent) == _as_bytes(expected))
     if not verdict.ok:
-        assert verdict.status is Status.AUTHENTICATION_FAILED
+        assert verdict.status is HelloStatus.AUTHENTICATION_FAILED
 
 
 @given(expected=tokens)
@@ -44,12 +44,12 @@ def test_near_misses_are_refused(expected: str | bytes) -> None:
     near = [token + b"x", token[:-1] or b"\x00\x00", token[:-1] + bytes([token[-1] ^ 1])]
     for candidate in near:
         if candidate != token:
-            assert auth.judge(client_hello(candidate)).status is Status.AUTHENTICATION_FAILED
+            assert auth.judge(client_hello(candidate)).status is HelloStatus.AUTHENTICATION_FAILED
 
 
 def test_missing_token_is_refused_when_one_is_required() -> None:
     verdict = Authenticator("secret").judge(client_hello(None))
-    assert verdict.status is Status.AUTHENTICATION_FAILED
+    assert verdict.status is HelloStatus.AUTHENTICATION_FAILED
     assert "required" in verdict.reason
 
 
@@ -69,24 +69,24 @@ def test_empty_token_is_a_configuration_error() -> None:
 
 def test_version_mismatch_is_detected_even_without_a_token() -> None:
     verdict = Authenticator(None).judge(client_hello(None, version=PROTOCOL_VERSION + 1))
-    assert verdict.status is Status.VERSION_MISMATCH
+    assert verdict.status is HelloStatus.VERSION_MISMATCH
     assert str(PROTOCOL_VERSION + 1) in verdict.reason
 
 
 @pytest.mark.parametrize("payload", [b"", b"GET / HTTP/1.1\r\n", MAGIC[:-1], b"x" * 100])
 def test_non_twofold_hello_is_malformed(payload: bytes) -> None:
-    assert Authenticator("t").judge(payload).status is Status.MALFORMED
+    assert Authenticator("t").judge(payload).status is HelloStatus.MALFORMED
 
 
 @pytest.mark.parametrize(
     ("status", "error"),
     [
-        (Status.AUTHENTICATION_FAILED, AuthenticationFailed),
-        (Status.VERSION_MISMATCH, VersionMismatch),
-        (Status.MALFORMED, HandshakeFailed),
+        (HelloStatus.AUTHENTICATION_FAILED, AuthenticationFailed),
+        (HelloStatus.VERSION_MISMATCH, VersionMismatch),
+        (HelloStatus.MALFORMED, HandshakeFailed),
     ],
 )
-def test_server_refusals_map_to_typed_errors(status: Status, error: type[Exception]) -> None:
+def test_server_refusals_map_to_typed_errors(status: HelloStatus, error: type[Exception]) -> None:
     verdict = parse_server_hello(server_hello(Verdict(status, "because")))
     assert verdict.status is status
     with pytest.raises(error, match="because"):
@@ -94,7 +94,7 @@ def test_server_refusals_map_to_typed_errors(status: Status, error: type[Excepti
 
 
 def test_ok_server_hello_round_trips() -> None:
-    verdict = parse_server_hello(server_hello(Verdict(Status.OK)))
+    verdict = parse_server_hello(server_hello(Verdict(HelloStatus.OK)))
     assert verdict.ok
     raise_for(verdict)
 
@@ -111,6 +111,6 @@ def test_client_rejects_an_unknown_status() -> None:
 
 
 def test_client_rejects_a_server_accepting_another_version() -> None:
-    reply = server_hello(Verdict(Status.OK), version=PROTOCOL_VERSION + 1)
+    reply = server_hello(Verdict(HelloStatus.OK), version=PROTOCOL_VERSION + 1)
     with pytest.raises(VersionMismatch):
         parse_server_hello(reply)

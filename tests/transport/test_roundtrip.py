@@ -5,18 +5,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 
 import pytest
 
 from twofold.protocol import Peek, PeekResponse, PeekRows, Status
+from twofold.protocol.codec import encode
+from twofold.protocol.framing import frame, read_frame
 from twofold.transport import (
     ConnectFailed,
     ConnectionClosed,
     ConnectionLost,
+    ConnectTimeout,
     MessageTooLarge,
     ReplicaServer,
     connect,
 )
+from twofold.transport.handshake import client_hello
 
 from .support import EchoReplica, async_test, connection_ends, hello, peek, within
 
@@ -160,3 +165,64 @@ async def test_connecting_to_a_closed_port_raises_connect_failed() -> None:
     await server.aclose()
     with pytest.raises(ConnectFailed, match=str(address[1])):
         await connect(*address)
+
+
+@async_test
+async def test_sending_after_the_replica_closed_the_connection_raises_connection_lost() -> None:
+    replica = EchoReplica()
+    async with ReplicaServer(replica) as server:
+        client = await connect(*server.address)
+        await client.send(hello())
+        await replica.wait_commands(1)
+    # The server is gone: the client sees a clean end, and then cannot send.
+    assert await within(client.recv()) is None
+    with pytest.raises(ConnectionLost, match="Peek"):
+        await client.send(peek(1))
+    await client.aclose()
+
+
+@async_test
+async def test_a_replica_that_never_answers_the_handshake_times_out() -> None:
+    accepted = asyncio.Event()
+
+    async def mute(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.set()
+        await reader.read()
+        writer.close()
+
+    silent = await asyncio.start_server(mute, "127.0.0.1", 0)
+    async with silent:
+        port = silent.sockets[0].getsockname()[1]
+        with pytest.raises(ConnectTimeout, match=r"longer than 0\.2 s") as info:
+            await connect("127.0.0.1", port, timeout=0.2)
+        assert isinstance(info.value, TimeoutError)
+        assert accepted.is_set()
+
+
+@async_test
+async def test_a_stalled_connection_is_superseded_even_while_a_write_to_it_blocks() -> None:
+    replica = EchoReplica()
+    burst = Status("y" * 100_000)
+    async with ReplicaServer(replica) as server:
+        # A controller that authenticates, says Hello and then never reads again, with a small
+        # receive window: the burst below fills every buffer and the server's write blocks.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, server.address)
+        reader, writer = await asyncio.open_connection(sock=sock)
+        writer.write(frame(client_hello(None)))
+        assert await within(read_frame(reader)) is not None
+        writer.write(frame(encode(hello())))
+        await replica.wait_commands(1)
+        for _ in range(100):  # 10 MB: more than the kernel buffers on both ends
+            replica.emit(burst)
+
+        async with await connect(*server.address) as client:
+            await client.send(hello())
+            await client.send(peek(8))
+            response = await within(client.recv())
+            while response == burst:  # what the stalled connection did not take comes here
+                response = await within(client.recv())
+            assert response == PeekResponse(peek(8).uuid, PeekRows([([8], 1)]))
+        writer.close()

@@ -178,6 +178,8 @@ class ReplicaConnection:
                 payload = await read_frame(self._reader, self._max_frame)
                 if payload is None:
                     self._inbox.close()
+                    # The replica is gone: a later send must fail, not vanish silently.
+                    self._writer.close()
                     return
                 response = decode_response(payload, max_size=self._max_frame)
                 self._sizes.append(len(payload))

@@ -42,7 +42,7 @@ _HEAD: Final = struct.Struct(">8sH")
 _STATUS: Final = struct.Struct(">B")
 
 
-class Status(enum.IntEnum):
+class HelloStatus(enum.IntEnum):
     """The server's verdict on a client hello."""
 
     OK = 0
@@ -55,12 +55,12 @@ class Status(enum.IntEnum):
 class Verdict:
     """A decision on a hello: `status`, and for a refusal a `reason` fit for a log line."""
 
-    status: Status
+    status: HelloStatus
     reason: str = ""
 
     @property
     def ok(self) -> bool:
-        return self.status is Status.OK
+        return self.status is HelloStatus.OK
 
 
 def token_bytes(token: str | bytes | None) -> bytes:
@@ -103,21 +103,21 @@ class Authenticator:
 
     def judge(self, payload: bytes) -> Verdict:
         if len(payload) < _HEAD.size or payload[: len(MAGIC)] != MAGIC:
-            return Verdict(Status.MALFORMED, "not a twofold client hello (bad magic)")
+            return Verdict(HelloStatus.MALFORMED, "not a twofold client hello (bad magic)")
         _, version = _HEAD.unpack_from(payload)
         if version != PROTOCOL_VERSION:
             return Verdict(
-                Status.VERSION_MISMATCH,
+                HelloStatus.VERSION_MISMATCH,
                 f"client speaks wire version {version}, this replica speaks {PROTOCOL_VERSION}",
             )
         if self._digest is None:
-            return Verdict(Status.OK)
+            return Verdict(HelloStatus.OK)
         token = payload[_HEAD.size :]
         if not token:
-            return Verdict(Status.AUTHENTICATION_FAILED, "a token is required and none was sent")
+            return Verdict(HelloStatus.AUTHENTICATION_FAILED, "a token is required, none was sent")
         if not hmac.compare_digest(hashlib.sha256(token).digest(), self._digest):
-            return Verdict(Status.AUTHENTICATION_FAILED, "wrong token")
-        return Verdict(Status.OK)
+            return Verdict(HelloStatus.AUTHENTICATION_FAILED, "wrong token")
+        return Verdict(HelloStatus.OK)
 
 
 def parse_server_hello(payload: bytes) -> Verdict:
@@ -128,10 +128,10 @@ def parse_server_hello(payload: bytes) -> Verdict:
     (code,) = _STATUS.unpack_from(payload, _HEAD.size)
     reason = payload[_HEAD.size + _STATUS.size :].decode("utf-8", "replace")
     try:
-        status = Status(code)
+        status = HelloStatus(code)
     except ValueError:
         raise HandshakeFailed(f"the server answered unknown status {code}: {reason}") from None
-    if status is Status.OK and version != PROTOCOL_VERSION:
+    if status is HelloStatus.OK and version != PROTOCOL_VERSION:
         # A server must refuse a version it does not speak; accepting one is a broken server.
         raise VersionMismatch(
             f"server accepted wire version {PROTOCOL_VERSION} but speaks {version}"
@@ -141,10 +141,10 @@ def parse_server_hello(payload: bytes) -> Verdict:
 
 def raise_for(verdict: Verdict) -> None:
     """Raise the client-side error for a refusal; return for `OK`."""
-    errors: dict[Status, type[TransportError]] = {
-        Status.AUTHENTICATION_FAILED: AuthenticationFailed,
-        Status.VERSION_MISMATCH: VersionMismatch,
-        Status.MALFORMED: HandshakeFailed,
+    errors: dict[HelloStatus, type[TransportError]] = {
+        HelloStatus.AUTHENTICATION_FAILED: AuthenticationFailed,
+        HelloStatus.VERSION_MISMATCH: VersionMismatch,
+        HelloStatus.MALFORMED: HandshakeFailed,
     }
     if verdict.ok:
         return

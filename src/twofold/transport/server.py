@@ -47,7 +47,7 @@ from twofold.transport.errors import EndpointEnded
 from twofold.transport.handshake import (
     HANDSHAKE_MAX_FRAME,
     Authenticator,
-    Status,
+    HelloStatus,
     Verdict,
     server_hello,
 )
@@ -286,7 +286,7 @@ class ReplicaServer:
                 if old.task is not None:
                     old.task.cancel()
             # Written before `conn` becomes current, so no response can precede the answer.
-            conn.writer.write(frame(server_hello(Verdict(Status.OK))))
+            conn.writer.write(frame(server_hello(Verdict(HelloStatus.OK))))
             self._current = conn
         logger.info("controller connected: %s", conn)
         return True
