@@ -107,3 +107,15 @@ async def test_a_non_twofold_peer_is_refused(caplog: pytest.LogCaptureFixture) -
         async with await connect(*server.address) as client:
             await client.send(hello())
     assert "refusing connection" in caplog.text
+
+
+@async_test
+async def test_a_token_sent_to_a_server_without_one_is_accepted() -> None:
+    replica = EchoReplica()
+    async with (
+        ReplicaServer(replica) as server,
+        await connect(*server.address, token="unneeded") as client,
+    ):
+        await client.send(hello())
+        await client.send(peek(2))
+        assert isinstance(await within(client.recv()), PeekResponse)

@@ -226,3 +226,23 @@ async def test_a_stalled_connection_is_superseded_even_while_a_write_to_it_block
                 response = await within(client.recv())
             assert response == PeekResponse(peek(8).uuid, PeekRows([([8], 1)]))
         writer.close()
+
+
+@pytest.mark.parametrize("max_frame", [0, -1, 2**32])
+@async_test
+async def test_an_impossible_frame_limit_is_refused_up_front(max_frame: int) -> None:
+    with pytest.raises(ValueError, match="max_frame"):
+        ReplicaServer(EchoReplica(), max_frame=max_frame)
+    with pytest.raises(ValueError, match="max_frame"):
+        await connect("127.0.0.1", 1, max_frame=max_frame)
+
+
+@async_test
+async def test_address_survives_close_and_a_closed_server_cannot_restart() -> None:
+    server = ReplicaServer(EchoReplica())
+    await server.start()
+    address = server.address
+    await server.aclose()
+    assert server.address == address
+    with pytest.raises(RuntimeError):
+        await server.start()

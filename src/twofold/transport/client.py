@@ -47,6 +47,8 @@ from twofold.transport.handshake import (
 
 DEFAULT_TIMEOUT: Final = 10.0
 DEFAULT_BUFFER_LIMIT: Final = 16 * 1024 * 1024
+MAX_FRAME_LIMIT: Final = 0xFFFFFFFF
+"""The largest payload a 4-byte length header can announce."""
 STREAM_LIMIT: Final = 1024 * 1024
 """asyncio's per-stream read buffer high-water mark (bytes)."""
 
@@ -216,6 +218,9 @@ async def connect(
     `HandshakeFailed`; `ValueError` for an empty token.
     """
     hello = client_hello(token)
+    check_max_frame(max_frame)
+    if buffer_limit <= 0:
+        raise ValueError(f"buffer_limit must be positive, got {buffer_limit}")
     peer = f"{host}:{port}"
     writer: asyncio.StreamWriter | None = None
     try:
@@ -266,3 +271,9 @@ async def _handshake(
             "(a TLS server reached without TLS, or not a twofold replica?)"
         )
     raise_for(parse_server_hello(payload))
+
+
+def check_max_frame(max_frame: int) -> None:
+    """Refuse a frame limit a 4-byte header cannot express (shared with the server)."""
+    if not 0 < max_frame <= MAX_FRAME_LIMIT:
+        raise ValueError(f"max_frame must be in [1, {MAX_FRAME_LIMIT}] bytes, got {max_frame}")

@@ -18,10 +18,12 @@ Contract (`spec/runtime.md`, "The replica process"):
 - The pump moves `target.recv()` results to the current connection. A response arriving while no
   connection is current is **dropped** (logged at debug level): the controller replays its
   history after reconnecting, which re-creates whatever it still needs.
-- Shared fate: when `target.recv()` returns `None` or raises, the replica endpoint has ended and
-  the server closes; `wait_closed()` returns and `exception` holds the cause (`EndpointEnded`
-  for a `None`), so the replica process can exit non-zero. `aclose()` is an orderly stop and
-  leaves `exception` as `None`.
+- Shared fate: when `target.recv()` returns `None` or raises (or yields a response that cannot
+  be encoded), the replica endpoint has ended and the server closes; `wait_closed()` returns
+  and `exception` holds the cause (`EndpointEnded` for a `None`), so the replica process can
+  exit non-zero. `aclose()` is an orderly stop and leaves `exception` as `None`.
+- TLS handshake failures happen inside asyncio before a connection reaches the server; the
+  client gets a clear error, the server keeps serving (asyncio logs them only in debug mode).
 
 Invariant: commands reach `target` only whole, only from the current connection, and in the
 order that connection sent them; a connection never becomes current while an older one is in
@@ -42,7 +44,7 @@ from twofold.client import ComputeClient
 from twofold.protocol import ComputeResponse, DecodeError, FrameTooLarge, Hello
 from twofold.protocol.codec import decode_command, encode
 from twofold.protocol.framing import DEFAULT_MAX_FRAME, frame, read_frame
-from twofold.transport.client import STREAM_LIMIT
+from twofold.transport.client import STREAM_LIMIT, check_max_frame
 from twofold.transport.errors import EndpointEnded
 from twofold.transport.handshake import (
     HANDSHAKE_MAX_FRAME,
@@ -86,6 +88,7 @@ class ReplicaServer:
         max_frame: int = DEFAULT_MAX_FRAME,
         handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
     ) -> None:
+        check_max_frame(max_frame)
         self._target = target
         self._host = host
         self._port = port
@@ -101,9 +104,8 @@ class ReplicaServer:
         self._current: _Connection | None = None
         self._connections: set[_Connection] = set()
         self._count = 0
-        self.exception: BaseException | None = None
-        """Why the server closed on its own (shared fate); `None` while serving or after
-        `aclose()`."""
+        self._address: tuple[str, int] | None = None
+        self._exception: BaseException | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -111,6 +113,8 @@ class ReplicaServer:
         """Bind and start serving. Port 0 picks a free port; see `address`."""
         if self._server is not None:
             raise RuntimeError("ReplicaServer.start() called twice")
+        if self._close_task is not None:
+            raise RuntimeError("ReplicaServer.start() after aclose()")
         self._server = await asyncio.start_server(
             self._serve,
             self._host,
@@ -119,10 +123,11 @@ class ReplicaServer:
             ssl_handshake_timeout=self._handshake_timeout if self._ssl is not None else None,
             limit=STREAM_LIMIT,
         )
+        name = self._server.sockets[0].getsockname()
+        self._address = host, port = str(name[0]), int(name[1])
         self._pump = asyncio.get_running_loop().create_task(
             self._pump_responses(), name="twofold-transport-response-pump"
         )
-        host, port = self.address
         logger.info(
             "replica server listening on %s:%d (%s, %s)",
             host, port, "TLS" if self._ssl else "plaintext",
@@ -131,11 +136,16 @@ class ReplicaServer:
 
     @property
     def address(self) -> tuple[str, int]:
-        """The bound `(host, port)`."""
-        if self._server is None or not self._server.sockets:
-            raise RuntimeError("the server is not listening (call start() first)")
-        name = self._server.sockets[0].getsockname()
-        return str(name[0]), int(name[1])
+        """The bound `(host, port)` (still reported after the server closed)."""
+        if self._address is None:
+            raise RuntimeError("the server has no address before start()")
+        return self._address
+
+    @property
+    def exception(self) -> BaseException | None:
+        """Why the server closed on its own (shared fate): the error `target.recv()` raised, or
+        `EndpointEnded` if it returned `None`. `None` while serving and after `aclose()`."""
+        return self._exception
 
     @property
     def closed(self) -> bool:
@@ -167,8 +177,12 @@ class ReplicaServer:
         if self._close_task is not None:
             return
         if cause is not None:
-            self.exception = cause
-            logger.error("the replica endpoint ended; closing the server: %r", cause)
+            self._exception = cause
+            logger.error(
+                "the replica endpoint ended; closing the server: %s",
+                cause,
+                exc_info=None if isinstance(cause, EndpointEnded) else cause,
+            )
         self._close_task = asyncio.get_running_loop().create_task(
             self._teardown(), name="twofold-transport-server-close"
         )
