@@ -36,6 +36,10 @@ class JoinOp(Operator):
 
     def _probe(self, delta: pl.DataFrame, key: list[int], other_key: list[int],
                other: KeyedState) -> pl.DataFrame | None:
+        if not key:
+            # A cross join: every accumulated row of the other side matches.
+            whole = other.accumulated()
+            return whole if whole.height else None
         keys = distinct_keys(delta, [f"c{k}" for k in key]).drop_nulls()
         if self.lfloat:
             casts = {f"k{j}": other.spine.sch[f"c{k}"] for j, k in enumerate(other_key)}
@@ -48,7 +52,9 @@ class JoinOp(Operator):
                              | {DIFF: "_rdiff"})
         lon = [f"c{k}" for k in self.lk]
         ron = [f"c{nl + k}" for k in self.rk]
-        if self.lfloat:
+        if not lon:
+            out = left.join(right, how="cross")
+        elif self.lfloat:
             lexprs = [pl.col(c).cast(pl.Float64).alias(f"_j{j}") for j, c in enumerate(lon)]
             rexprs = [pl.col(c).cast(pl.Float64).alias(f"_j{j}") for j, c in enumerate(ron)]
             jl = left.with_columns(lexprs)

@@ -94,7 +94,7 @@ class ReduceOp(KeyedOp):
         checks: list[str] = []
         pos = pl.col(DIFF) > 0
         for j, agg in enumerate(self.aggs):
-            name = f"c{k + j}"
+            name = f"_a{j}"
             if agg.column is None:
                 exprs.append(pl.col(DIFF).sum().alias(name))
                 continue
@@ -111,7 +111,7 @@ class ReduceOp(KeyedOp):
                     total = (distinct_vals.cast(pl.Int128).sum() if agg.distinct
                              else (c.cast(pl.Int128) * pl.col(DIFF)).sum())
                     exprs.append(pl.when(nonnull).then(total).otherwise(None).alias(name))
-                    checks.append(name)
+                    checks.append(f"c{k + j}")
                 else:
                     total = (distinct_vals.sum() if agg.distinct
                              else (c * pl.col(DIFF).cast(pl.Float64)).sum())
@@ -120,10 +120,15 @@ class ReduceOp(KeyedOp):
                 vals = c.filter(pos)
                 exprs.append((vals.min() if agg.func == "min" else vals.max()).alias(name))
         if self.key:
-            grouped = frame.group_by(self.key_cols).agg(exprs)
-            grouped = grouped.rename({c: f"c{j}" for j, c in enumerate(self.key_cols)})
+            grouped = frame.group_by(
+                [pl.col(c).alias(f"_g{j}") for j, c in enumerate(self.key_cols)]
+            ).agg(exprs)
         else:
             grouped = frame.select(exprs)
+        grouped = grouped.rename(
+            {f"_g{j}": f"c{j}" for j in range(k)}
+            | {f"_a{j}": f"c{k + j}" for j in range(len(self.aggs))}
+        )
         grouped = grouped.filter(pl.col("_n") > 0)
         errors = EMPTY_ERRORS
         if checks:
