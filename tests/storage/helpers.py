@@ -65,39 +65,29 @@ def append_with_retry(shard: Shard, writer: int, seq: int, size: int) -> int:
             continue
 
 
-def check_whole_batches(shard: Shard, size: int) -> dict[tuple[int, int], int]:
-    """Assert every stored tagged batch is whole and occupies one time; return tag -> time."""
+def whole_batches(shard: Shard, size: int) -> set[tuple[int, int]]:
+    """Assert every stored tagged batch is whole (`size` rows, nothing partial, no duplicate)
+    and there is one per complete time; return the tags `(writer, seq)` present."""
     upper = shard.upper
     assert upper.time is not None
     if upper.time == 0:
-        return {}
-    rows = to_tuples(shard.snapshot(upper.time - 1))
+        return set()
     counts: Counter[tuple[int, int]] = Counter()
-    for row, _, d in rows:
-        assert d == 1
+    for row, _, d in to_tuples(shard.snapshot(upper.time - 1)):
+        assert d == 1, "a batch was stored twice"
         counts[(row[0], row[1])] += 1
-    assert all(c == size for c in counts.values()), counts
-    times: dict[tuple[int, int], int] = {}
-    listener = shard.listen(0)
-    # as_of 0 skips time 0's batch; recover it from the first part separately.
-    first = to_tuples(shard.snapshot(0))
-    if first:
-        times[(first[0][0][0], first[0][0][1])] = 0
-    for batch in listener.poll():
-        tags = {(r[0], r[1]) for r, _, _ in batch.to_tuples()}
-        assert len(tags) <= 1
-        for tag in tags:
-            times[tag] = batch.lower.time  # type: ignore[assignment]
-    assert set(times) == set(counts)
-    assert sorted(times.values()) == list(range(upper.time)), "one batch per time, no gaps"
-    return times
+    assert all(c == size for c in counts.values()), f"partial batches: {counts}"
+    assert len(counts) == upper.time, "one batch per time"
+    return set(counts)
 
 
 def process_writer(url: str, shard_id: str, writer: int, count: int, size: int,
-                   start: Any, wins: Any) -> None:
-    """Child process: wait for `start`, append `count` tagged batches, report winning times."""
+                   ready: Any, start: Any, wins: Any) -> None:
+    """Child process: signal `ready`, wait for `start`, append `count` tagged batches, report
+    the time each landed at."""
     with open_storage(url) as storage:
         shard = storage.shard(shard_id)
+        ready.release()
         start.wait()
         for seq in range(count):
             wins.put((writer, seq, append_with_retry(shard, writer, seq, size)))
@@ -115,12 +105,14 @@ def process_endless_writer(url: str, shard_id: str, size: int, appended: Any) ->
                 appended.set()
 
 
-def process_reader(url: str, shard_id: str, size: int, target: int, results: Any) -> None:
+def process_reader(url: str, shard_id: str, size: int, target: int, ready: Any,
+                   results: Any) -> None:
     """Child process: while a writer appends, check that every snapshot is a whole prefix and
     that a listener sees each batch once, in order; report what was seen."""
     with open_storage(url) as storage:
         shard = storage.shard(shard_id)
         listener = shard.listen(0)
+        ready.set()
         seen_listen: list[int] = []
         snapshots = 0
         while True:
@@ -136,8 +128,9 @@ def process_reader(url: str, shard_id: str, size: int, target: int, results: Any
                     return
                 snapshots += 1
             batch = listener.next_batch(timeout=0.05)
-            if batch is not None and len(batch):
+            while batch is not None:  # drain: the frontier runs ahead of the buffered batches
                 seen_listen.extend(sorted({r[1] for r, _, _ in batch.to_tuples()}))
+                batch = listener.next_batch(timeout=0)
             if listener.frontier.time is not None and listener.frontier.time >= target:
                 results.put(("ok", snapshots, seen_listen))
                 return

@@ -46,16 +46,19 @@ def open_storage(
     backend: Backend
     if parts.scheme == "memory":
         if parts.path or parts.query or parts.fragment:
-            raise InvalidStorageUrl(f"{url!r}: a memory URL is memory://name, nothing after it")
+            raise InvalidStorageUrl(
+                f"storage URL {url!r}: a memory URL is memory://name, nothing after it"
+            )
         backend = MemoryBackend(parts.netloc or None)
     elif parts.scheme == "sqlite":
         if parts.netloc:
             raise InvalidStorageUrl(
-                f"{url!r}: a SQLite URL names a local file, sqlite:///absolute/path.db or "
-                f"sqlite:relative/path.db (found host {parts.netloc!r})"
+                f"storage URL {url!r}: a SQLite URL names a local file, "
+                f"sqlite:///absolute/path.db or sqlite:relative/path.db "
+                f"(found host {parts.netloc!r})"
             )
         if not parts.path or parts.path.endswith("/"):
-            raise InvalidStorageUrl(f"{url!r}: no database file path")
+            raise InvalidStorageUrl(f"storage URL {url!r} names no database file")
         backend = SqliteBackend(parts.path)
     else:
         raise InvalidStorageUrl(
