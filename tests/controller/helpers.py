@@ -29,7 +29,9 @@ def index_dataflow(
     plan = UnionAll(inputs=[Get(id=d) for d in deps]) if deps else Constant(rows=[])
     return DataflowDescription(
         debug_name=f"index-{id}",
-        index_imports={d: IndexImport(desc=IndexDesc(on_id=d, key=[0]), relation=DESC) for d in deps},
+        index_imports={
+            d: IndexImport(desc=IndexDesc(on_id=d, key=[0]), relation=DESC) for d in deps
+        },
         objects_to_build=[BuildDesc(id=build, plan=plan)],
         index_exports={id: (IndexDesc(on_id=build, key=[0]), DESC)},
         as_of=None if as_of is None else Frontier.at(as_of),

@@ -104,7 +104,7 @@ def test_create_dataflow_validation() -> None:
         s.create_dataflow(index_dataflow(U2, [U3]))
     s.absorb(1, Frontiers(id=U1, write_frontier=at(30)))  # lag 10: since -> 20
     assert s.collections[U1].since == at(20)
-    with pytest.raises(SinceViolation, match="since is Frontier.at\\(20\\)"):
+    with pytest.raises(SinceViolation, match=r"since is Frontier\.at\(20\)"):
         s.create_dataflow(index_dataflow(U2, [U1], as_of=3))
     assert U2 not in s.collections
 

@@ -111,7 +111,7 @@ def test_compaction_never_passes_what_readers_need(data: st.DataObject) -> None:
             ts = data.draw(st.none() | st.integers(0, 20))
             since = s.collections[i].since
             try:
-                peek, fx = s.begin_peek(UUID(int=next_uuid), IndexTarget(id=i), ts)
+                _peek, fx = s.begin_peek(UUID(int=next_uuid), IndexTarget(id=i), ts)
                 assert ts is None or since.contains(ts)
                 next_uuid += 1
                 cmds = fx.commands
