@@ -9,7 +9,8 @@ import socket
 
 import pytest
 
-from twofold.protocol import Peek, PeekResponse, PeekRows, Status
+from twofold.client import ComputeClient, channel_pair
+from twofold.protocol import ComputeCommand, Peek, PeekResponse, PeekRows, Status
 from twofold.protocol.codec import encode
 from twofold.protocol.framing import frame, read_frame
 from twofold.transport import (
@@ -18,12 +19,22 @@ from twofold.transport import (
     ConnectionLost,
     ConnectTimeout,
     MessageTooLarge,
+    ReplicaConnection,
     ReplicaServer,
     connect,
 )
 from twofold.transport.handshake import client_hello
 
-from .support import EchoReplica, async_test, connection_ends, hello, peek, within
+from .support import (
+    EchoReplica,
+    async_test,
+    closed_by_peer,
+    connection_ends,
+    hello,
+    peek,
+    raw_connection,
+    within,
+)
 
 
 @async_test
@@ -246,3 +257,53 @@ async def test_address_survives_close_and_a_closed_server_cannot_restart() -> No
     assert server.address == address
     with pytest.raises(RuntimeError):
         await server.start()
+
+
+@async_test
+async def test_frames_already_buffered_from_a_superseded_connection_never_apply() -> None:
+    class Yielding(EchoReplica):
+        async def send(self, command: ComputeCommand) -> None:
+            await asyncio.sleep(0)  # one command per loop turn: the old stream is mid-way
+            await super().send(command)
+
+    replica = Yielding()
+    async with ReplicaServer(replica) as server:
+        reader, writer = await raw_connection(server)
+        old_hello = hello()
+        # One burst, so most of it sits in the server's buffers when the new client takes over.
+        writer.write(b"".join(frame(encode(c)) for c in [old_hello, *map(peek, range(1, 3001))]))
+        await writer.drain()
+        await replica.wait_commands(1)
+        async with await connect(*server.address) as client:
+            new_hello = hello()
+            await client.send(new_hello)
+            await client.send(peek(0))
+            response = await within(client.recv())
+            while response != PeekResponse(peek(0).uuid, PeekRows([([0], 1)])):
+                response = await within(client.recv())  # answers to the old peeks, if any
+        assert await closed_by_peer(reader)
+        writer.close()
+    after = replica.commands[replica.commands.index(new_hello) :]
+    assert after == [new_hello, peek(0)]
+
+
+@async_test
+async def test_a_channel_pair_end_serves_as_the_target() -> None:
+    controller_side, replica_side = channel_pair()
+
+    async def echo() -> None:
+        while (command := await replica_side.recv()) is not None:
+            if isinstance(command, Peek):
+                await replica_side.send(PeekResponse(command.uuid, PeekRows([])))
+
+    echoing = asyncio.create_task(echo())
+    async with ReplicaServer(controller_side) as server:
+        client: ComputeClient = await connect(*server.address)
+        assert isinstance(client, ComputeClient)
+        await client.send(hello())
+        await client.send(peek(1))
+        assert await within(client.recv()) == PeekResponse(peek(1).uuid, PeekRows([]))
+        assert isinstance(client, ReplicaConnection)
+        await client.aclose()
+    controller_side.close()
+    await within(echoing)
