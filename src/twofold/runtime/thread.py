@@ -84,6 +84,12 @@ class RuntimeClient:
             raise RuntimeError(f"runtime {self.name} was not started")
         return await self._outbox.get()
 
+    def recv_nowait(self) -> ComputeResponse | None:
+        """A response that is already available, else `None` (the multiplexer's fast path)."""
+        if self._outbox is None:
+            return None
+        return self._outbox.get_nowait()
+
     async def close(self) -> None:
         """Stop the worker loop and wait for its thread."""
         self._stop.set()

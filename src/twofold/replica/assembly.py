@@ -1,0 +1,152 @@
+"""A replica: one compute endpoint over one or two runtimes (`spec/runtime.md`).
+
+`Replica(storage_url, runtimes="two")` builds, on `start()`:
+
+- a `StorageCache` that opens each storage URL once (the replica's own for `None`);
+- for `"one"`: a `solo` runtime, which is the endpoint;
+- for `"two"`: a publication registry, a `maintenance` and an `interactive` runtime sharing it,
+  and a `Multiplexer` over them, which is the endpoint.
+
+The endpoint is a `ComputeClient`. The runtimes share fate: an unexpected error in either ends
+the endpoint (its `recv` raises), and `serve_replica` turns that into a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl as _ssl
+import threading
+from typing import Literal
+
+from twofold.client import ComputeClient
+from twofold.engine import ArrangementSnapshot
+from twofold.multiplex import Multiplexer
+from twofold.protocol import ComputeCommand, ComputeResponse
+from twofold.runtime.introspection import ReplicaMetrics
+from twofold.runtime.registry import PublicationRegistry
+from twofold.runtime.thread import RuntimeClient
+from twofold.runtime.worker import POLL_INTERVAL, ComputeWorker, Role
+from twofold.storage import Storage, open_storage
+from twofold.transport import ReplicaServer
+
+log = logging.getLogger(__name__)
+
+RuntimesMode = Literal["one", "two"]
+
+
+class StorageCache:
+    """Opens each storage URL once; thread-safe (both runtimes open through it)."""
+
+    def __init__(self, default_url: str | None) -> None:
+        self.default_url = default_url
+        self._lock = threading.Lock()
+        self._open: dict[str, Storage] = {}
+
+    def __call__(self, url: str | None) -> Storage:
+        url = url or self.default_url
+        if url is None:
+            raise ValueError("no storage URL: the replica has no default and none was given")
+        with self._lock:
+            storage = self._open.get(url)
+            if storage is None:
+                storage = self._open[url] = open_storage(url)
+            return storage
+
+    def close(self) -> None:
+        with self._lock:
+            for storage in self._open.values():
+                storage.close()
+            self._open.clear()
+
+
+class Replica:
+    """An in-process replica. `async with Replica(url) as endpoint:` gives its endpoint."""
+
+    def __init__(
+        self, storage_url: str | None = None, runtimes: RuntimesMode = "two", *,
+        strict: bool = False, poll_interval: float = POLL_INTERVAL,
+    ) -> None:
+        if runtimes not in ("one", "two"):
+            raise ValueError(f"runtimes must be 'one' or 'two', got {runtimes!r}")
+        self.mode: RuntimesMode = runtimes
+        self.storage = StorageCache(storage_url)
+        self.metrics = ReplicaMetrics()
+        self.strict = strict
+        self.poll_interval = poll_interval
+        self.registry: PublicationRegistry[ArrangementSnapshot] | None = None
+        self.runtimes: dict[Role, RuntimeClient] = {}
+        self.endpoint: ComputeClient | None = None
+        self._mux: Multiplexer | None = None
+
+    def _runtime(self, role: Role) -> RuntimeClient:
+        worker = ComputeWorker(role, open_storage=self.storage, registry=self.registry,
+                               metrics=self.metrics, poll_interval=self.poll_interval)
+        client = RuntimeClient(worker, name=role)
+        worker.set_activator(client.wake)
+        self.runtimes[role] = client
+        return client
+
+    async def start(self) -> ComputeClient:
+        if self.endpoint is not None:
+            return self.endpoint
+        if self.mode == "one":
+            self.endpoint = await self._runtime("solo").start()
+        else:
+            self.registry = PublicationRegistry()
+            maintenance = await self._runtime("maintenance").start()
+            interactive = await self._runtime("interactive").start()
+            self._mux = Multiplexer(maintenance=maintenance, interactive=interactive,
+                                    strict=self.strict)
+            self.endpoint = self._mux
+        return self.endpoint
+
+    async def close(self) -> None:
+        if self._mux is not None:
+            await self._mux.aclose()
+            self._mux = None
+        for rt in self.runtimes.values():
+            await rt.close()
+        self.runtimes.clear()
+        self.endpoint = None
+        self.storage.close()
+
+    async def __aenter__(self) -> ComputeClient:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # A Replica is itself usable as a ComputeClient once started.
+    async def send(self, command: ComputeCommand) -> None:
+        if self.endpoint is None:
+            raise RuntimeError("replica not started")
+        await self.endpoint.send(command)
+
+    async def recv(self) -> ComputeResponse | None:
+        if self.endpoint is None:
+            raise RuntimeError("replica not started")
+        return await self.endpoint.recv()
+
+
+async def serve_replica(
+    storage_url: str, *, host: str = "127.0.0.1", port: int = 0,
+    runtimes: RuntimesMode = "two", token: str | None = None,
+    ssl: _ssl.SSLContext | None = None, ready: asyncio.Future[tuple[str, int]] | None = None,
+) -> int:
+    """Serve a replica over TCP until its endpoint ends; returns the process exit code."""
+    replica = Replica(storage_url, runtimes)
+    endpoint = await replica.start()
+    server = ReplicaServer(endpoint, host=host, port=port, token=token, ssl=ssl)
+    try:
+        await server.start()
+        if ready is not None and not ready.done():
+            ready.set_result(server.address)
+        await server.wait_closed()
+    finally:
+        await server.aclose()
+        await replica.close()
+    if server.exception is not None:
+        log.error("replica ended: %s", server.exception)
+        return 1
+    return 0

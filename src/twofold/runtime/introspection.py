@@ -1,0 +1,132 @@
+"""Introspection: replica metrics and the logging indexes named in `CreateInstance`.
+
+`ReplicaMetrics` is shared by a replica's runtimes (thread-safe): peek latency and step duration
+histograms per runtime, with power-of-two microsecond buckets. `Introspection` maintains one
+arrangement per log variant the controller named in `LoggingConfig.index_logs`, updated every
+`interval_ms` at wall-clock millisecond timestamps by retracting the previous contents and
+inserting the new — so the logs are ordinary indexes: peekable, with frontiers, and published by
+the maintenance runtime like any other index.
+
+Variants (columns): `frontiers` (collection, write_frontier), `arrangement_sizes` (collection,
+records, batches), `peek_durations` (runtime, le_us, count), `step_durations` (runtime, le_us,
+count). An unknown variant is an empty `(key, value)` index, so its frontiers still advance.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from twofold.engine import Arrangement
+from twofold.protocol import ColumnType, Frontier, GlobalId, LoggingConfig, RelationDesc
+
+_STR, _INT = ColumnType("str", nullable=False), ColumnType("int", nullable=False)
+VARIANTS: dict[str, RelationDesc] = {
+    "frontiers": RelationDesc(["collection", "write_frontier"], [_STR, ColumnType("int")]),
+    "arrangement_sizes": RelationDesc(["collection", "records", "batches"], [_STR, _INT, _INT]),
+    "peek_durations": RelationDesc(["runtime", "le_us", "count"], [_STR, _INT, _INT]),
+    "step_durations": RelationDesc(["runtime", "le_us", "count"], [_STR, _INT, _INT]),
+}
+GENERIC = RelationDesc(["key", "value"], [_STR, _INT])
+
+
+def bucket_us(seconds: float) -> int:
+    """The power-of-two microsecond bucket (upper bound) of a duration."""
+    us = max(1, int(seconds * 1e6))
+    return 1 << (us - 1).bit_length()
+
+
+class Histogram:
+    """Counts per (runtime, bucket); thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[tuple[str, int]] = Counter()
+        self._recent: dict[str, list[float]] = {}
+
+    def record(self, runtime: str, seconds: float) -> None:
+        with self._lock:
+            self._counts[(runtime, bucket_us(seconds))] += 1
+            recent = self._recent.setdefault(runtime, [])
+            recent.append(seconds)
+            if len(recent) > 4096:
+                del recent[:2048]
+
+    def counts(self) -> dict[tuple[str, int], int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def recent(self, runtime: str) -> list[float]:
+        """The latest samples (up to a few thousand) of one runtime, oldest first."""
+        with self._lock:
+            return list(self._recent.get(runtime, []))
+
+
+class ReplicaMetrics:
+    """Metrics shared by a replica's runtimes."""
+
+    def __init__(self) -> None:
+        self.peek_durations = Histogram()
+        self.step_durations = Histogram()
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Introspection:
+    """The logging indexes of one runtime. See the module docstring."""
+
+    def __init__(self, config: LoggingConfig, metrics: ReplicaMetrics) -> None:
+        self.interval = max(config.interval_ms, 1) / 1000.0
+        self.metrics = metrics
+        self.ids: dict[GlobalId, str] = {gid: name for name, gid in config.index_logs.items()}
+        t0 = _now_ms()
+        self._time = t0
+        self.arrangements: dict[GlobalId, Arrangement] = {
+            gid: Arrangement(VARIANTS.get(name, GENERIC), [0], since=Frontier.at(t0))
+            for gid, name in self.ids.items()
+        }
+        self._contents: dict[GlobalId, Counter[tuple[Any, ...]]] = {
+            gid: Counter() for gid in self.ids
+        }
+        self._next = 0.0
+        for arr in self.arrangements.values():
+            arr.advance_upper(Frontier.at(t0))
+
+    def due(self) -> bool:
+        return bool(self.ids) and time.perf_counter() >= self._next
+
+    def wait_timeout(self) -> float | None:
+        if not self.ids:
+            return None
+        return max(0.0, self._next - time.perf_counter())
+
+    def update(self, frontiers: dict[GlobalId, Frontier],
+               sizes: dict[GlobalId, tuple[int, int]]) -> list[GlobalId]:
+        """Bring every log up to now; returns the ids whose arrangements advanced."""
+        self._next = time.perf_counter() + self.interval
+        t = max(_now_ms(), self._time + 1)
+        self._time = t
+        for gid, name in self.ids.items():
+            rows: Counter[tuple[Any, ...]] = Counter()
+            if name == "frontiers":
+                for cid, f in frontiers.items():
+                    rows[(str(cid), f.time)] += 1
+            elif name == "arrangement_sizes":
+                for cid, (records, batches) in sizes.items():
+                    rows[(str(cid), records, batches)] += 1
+            elif name in ("peek_durations", "step_durations"):
+                hist = getattr(self.metrics, name)
+                for (runtime, le), n in hist.counts().items():
+                    rows[(runtime, le, n)] += 1
+            old = self._contents[gid]
+            delta = Counter(rows)
+            delta.subtract(old)
+            updates = [(list(r), t, d) for r, d in delta.items() if d != 0]
+            arr = self.arrangements[gid]
+            arr.insert(updates, Frontier.at(t + 1))
+            self._contents[gid] = rows
+        return list(self.ids)

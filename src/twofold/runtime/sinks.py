@@ -1,0 +1,206 @@
+"""Sink exports: subscribes, materialized views and copy-tos, fed by a dataflow's `SinkChunk`s.
+
+Each sink is a small state machine over the contiguous chunks its dataflow produces:
+
+- `SubscribeState` turns chunks into contiguous, increasing `SubscribeBatch`es and ends exactly
+  once: a batch whose upper is empty (the input closed or `up_to` was reached), or
+  `SubscribeDroppedAt` when the controller drops it. Nothing follows the end.
+- `MaterializedViewState` buffers chunks until `AllowWrites`, then writes them into its shard by
+  compare-and-append. Another writer (a second replica) may have written a stretch already: on
+  `UpperMismatch` the part it covered is skipped, never written twice.
+- `CopyToState` collects the collection at the dataflow's `as_of` and writes the file once, giving
+  exactly one `CopyToResponse` (a count, an error, or `CopyToDropped`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from twofold.engine import SinkChunk
+from twofold.engine.frames import DIFF, TIME, to_arrow
+from twofold.protocol import (
+    CopyToDropped,
+    CopyToError,
+    CopyToResponse,
+    CopyToRowCount,
+    CopyToSink,
+    Frontier,
+    GlobalId,
+    RelationDesc,
+    SubscribeBatch,
+    SubscribeDroppedAt,
+    SubscribeResponse,
+)
+from twofold.storage import Shard, Storage, UnknownShard, UpperMismatch
+
+log = logging.getLogger(__name__)
+
+
+def _first_error(chunk_errors: pl.DataFrame) -> str | None:
+    """The smallest error message with a positive net count, if any."""
+    if chunk_errors.height == 0:
+        return None
+    net = chunk_errors.group_by("error").agg(pl.col(DIFF).sum()).filter(pl.col(DIFF) != 0)
+    if net.height == 0:
+        return None
+    return str(net["error"].min())
+
+
+class SubscribeState:
+    """A running subscribe. See the module docstring."""
+
+    def __init__(self, id: GlobalId, as_of: Frontier) -> None:
+        self.id = id
+        self.lower = as_of
+        self.ended = False
+
+    def on_chunks(self, chunks: list[SinkChunk]) -> list[SubscribeResponse]:
+        out: list[SubscribeResponse] = []
+        for chunk in chunks:
+            if self.ended or not self.lower < chunk.upper:
+                continue
+            error = _first_error(chunk.errors)
+            if error is not None:
+                batch = SubscribeBatch(self.lower, chunk.upper, error=error)
+            else:
+                data = chunk.updates
+                cols = [c for c in data.columns if c not in (TIME, DIFF)]
+                data = (
+                    data.group_by([TIME, *cols]).agg(pl.col(DIFF).sum())
+                    .filter(pl.col(DIFF) != 0).sort([TIME, *cols], nulls_last=True)
+                )
+                updates = [(int(r[0]), list(r[1:-1]), int(r[-1])) for r in data.iter_rows()]
+                batch = SubscribeBatch(self.lower, chunk.upper, updates=updates)
+            out.append(SubscribeResponse(self.id, batch))
+            self.lower = chunk.upper
+            if chunk.upper.is_empty:
+                self.ended = True
+        return out
+
+    def finish_at(self, up_to: Frontier) -> list[SubscribeResponse]:
+        """The dataflow reached `up_to`: end the subscribe with an empty-upper batch."""
+        if self.ended or not up_to.less_equal(self.lower):
+            return []
+        self.ended = True
+        return [SubscribeResponse(self.id, SubscribeBatch(self.lower, Frontier.empty(),
+                                                          updates=[]))]
+
+    def drop(self) -> list[SubscribeResponse]:
+        if self.ended:
+            return []
+        self.ended = True
+        return [SubscribeResponse(self.id, SubscribeDroppedAt(self.lower))]
+
+
+class MaterializedViewState:
+    """A materialized-view sink writing into `shard`. See the module docstring."""
+
+    def __init__(self, id: GlobalId, storage: Storage, shard_id: str, desc: RelationDesc) -> None:
+        self.id = id
+        self.desc = desc
+        self.allowed = False
+        self.pending: list[SinkChunk] = []
+        try:
+            self.shard: Shard = storage.shard(shard_id)
+        except UnknownShard:
+            storage.create_shard(shard_id, desc)
+            self.shard = storage.shard(shard_id)
+
+    @property
+    def upper(self) -> Frontier:
+        return self.shard.upper
+
+    def on_chunks(self, chunks: list[SinkChunk]) -> None:
+        self.pending.extend(chunks)
+        if self.allowed:
+            self.flush()
+
+    def allow_writes(self) -> None:
+        self.allowed = True
+        self.flush()
+
+    def flush(self) -> None:
+        while self.pending:
+            chunk = self.pending[0]
+            current = self.shard.upper
+            if chunk.upper.less_equal(current):
+                self.pending.pop(0)  # somebody (another replica) already wrote this stretch
+                continue
+            lower = current.time
+            assert lower is not None
+            data = chunk.updates.filter(pl.col(TIME) >= lower)
+            if _first_error(chunk.errors) is not None:
+                # An errored collection cannot be written faithfully; hold the view's upper back
+                # (its readers see it stall) rather than write a silently wrong answer.
+                log.error("materialized view %s: evaluation error, not writing past %s",
+                          self.id, current)
+                return
+            try:
+                self.shard.compare_and_append(to_arrow(data, self.desc), current, chunk.upper)
+            except UpperMismatch:
+                continue  # re-read the upper and skip what the other writer covered
+            self.pending.pop(0)
+
+
+class CopyToState:
+    """A one-shot copy-to sink. See the module docstring."""
+
+    def __init__(self, id: GlobalId, sink: CopyToSink, desc: RelationDesc, as_of: int) -> None:
+        self.id = id
+        self.sink = sink
+        self.desc = desc
+        self.as_of = as_of
+        self.frames: list[pl.DataFrame] = []
+        self.done = False
+
+    def on_chunks(self, chunks: list[SinkChunk]) -> list[CopyToResponse]:
+        if self.done:
+            return []
+        for chunk in chunks:
+            error = _first_error(chunk.errors.filter(pl.col(TIME) <= self.as_of))
+            if error is not None:
+                return self._finish(CopyToError(error))
+            self.frames.append(chunk.updates.filter(pl.col(TIME) <= self.as_of))
+            if not chunk.upper.less_equal(Frontier.at(self.as_of)):
+                return self._write()
+        return []
+
+    def _write(self) -> list[CopyToResponse]:
+        cols = [f"c{i}" for i in range(self.desc.arity)]
+        if self.frames:
+            data = pl.concat(self.frames, how="vertical")
+        else:
+            data = pl.DataFrame({c: [] for c in [*cols, TIME, DIFF]})
+        net = data.group_by(cols).agg(pl.col(DIFF).sum()) if cols else data.select(
+            pl.col(DIFF).sum())
+        if (net[DIFF] < 0).any():
+            return self._finish(CopyToError("copy-to: collection has negative multiplicities"))
+        rows = net.filter(pl.col(DIFF) > 0)
+        expanded = rows.select(pl.all().repeat_by(pl.col(DIFF)).explode()).drop(DIFF) if cols \
+            else pl.DataFrame()
+        table: pa.Table = to_arrow(expanded, self.desc) if cols else pa.table({})
+        try:
+            path = Path(self.sink.path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if self.sink.format == "csv":
+                pacsv.write_csv(table, path)
+            else:
+                pq.write_table(table, path)
+        except Exception as e:  # an unwritable path is the user's error, not the replica's
+            return self._finish(CopyToError(f"copy-to {self.sink.path}: {e}"))
+        return self._finish(CopyToRowCount(int(table.num_rows)))
+
+    def drop(self) -> list[CopyToResponse]:
+        return [] if self.done else self._finish(CopyToDropped())
+
+    def _finish(self, result: CopyToError | CopyToRowCount | CopyToDropped) -> list[
+            CopyToResponse]:
+        self.done = True
+        self.frames.clear()
+        return [CopyToResponse(self.id, result)]

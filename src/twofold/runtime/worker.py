@@ -1,0 +1,408 @@
+"""The compute runtime's state machine, in three roles (`spec/runtime.md`).
+
+`ComputeWorker` applies commands and does one round of work per `step`, on its runtime's thread
+(`thread.RuntimeClient` drives it). It meets every obligation of `spec/protocol.md` §5:
+
+- dataflows over source shards and index imports, started by `Schedule`; index exports report
+  frontiers that never regress, start at `as_of`, and end with `empty()` after a drop;
+- peeks wait for `upper`, fail before `since`, get exactly one response (`PeekBook`);
+- subscribes, materialized views (written only after `AllowWrites`), copy-tos (`sinks.py`);
+- `UpdateConfiguration` applies globally; introspection indexes from `CreateInstance`.
+
+Roles:
+- `solo` does all of it alone, on one ordered command stream.
+- `maintenance` hosts what the multiplexer routes to it and **publishes** every index it maintains
+  into the registry; it compacts a published index to the meet of the controller's frontier, the
+  interactive runtime's standing hold (I1c) and its own local importers' needs.
+- `interactive` hosts peek dataflows and serves every peek, reading maintained indexes only
+  through the registry (waiting, woken, for ids not yet published; `PeekError` for dropped ones).
+  An `AllowCompaction` for an id it does not host is a standing-hold update and nothing else.
+
+Bad input never crashes the worker: an unrenderable dataflow is kept as failed (reads of it
+error), a peek that cannot be evaluated is answered with `PeekError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Literal
+
+from twofold.engine import Arrangement, ArrangementSnapshot
+from twofold.protocol import (
+    AllowCompaction,
+    AllowWrites,
+    CancelPeek,
+    ComputeCommand,
+    ComputeResponse,
+    CopyToError,
+    CopyToResponse,
+    CreateDataflow,
+    CreateInstance,
+    DataflowDescription,
+    Frontier,
+    GlobalId,
+    Hello,
+    IndexTarget,
+    InitializationComplete,
+    Peek,
+    PeekError,
+    PeekResponse,
+    Schedule,
+    StorageTarget,
+    SubscribeBatch,
+    SubscribeResponse,
+    UpdateConfiguration,
+)
+from twofold.runtime.dataflows import HostedDataflow
+from twofold.runtime.frontiers import FrontierReporter
+from twofold.runtime.introspection import Introspection, ReplicaMetrics
+from twofold.runtime.peeks import (
+    PeekBook,
+    PendingPeek,
+    Waiting,
+    answer_from_snapshot,
+    storage_snapshot,
+)
+from twofold.runtime.registry import PublicationClosed, PublicationRegistry
+from twofold.storage import Storage
+
+log = logging.getLogger(__name__)
+
+Role = Literal["solo", "maintenance", "interactive"]
+StorageOpener = Callable[[str | None], Storage]
+
+POLL_INTERVAL = 0.005
+"""How often a runtime with live source imports re-reads its shards' uppers (seconds)."""
+
+
+class ComputeWorker:
+    """One compute runtime's state. See the module docstring."""
+
+    def __init__(
+        self, role: Role, *, open_storage: StorageOpener,
+        registry: PublicationRegistry[ArrangementSnapshot] | None = None,
+        metrics: ReplicaMetrics | None = None, poll_interval: float = POLL_INTERVAL,
+    ) -> None:
+        if role != "solo" and registry is None:
+            raise ValueError(f"role {role!r} needs a publication registry")
+        self.role: Role = role
+        self.open_storage = open_storage
+        self.registry = registry
+        self.metrics = metrics or ReplicaMetrics()
+        self.poll_interval = poll_interval
+        self.storage: Storage | None = None
+        self.max_result_size: int | None = None
+        self.dyncfg: dict[str, bool | int | float | str] = {}
+        self.dataflows: dict[GlobalId, HostedDataflow] = {}  # by every export id
+        self.order: list[HostedDataflow] = []  # creation order = dependency order
+        self.introspection: Introspection | None = None
+        self.intro_allowed: dict[GlobalId, Frontier] = {}
+        self.peeks = PeekBook()
+        self.reporter = FrontierReporter()
+        self.published: dict[GlobalId, tuple[Frontier, Frontier]] = {}
+        self.out: list[ComputeResponse] = []
+        self.step_count = 0
+        self.last_step_seconds = 0.0
+        self._dirty: deque[GlobalId] = deque()
+        self._activate: Callable[[], None] = lambda: None
+        if registry is not None and role == "interactive":
+            registry.add_reader_waker(self._on_published)
+        if registry is not None and role == "maintenance":
+            registry.add_hold_waker(self._on_published)
+
+    def set_activator(self, activate: Callable[[], None]) -> None:
+        """How the registry's wakers reach this worker's loop."""
+        self._activate = activate
+
+    def _on_published(self, gid: GlobalId) -> None:
+        # Runs on the other runtime's thread: record and wake, nothing else.
+        self._dirty.append(gid)
+        self._activate()
+
+    # -- commands ----------------------------------------------------------------------------------
+
+    def handle(self, command: ComputeCommand) -> None:
+        match command:
+            case Hello():
+                self._reset()
+            case CreateInstance(config=config):
+                self.storage = self.open_storage(config.storage)
+                if config.max_result_size is not None:
+                    self.max_result_size = config.max_result_size
+                if self.role != "interactive" and config.logging.index_logs:
+                    self.introspection = Introspection(config.logging, self.metrics)
+            case InitializationComplete():
+                pass
+            case UpdateConfiguration(params=params):
+                if params.max_result_size is not None:
+                    self.max_result_size = params.max_result_size
+                self.dyncfg.update(params.dyncfg)
+            case CreateDataflow(dataflow=desc):
+                self._create(desc)
+            case Schedule(id=gid):
+                hosted = self.dataflows.get(gid)
+                if hosted is not None:
+                    hosted.scheduled = True
+            case AllowWrites(id=gid):
+                hosted = self.dataflows.get(gid)
+                if hosted is not None and gid in hosted.mvs:
+                    hosted.mvs[gid].allow_writes()
+            case AllowCompaction(id=gid, frontier=frontier):
+                self._allow_compaction(gid, frontier)
+            case Peek():
+                self._peek(command)
+            case CancelPeek(uuid=uuid):
+                response = self.peeks.cancel(uuid)
+                if response is not None:
+                    self.out.append(response)
+            case _:
+                log.warning("runtime %s: ignoring unknown command %r", self.role, command)
+
+    def _reset(self) -> None:
+        """A new protocol iteration: forget per-connection state (standing holds stay)."""
+        self.dataflows.clear()
+        self.order.clear()
+        self.peeks.clear()
+        self.reporter.reset()
+        self.published.clear()
+        self.intro_allowed.clear()
+        self.introspection = None
+        if self.role == "maintenance" and self.registry is not None:
+            self.registry.reset()
+
+    def _create(self, desc: DataflowDescription) -> None:
+        hosted = HostedDataflow(desc, self.storage, self._resolve_index)
+        for gid in desc.export_ids():
+            self.dataflows[gid] = hosted
+        self.order.append(hosted)
+
+    def _allow_compaction(self, gid: GlobalId, frontier: Frontier) -> None:
+        hosted = self.dataflows.get(gid)
+        intro = self.introspection
+        if hosted is None and intro is not None and gid in intro.arrangements:
+            self.intro_allowed[gid] = frontier
+            if frontier.is_empty:
+                del intro.arrangements[gid]
+                del intro.ids[gid]
+                self._dropped(gid)
+            return
+        if hosted is None:
+            if self.role == "interactive" and self.registry is not None:
+                # Broadcast compaction of a maintained collection: a standing-hold update only.
+                self.registry.apply_standing_hold(gid, frontier)
+            return
+        hosted.allowed[gid] = hosted.allowed.get(gid, frontier).join(frontier)
+        if frontier.is_empty:
+            self._drop_export(hosted, gid)
+
+    def _drop_export(self, hosted: HostedDataflow, gid: GlobalId) -> None:
+        hosted.live_exports.discard(gid)
+        if gid in hosted.subscribes:
+            self.out.extend(hosted.subscribes[gid].drop())
+        if gid in hosted.copy_tos:
+            self.out.extend(hosted.copy_tos[gid].drop())
+        del self.dataflows[gid]
+        self._dropped(gid)
+        if not hosted.live_exports:
+            self.order.remove(hosted)
+
+    def _dropped(self, gid: GlobalId) -> None:
+        self.published.pop(gid, None)
+        if self.role == "maintenance" and self.registry is not None:
+            self.registry.close(gid)
+        closed = self.reporter.close(gid)
+        if closed is not None and self._reports_frontiers(gid):
+            self.out.append(closed)
+        for pp in self.peeks.pending():
+            target = pp.peek.target
+            if isinstance(target, IndexTarget) and target.id == gid:
+                self.peeks.try_answer(pp, lambda p: PeekResponse(p.uuid, PeekError(
+                    f"collection {gid} was dropped")), self._peek_done)
+
+    def _reports_frontiers(self, gid: GlobalId) -> bool:
+        # Interactive reports only for its own (transient) collections; the multiplexer filters
+        # on the same rule, and two reporters would regress the controller's frontier.
+        return self.role != "interactive" or gid.is_transient
+
+    # -- index resolution --------------------------------------------------------------------------
+
+    def _local_arrangement(self, gid: GlobalId) -> Arrangement | None:
+        hosted = self.dataflows.get(gid)
+        if hosted is not None:
+            return hosted.export(gid)
+        if self.introspection is not None:
+            return self.introspection.arrangements.get(gid)
+        return None
+
+    def _resolve_index(self, gid: GlobalId) -> ArrangementSnapshot | None:
+        arr = self._local_arrangement(gid)
+        if arr is not None:
+            return arr.snapshot()
+        if self.role == "interactive" and self.registry is not None:
+            return self.registry.lookup(gid)  # None: wait; PublicationClosed: dropped
+        raise PublicationClosed(gid)
+
+    # -- peeks -------------------------------------------------------------------------------------
+
+    def _peek(self, p: Peek) -> None:
+        duplicate = self.peeks.add(p)
+        if duplicate is not None:
+            self.out.append(duplicate)
+            return
+        for pp in self.peeks.pending():
+            if pp.peek.uuid == p.uuid:
+                self._try_peek(pp)
+                break
+
+    def _attempt(self, p: Peek) -> PeekResponse:
+        target = p.target
+        if isinstance(target, StorageTarget):
+            if self.storage is None:
+                return PeekResponse(p.uuid, PeekError("no storage configured"))
+            return answer_from_snapshot(p, storage_snapshot(p, target, self.storage),
+                                        self.max_result_size)
+        assert isinstance(target, IndexTarget)
+        gid = target.id
+        hosted = self.dataflows.get(gid)
+        if hosted is not None and hosted.failed is not None:
+            return PeekResponse(p.uuid, PeekError(hosted.failed))
+        try:
+            snap = self._resolve_index(gid)
+        except PublicationClosed:
+            return PeekResponse(p.uuid, PeekError(f"collection {gid} was dropped or does not "
+                                                  f"exist"))
+        if snap is None:
+            raise Waiting
+        return answer_from_snapshot(p, snap, self.max_result_size)
+
+    def _peek_done(self, pp: PendingPeek, response: PeekResponse) -> None:
+        self.out.append(response)
+        self.metrics.peek_durations.record(self.role, time.perf_counter() - pp.received)
+
+    def _try_peek(self, pp: PendingPeek) -> None:
+        self.peeks.try_answer(pp, self._attempt, self._peek_done)
+
+    # -- the work loop -----------------------------------------------------------------------------
+
+    def step(self) -> None:
+        started = time.perf_counter()
+        while self._dirty:
+            self._dirty.popleft()  # any change may unblock a peek or a compaction: re-check all
+        did_work = False
+        for hosted in list(self.order):
+            hosted.feed()
+            if hosted.step():
+                did_work = True
+            self._drain_sinks(hosted)
+            self._maintain_exports(hosted)
+        if self.introspection is not None and self.introspection.due():
+            self._update_introspection()
+            did_work = True
+        if len(self.peeks):
+            for pp in self.peeks.pending():
+                self._try_peek(pp)
+        self.last_step_seconds = time.perf_counter() - started
+        if did_work:
+            self.step_count += 1
+            self.metrics.step_durations.record(self.role, self.last_step_seconds)
+
+    def _drain_sinks(self, hosted: HostedDataflow) -> None:
+        df = hosted.df
+        if df is None:
+            return
+        for gid, sub in hosted.subscribes.items():
+            if hosted.failed is not None and not sub.ended:
+                sub.ended = True
+                self.out.append(SubscribeResponse(gid, SubscribeBatch(
+                    sub.lower, Frontier.empty(), error=hosted.failed)))
+                continue
+            self.out.extend(sub.on_chunks(df.drain_sink(gid)))
+            up_to = hosted.desc.sink_exports[gid].up_to
+            if not up_to.is_empty:
+                self.out.extend(sub.finish_at(df.frontier.meet(up_to)))
+        for gid, mv in hosted.mvs.items():
+            mv.on_chunks(df.drain_sink(gid))
+            report = self.reporter.observe(gid, mv.upper, hosted.input_frontier())
+            if report is not None and gid in hosted.live_exports:
+                self.out.append(report)
+        for gid, copy in hosted.copy_tos.items():
+            if hosted.failed is not None:
+                if not copy.done:
+                    copy.done = True
+                    self.out.append(CopyToResponse(gid, CopyToError(hosted.failed)))
+                continue
+            self.out.extend(copy.on_chunks(df.drain_sink(gid)))
+
+    def _compaction_target(self, gid: GlobalId, allowed: Frontier) -> Frontier:
+        target = allowed
+        if self.role == "maintenance" and self.registry is not None:
+            target = self.registry.compaction_target(gid, target)
+        for other in self.order:
+            hold = other.import_holds().get(gid)
+            if hold is not None:
+                target = target.meet(hold)
+        return target
+
+    def _maintain_exports(self, hosted: HostedDataflow) -> None:
+        for gid in list(hosted.desc.index_exports):
+            if gid not in hosted.live_exports:
+                continue
+            arr = hosted.export(gid)
+            if arr is None:
+                continue
+            allowed = hosted.allowed.get(gid)
+            if allowed is not None:
+                arr.compact(self._compaction_target(gid, allowed))
+            self._publish(gid, arr)
+            report = self.reporter.observe(gid, hosted.frontier, hosted.input_frontier())
+            if report is not None and self._reports_frontiers(gid):
+                self.out.append(report)
+
+    def _publish(self, gid: GlobalId, arr: Arrangement) -> None:
+        if self.role != "maintenance" or self.registry is None:
+            return
+        state = (arr.since, arr.upper)
+        if self.published.get(gid) != state:
+            self.published[gid] = state
+            self.registry.publish(gid, arr.snapshot())
+
+    def _update_introspection(self) -> None:
+        intro = self.introspection
+        assert intro is not None
+        frontiers = {gid: h.frontier for gid, h in self.dataflows.items()}
+        sizes: dict[GlobalId, tuple[int, int]] = {}
+        for gid, h in self.dataflows.items():
+            arr = h.export(gid)
+            if arr is not None:
+                sizes[gid] = (len(arr), arr.batch_count)
+        for gid in intro.update(frontiers, sizes):
+            arr = intro.arrangements[gid]
+            allowed = self.intro_allowed.get(gid)
+            if allowed is not None:
+                arr.compact(self._compaction_target(gid, allowed))
+            self._publish(gid, arr)
+            report = self.reporter.observe(gid, arr.upper)
+            if report is not None:
+                self.out.append(report)
+
+    def take_responses(self) -> list[ComputeResponse]:
+        out, self.out = self.out, []
+        return out
+
+    def wait_timeout(self) -> float | None:
+        timeouts: list[float] = []
+        if any(h.feeds and h.scheduled and h.failed is None for h in self.order) or \
+                self.peeks.has_storage_peeks() or any(h.mvs for h in self.order):
+            timeouts.append(self.poll_interval)
+        if self.introspection is not None:
+            t = self.introspection.wait_timeout()
+            if t is not None:
+                timeouts.append(t)
+        return min(timeouts) if timeouts else None
+
+    def shutdown(self) -> None:
+        if self.registry is not None:
+            self.registry.remove_waker(self._on_published)
