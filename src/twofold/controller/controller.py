@@ -1,0 +1,512 @@
+"""The async `Controller`: drives several replicas of one compute instance.
+
+Contract (`spec/controller.md`): every command goes to every replica (and into the command
+history first); each replica has a connection task that replays the reduced history under a new
+epoch after every (re)connection; responses from older epochs are discarded; peeks complete on
+the first answer from any replica; subscribes yield contiguous batches exactly once; a failed
+replica is rebuilt by replay while the others keep serving. All decisions are made by the
+sans-IO `InstanceState`; this module only moves commands, responses and events.
+
+Ownership: the controller owns its connection tasks; `close()` cancels and awaits every one, and
+fails whatever callers still wait for with `ControllerClosed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from uuid import UUID, uuid4
+
+from twofold.controller.backoff import Backoff
+from twofold.controller.dataflows import peek_dataflow
+from twofold.controller.errors import (
+    ControllerClosed,
+    CopyToFailed,
+    InvalidRead,
+    PeekCancelled,
+    PeekFailed,
+    PeekTimeout,
+    SinceViolation,
+    SubscribeFailed,
+)
+from twofold.controller.frontiers import ReplicaId
+from twofold.controller.holds import DEFAULT_READ_POLICY, ReadPolicy
+from twofold.controller.instance import (
+    CopyToDone,
+    Effects,
+    FrontierAdvanced,
+    InstanceState,
+    PeekAnswered,
+    SubscribeDelivered,
+)
+from twofold.controller.replica import ConnectFactory, ReplicaConnection, Sleep
+from twofold.protocol import (
+    ComputeCommand,
+    ComputeParameters,
+    ComputeResponse,
+    CopyToError,
+    CopyToRowCount,
+    DataflowDescription,
+    Frontier,
+    GlobalId,
+    IndexImport,
+    IndexTarget,
+    InstanceConfig,
+    MapFilterProject,
+    PeekCanceled,
+    PeekError,
+    PeekResult,
+    PeekTarget,
+    Plan,
+    RelationDesc,
+    Row,
+    RowSetFinishing,
+    SourceImport,
+    SubscribeBatch,
+)
+
+log = logging.getLogger(__name__)
+
+
+class Subscription:
+    """An async iterator over one subscribe's batches, `[lower, upper)`, contiguous and exactly
+    once. Ends when the subscribe completes; raises `SubscribeFailed` on an error batch or an
+    external drop. `aclose()` (or leaving `async with`) drops the subscribe."""
+
+    def __init__(self, controller: Controller, id: GlobalId) -> None:
+        self.id = id
+        self._controller = controller
+        self._items: deque[SubscribeBatch | BaseException | None] = deque()
+        self._wake = asyncio.Event()
+        self._done = False
+
+    def _push(self, item: SubscribeBatch | BaseException | None) -> None:
+        self._items.append(item)
+        self._wake.set()
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> SubscribeBatch:
+        while not self._items:
+            if self._done:
+                raise StopAsyncIteration
+            self._wake.clear()
+            await self._wake.wait()
+        item = self._items.popleft()
+        if isinstance(item, SubscribeBatch):
+            return item
+        self._done = True
+        if item is None:
+            raise StopAsyncIteration
+        raise item
+
+    async def aclose(self) -> None:
+        self._done = True
+        self._controller._subscriptions.pop(self.id, None)
+        if self.id in self._controller.state.collections:
+            await self._controller.drop(self.id)
+
+    async def __aenter__(self) -> Subscription:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class Controller:
+    """Drives the replicas of one instance. Use `async with Controller(...) as c:`."""
+
+    def __init__(
+        self,
+        replicas: Mapping[ReplicaId, ConnectFactory] | Sequence[ConnectFactory] = (),
+        *,
+        config: InstanceConfig | None = None,
+        read_policy: ReadPolicy = DEFAULT_READ_POLICY,
+        backoff: Callable[[], Backoff] = Backoff,
+        sleep: Sleep = asyncio.sleep,
+        connect_timeout: float | None = 10.0,
+        nonce: Callable[[], UUID] = uuid4,
+    ) -> None:
+        self.state = InstanceState(config, read_policy)
+        self._factories: dict[ReplicaId, ConnectFactory] = (
+            dict(replicas) if isinstance(replicas, Mapping) else dict(enumerate(replicas, 1))
+        )
+        self._backoff = backoff
+        self._sleep = sleep
+        self._connect_timeout = connect_timeout
+        self._nonce = nonce
+        self.connections: dict[ReplicaId, ReplicaConnection] = {}
+        self._tasks: dict[ReplicaId, asyncio.Task[None]] = {}
+        self._peeks: dict[UUID, asyncio.Future[PeekResult]] = {}
+        self._copy_tos: dict[GlobalId, asyncio.Future[int]] = {}
+        self._subscriptions: dict[GlobalId, Subscription] = {}
+        self._frontier_waiters: dict[GlobalId, list[tuple[Frontier, asyncio.Future[None]]]] = {}
+        self._transient_ids = itertools.count(1)
+        self._started = False
+        self._closed = False
+        self.stale_responses = 0
+        """Responses from an older epoch of their replica: discarded."""
+        self.response_errors = 0
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self._apply(self.state.start())
+        for rid, factory in list(self._factories.items()):
+            self._spawn(rid, factory)
+
+    async def __aenter__(self) -> Controller:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Cancel and await every connection task; fail every waiting caller."""
+        if self._closed:
+            return
+        self._closed = True
+        tasks = list(self._tasks.values())
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+        closed = ControllerClosed("the controller was closed")
+        for pfut in self._peeks.values():
+            if not pfut.done():
+                pfut.set_exception(closed)
+        for cfut in self._copy_tos.values():
+            if not cfut.done():
+                cfut.set_exception(closed)
+        for waiters in self._frontier_waiters.values():
+            for _, fut in waiters:
+                if not fut.done():
+                    fut.set_exception(ControllerClosed("the controller was closed"))
+        for sub in self._subscriptions.values():
+            sub._push(ControllerClosed("the controller was closed"))
+        self._subscriptions.clear()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ControllerClosed("the controller was closed")
+        if not self._started:
+            raise ControllerClosed("the controller was not started (use `async with`)")
+
+    def add_replica(self, replica: ReplicaId, connect: ConnectFactory) -> None:
+        """Add a replica; it is brought up to date by replay."""
+        if replica in self._factories:
+            raise ValueError(f"replica {replica} already exists")
+        self._factories[replica] = connect
+        if self._started and not self._closed:
+            self._spawn(replica, connect)
+
+    async def remove_replica(self, replica: ReplicaId) -> None:
+        """Stop and forget a replica; cleanup no longer waits for its reports."""
+        self._factories.pop(replica, None)
+        self.connections.pop(replica, None)
+        task = self._tasks.pop(replica, None)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        self._apply(self.state.remove_replica(replica))
+
+    def _spawn(self, rid: ReplicaId, factory: ConnectFactory) -> None:
+        conn = ReplicaConnection(
+            rid,
+            factory,
+            on_connect=self._on_connect,
+            on_response=self.handle_response,
+            backoff=self._backoff(),
+            sleep=self._sleep,
+            connect_timeout=self._connect_timeout,
+            nonce=self._nonce,
+        )
+        self.connections[rid] = conn
+        self._tasks[rid] = asyncio.create_task(conn.run(), name=f"replica-{rid}")
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _on_connect(self, replica: ReplicaId, epoch: int) -> list[ComputeCommand]:
+        replay, fx = self.state.connect_replica(replica)
+        self._apply(fx)  # queued behind the replay on the new connection
+        return replay
+
+    def handle_response(self, replica: ReplicaId, epoch: int, response: ComputeResponse) -> None:
+        """Apply a response from `replica` sent during `epoch`; stale epochs are discarded."""
+        conn = self.connections.get(replica)
+        if conn is None or conn.epoch != epoch:
+            self.stale_responses += 1
+            return
+        try:
+            fx = self.state.absorb(replica, response)
+        except Exception:
+            # A response the state machine cannot apply is a replica bug; it must not take the
+            # controller down with it.
+            self.response_errors += 1
+            log.exception("replica %s sent a response that could not be applied", replica)
+            return
+        self._apply(fx)
+
+    def _apply(self, fx: Effects) -> None:
+        if fx.commands:
+            for conn in self.connections.values():
+                conn.enqueue(fx.commands)
+        for ev in fx.events:
+            if isinstance(ev, PeekAnswered):
+                fut = self._peeks.pop(ev.uuid, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(ev.result)
+            elif isinstance(ev, SubscribeDelivered):
+                sub = self._subscriptions.get(ev.id)
+                if sub is None:
+                    continue
+                if ev.batch is not None and ev.error is None:
+                    sub._push(ev.batch)
+                if ev.ended:
+                    self._subscriptions.pop(ev.id, None)
+                    if ev.error is not None:
+                        sub._push(SubscribeFailed(ev.id, ev.error))
+                    elif ev.dropped_at is not None:
+                        sub._push(SubscribeFailed(ev.id, f"dropped at {ev.dropped_at!r}"))
+                    else:
+                        sub._push(None)
+            elif isinstance(ev, CopyToDone):
+                cfut = self._copy_tos.pop(ev.id, None)
+                if cfut is None or cfut.done():
+                    continue
+                r = ev.result
+                if isinstance(r, CopyToRowCount):
+                    cfut.set_result(r.count)
+                elif isinstance(r, CopyToError):
+                    cfut.set_exception(CopyToFailed(ev.id, r.message))
+                else:
+                    cfut.set_exception(CopyToFailed(ev.id, "dropped before it completed"))
+            elif isinstance(ev, FrontierAdvanced):
+                self._wake_frontier(ev.id, ev.frontier)
+
+    def _wake_frontier(self, id: GlobalId, frontier: Frontier) -> None:
+        waiters = self._frontier_waiters.get(id)
+        if not waiters:
+            return
+        keep = []
+        for target, fut in waiters:
+            if target <= frontier:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                keep.append((target, fut))
+        if keep:
+            self._frontier_waiters[id] = keep
+        else:
+            del self._frontier_waiters[id]
+
+    def new_transient_id(self) -> GlobalId:
+        """A transient id never used before by this controller."""
+        return GlobalId.transient(next(self._transient_ids))
+
+    # -- collections ------------------------------------------------------------------------
+
+    async def create_dataflow(
+        self, desc: DataflowDescription, *, read_policy: ReadPolicy | None = None
+    ) -> DataflowDescription:
+        """Create a dataflow on every replica; returns it with its chosen `as_of`."""
+        self._check_open()
+        desc, fx = self.state.create_dataflow(desc, read_policy)
+        self._apply(fx)
+        return desc
+
+    async def drop(self, id: GlobalId) -> None:
+        """Drop a collection (its compaction to empty follows once nothing holds it)."""
+        self._check_open()
+        self._apply(self.state.drop(id))
+
+    async def update_configuration(self, params: ComputeParameters) -> None:
+        self._check_open()
+        self._apply(self.state.update_configuration(params))
+
+    async def set_read_policy(self, id: GlobalId, policy: ReadPolicy) -> None:
+        self._check_open()
+        self._apply(self.state.set_read_policy(id, policy))
+
+    def frontier(self, id: GlobalId) -> Frontier:
+        """The global write frontier of `id` (maximum over replicas; never regresses)."""
+        return self.state.collection(id, "frontier").write_frontier
+
+    def since(self, id: GlobalId) -> Frontier:
+        return self.state.collection(id, "since").since
+
+    async def wait_for_frontier(self, id: GlobalId, frontier: Frontier) -> None:
+        """Return once `id`'s write frontier is at or beyond `frontier`."""
+        self._check_open()
+        if frontier <= self.frontier(id):
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._frontier_waiters.setdefault(id, []).append((frontier, fut))
+        await fut
+
+    # -- peeks ------------------------------------------------------------------------------
+
+    async def peek(
+        self,
+        target: GlobalId | PeekTarget,
+        *,
+        timestamp: int | None = None,
+        literal_constraints: list[Row] | None = None,
+        mfp: MapFilterProject | None = None,
+        finishing: RowSetFinishing | None = None,
+        result_desc: RelationDesc | None = None,
+        timeout: float | None = None,
+    ) -> list[tuple[Row, int]]:
+        """Read `target` (an index id, or a `StorageTarget`) at `timestamp` (default: the latest
+        readable time). Returns `(row, diff)` pairs from the first replica to answer.
+
+        Raises `SinceViolation` (time before the since), `PeekFailed` (a replica error),
+        `PeekTimeout` (no answer in `timeout` s; the peek is cancelled), `PeekCancelled`."""
+        self._check_open()
+        if isinstance(target, GlobalId):
+            target = IndexTarget(id=target)
+        uuid = uuid4()
+        fut: asyncio.Future[PeekResult] = asyncio.get_running_loop().create_future()
+        _, fx = self.state.begin_peek(
+            uuid,
+            target,
+            timestamp,
+            literal_constraints=literal_constraints,
+            mfp=mfp,
+            finishing=finishing,
+            result_desc=result_desc,
+        )
+        self._peeks[uuid] = fut
+        self._apply(fx)
+        try:
+            result = await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except TimeoutError:
+            self._abandon_peek(uuid)
+            raise PeekTimeout(uuid, target.id, timeout or 0.0) from None
+        except asyncio.CancelledError:
+            self._abandon_peek(uuid)
+            raise
+        if isinstance(result, PeekError):
+            raise PeekFailed(uuid, target.id, result.message)
+        if isinstance(result, PeekCanceled):
+            raise PeekCancelled(uuid, "a replica cancelled it")
+        return result.rows
+
+    def _abandon_peek(self, uuid: UUID) -> None:
+        self._peeks.pop(uuid, None)
+        if not self._closed:
+            self._apply(self.state.cancel_peek(uuid))
+
+    def choose_query_timestamp(self, imports: Sequence[GlobalId]) -> int:
+        """The latest time every import is readable at, but never before any import's since."""
+        if not imports:
+            return 0
+        latest: int | None = None
+        floor = 0
+        for i in imports:
+            c = self.state.collection(i, "peek query")
+            if c.dropped or c.since.is_empty:
+                raise SinceViolation(i, None, c.since)
+            s = c.since.time
+            assert s is not None
+            floor = max(floor, s)
+            t = c.write_frontier.step_back()
+            t = s if t is None else t
+            latest = t if latest is None else min(latest, t)
+        assert latest is not None
+        return max(latest, floor)
+
+    async def peek_query(
+        self,
+        plan: Plan,
+        desc: RelationDesc,
+        *,
+        index_imports: Mapping[GlobalId, IndexImport] | None = None,
+        source_imports: Mapping[GlobalId, SourceImport] | None = None,
+        timestamp: int | None = None,
+        finishing: RowSetFinishing | None = None,
+        timeout: float | None = None,
+    ) -> list[tuple[Row, int]]:
+        """Answer an arbitrary query with a **peek dataflow**: build `plan` at one time as a
+        transient index, peek it, then drop it (whatever the outcome)."""
+        self._check_open()
+        imports = dict(index_imports or {})
+        if timestamp is None:
+            if source_imports and not imports:
+                raise InvalidRead("a query over storage collections needs an explicit timestamp")
+            timestamp = self.choose_query_timestamp(list(imports))
+        build, index = self.new_transient_id(), self.new_transient_id()
+        d = peek_dataflow(
+            build_id=build,
+            index_id=index,
+            plan=plan,
+            desc=desc,
+            timestamp=timestamp,
+            index_imports=imports,
+            source_imports=dict(source_imports or {}),
+        )
+        await self.create_dataflow(d)
+        try:
+            return await self.peek(index, timestamp=timestamp, finishing=finishing,
+                                   timeout=timeout)  # fmt: skip
+        finally:
+            if not self._closed and index in self.state.collections:
+                self._apply(self.state.drop(index))
+
+    # -- subscribes and copy-tos ------------------------------------------------------------
+
+    async def subscribe(
+        self, desc: DataflowDescription, *, read_policy: ReadPolicy | None = None
+    ) -> Subscription:
+        """Create a subscribe dataflow (exactly one subscribe sink) and iterate its batches."""
+        self._check_open()
+        ids = desc.subscribe_ids()
+        if len(ids) != 1 or len(desc.export_ids()) != 1:
+            raise InvalidRead(
+                f"dataflow {desc.debug_name!r} must export exactly one subscribe sink, "
+                f"got exports {desc.export_ids()}"
+            )
+        sub = Subscription(self, ids[0])
+        self._subscriptions[ids[0]] = sub
+        try:
+            await self.create_dataflow(desc, read_policy=read_policy)
+        except BaseException:
+            self._subscriptions.pop(ids[0], None)
+            raise
+        return sub
+
+    async def copy_to(self, desc: DataflowDescription, *, timeout: float | None = None) -> int:
+        """Run a copy-to dataflow (exactly one copy-to sink); returns the first row count
+        reported. Raises `CopyToFailed`."""
+        self._check_open()
+        ids = desc.copy_to_ids()
+        if len(ids) != 1 or len(desc.export_ids()) != 1:
+            raise InvalidRead(
+                f"dataflow {desc.debug_name!r} must export exactly one copy-to sink, "
+                f"got exports {desc.export_ids()}"
+            )
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._copy_tos[ids[0]] = fut
+        try:
+            await self.create_dataflow(desc)
+            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        finally:
+            self._copy_tos.pop(ids[0], None)
+            if not self._closed and ids[0] in self.state.collections:
+                c = self.state.collections[ids[0]]
+                if not c.dropped:
+                    self._apply(self.state.drop(ids[0]))
+
