@@ -95,6 +95,18 @@ def test_bad_input_is_a_typed_error(updates: object, error: type[Exception], nee
         to_update_table(updates, DESC)  # type: ignore[arg-type]
 
 
+def test_dictionary_columns_are_decoded() -> None:
+    frame = pl.DataFrame({"k": [1], "s": ["a"], "time": [0], "diff": [1]}).with_columns(
+        pl.col("s").cast(pl.Categorical)
+    )
+    assert to_tuples(to_update_table(frame, DESC)) == [([1, "a"], 0, 1)]
+
+
+def test_rows_must_be_sequences() -> None:
+    with pytest.raises(SchemaMismatch, match="list of scalars"):
+        to_update_table([(1, 0, 1)], DESC)  # type: ignore[list-item]
+
+
 def test_reserved_and_duplicate_column_names() -> None:
     with pytest.raises(SchemaMismatch, match="reserved"):
         update_schema(RelationDesc(names=["time"], types=[ColumnType("int")]))
@@ -135,3 +147,21 @@ def test_consolidate_matches_reference(updates: list, as_of: int) -> None:
     assert all(t == as_of for _, t, _ in snap)
     assert Counter({tuple(r): d for r, _, d in snap}) == Counter({k: v for k, v in at.items() if v})
     assert len(snap) == len({tuple(r) for r, _, _ in snap})
+
+
+FLOATS = RelationDesc(names=["f", "s"], types=[ColumnType("float"), ColumnType("str")])
+
+
+@settings(max_examples=60)
+@given(st.lists(st.tuples(st.sampled_from([0.5, float("nan"), None, -1.5]),
+                          st.sampled_from(["a", None]), st.integers(-2, 2).filter(bool)),
+                max_size=30))
+def test_consolidate_groups_nulls_and_nans(updates: list) -> None:
+    # NaN never equals itself, so these rows take the exact (polars group-by) path; NaNs group
+    # together, as in SQL GROUP BY.
+    table = to_update_table([([f, s], 0, d) for f, s, d in updates], FLOATS)
+    expected: Counter[tuple] = Counter()
+    for f, s, d in updates:
+        expected[(repr(f), s)] += d
+    got = Counter({(repr(r[0]), r[1]): d for r, _, d in to_tuples(consolidate(table))})
+    assert got == Counter({k: v for k, v in expected.items() if v})

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from twofold.protocol import Frontier, RelationDesc
 from twofold.storage.backend import Notifier, Part, PartInfo, ShardState
-from twofold.storage.errors import UnknownShard
+from twofold.storage.errors import StorageClosed, UnknownShard
 
 
 @dataclass
@@ -59,8 +59,11 @@ class MemoryBackend:
     def __init__(self, name: str | None) -> None:
         self._store = _MemoryStore() if name is None else _store_named(name)
         self.notifier = self._store.notifier
+        self._closed = False
 
     def _shard(self, shard_id: str) -> _MemoryShard:
+        if self._closed:
+            raise StorageClosed("this memory storage handle is closed")
         try:
             return self._store.shards[shard_id]
         except KeyError:
@@ -78,6 +81,8 @@ class MemoryBackend:
             return self._shard(shard_id).desc
 
     def shard_ids(self) -> list[str]:
+        if self._closed:
+            raise StorageClosed("this memory storage handle is closed")
         with self._store.lock:
             return sorted(self._store.shards)
 
@@ -155,7 +160,7 @@ class MemoryBackend:
         return True
 
     def close(self) -> None:
-        pass
+        self._closed = True
 
 
 def _lower(part: Part) -> int:

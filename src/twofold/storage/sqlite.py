@@ -91,7 +91,11 @@ class SqliteBackend:
         self._connections: list[sqlite3.Connection] = []
         self._closed = False
         self._schemas: dict[str, pa.Schema] = {}
-        self._initialise()
+        try:
+            self._initialise()
+        except BaseException:
+            self.close()
+            raise
 
     # -- connections and transactions -------------------------------------------------------
 

@@ -107,6 +107,8 @@ def _kind_accepts(scalar: str, source: pa.DataType) -> bool:
 def _conform_column(name: str, ct: ColumnType | None, target: pa.DataType,
                     column: pa.ChunkedArray) -> pa.ChunkedArray:
     """Cast `column` to `target`, refusing lossy or cross-kind casts and misplaced NULLs."""
+    if pa.types.is_dictionary(column.type):  # e.g. polars categoricals: compare the values
+        column = column.cast(column.type.value_type)
     if ct is not None and not _kind_accepts(ct.scalar, column.type):
         raise SchemaMismatch(f"column {name!r} is {ct.scalar} but the input holds {column.type}")
     if ct is None and not pa.types.is_integer(column.type):
@@ -124,7 +126,10 @@ def _conform_column(name: str, ct: ColumnType | None, target: pa.DataType,
 def rows_table(rows: Sequence[Row], desc: RelationDesc) -> pa.Table:
     """Rows (lists of scalars) as an Arrow table of the relation's columns, types inferred
     (`to_update_table` checks them against `desc`)."""
-    arities = set(map(len, rows))
+    try:
+        arities = set(map(len, rows))
+    except TypeError:
+        raise SchemaMismatch("each row must be a list of scalars") from None
     if arities - {desc.arity}:
         raise SchemaMismatch(
             f"rows must have {desc.arity} values (columns {desc.names}), found lengths "
@@ -224,9 +229,11 @@ def consolidate(table: pa.Table, *, as_of: int | None = None) -> pa.Table:
     the result is the collection at `as_of`. The row order of the result is unspecified.
     """
     if as_of is None:
-        return _group_sum(table, with_time=True)
-    table = table.filter(pc.less_equal(table.column(TIME), pa.scalar(as_of, pa.uint64())))
-    summed = _group_sum(table.drop_columns([TIME]), with_time=False)
+        return _group_sum(table)
+    bounds = time_bounds(table)
+    if bounds is not None and bounds[1] > as_of:  # filtering copies: only when it drops rows
+        table = table.filter(pc.less_equal(table.column(TIME), pa.scalar(as_of, pa.uint64())))
+    summed = _group_sum(table.drop_columns([TIME]))
     times = pa.array(np.full(summed.num_rows, as_of, dtype=np.uint64))
     return summed.add_column(summed.num_columns - 1, table.schema.field(TIME), times)
 
@@ -237,23 +244,81 @@ def advance_times(table: pa.Table, since: int) -> pa.Table:
         return table
     times = pc.max_element_wise(table.column(TIME), pa.scalar(since, pa.uint64()))
     table = table.set_column(table.schema.get_field_index(TIME), table.schema.field(TIME), times)
-    return _group_sum(table, with_time=True)
+    return _group_sum(table)
 
 
-def _group_sum(table: pa.Table, *, with_time: bool) -> pa.Table:
-    """Group by every column but `diff`, sum `diff`, drop zeros; keep `table`'s schema."""
+def _group_sum(table: pa.Table) -> pa.Table:
+    """Group by every column but `diff`, sum `diff`, drop zeros; keep `table`'s schema.
+
+    Rows are hashed (polars, one vectorised pass) and sorted by hash (numpy). Rows whose hash
+    occurs once are unique and pass through untouched; that is most rows of a snapshot, and all
+    of them for a consolidated collection. Runs of equal hashes are checked column by column
+    against their neighbours, so a hash collision is detected, never trusted; the runs are then
+    summed with `np.add.reduceat`. Only if a collision (or a NaN, which never equals itself) is
+    found do the repeated rows go through polars' group-by, which compares values.
+    """
     if table.num_rows == 0:
         return table
     keys = [n for n in table.column_names if n != DIFF]
+    if not keys:
+        total = int(pc.sum(table.column(DIFF)).as_py())
+        return table.slice(0, 0) if total == 0 else pa.Table.from_arrays(
+            [pa.array([total], pa.int64())], schema=table.schema)
+    frame = pl.from_arrow(table.select(keys))
+    assert isinstance(frame, pl.DataFrame)
+    hashes = frame.hash_rows().to_numpy()
+    ordered = np.sort(hashes)  # cheaper than argsort, and enough to learn that rows are unique
+    if not (ordered[1:] == ordered[:-1]).any():
+        return _drop_zero_diffs(table)
+    order = np.argsort(hashes)
+    ordered = hashes[order]
+    same = ordered[1:] == ordered[:-1]
+    in_run = np.zeros(len(order), dtype=bool)
+    in_run[1:] |= same
+    in_run[:-1] |= same
+    unique = np.ones(len(order), dtype=bool)
+    unique[order[in_run]] = False
+    once = _drop_zero_diffs(table.filter(pa.array(unique)))
+    repeated = table.take(pa.array(order[in_run])).combine_chunks()
+    run_hashes = ordered[in_run]
+    continues = run_hashes[1:] == run_hashes[:-1]  # row i + 1 is in row i's run
+    for name in keys:
+        column = repeated.column(name)
+        if not _equal_neighbours(column)[continues].all():
+            return pa.concat_tables([once, _polars_group_sum(repeated, keys)])
+    starts = np.flatnonzero(np.concatenate([[True], ~continues]))
+    sums = np.add.reduceat(repeated.column(DIFF).to_numpy(), starts)
+    firsts = repeated.take(pa.array(starts))
+    summed = firsts.set_column(
+        firsts.schema.get_field_index(DIFF), firsts.schema.field(DIFF), pa.array(sums)
+    ).filter(pa.array(sums != 0))
+    return pa.concat_tables([once, summed])
+
+
+def _drop_zero_diffs(table: pa.Table) -> pa.Table:
+    zero = pc.equal(table.column(DIFF), 0)
+    return table.filter(pc.invert(zero)) if pc.any(zero).as_py() else table
+
+
+def _equal_neighbours(column: pa.ChunkedArray) -> np.ndarray:
+    """`out[i]` is whether values `i` and `i + 1` are equal, NULL equal to NULL."""
+    left, right = column.slice(0, len(column) - 1), column.slice(1)
+    equal = pc.fill_null(pc.equal(left, right), False)
+    both_null = pc.and_(pc.is_null(left), pc.is_null(right))
+    return np.asarray(pc.or_(equal, both_null).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _polars_group_sum(table: pa.Table, keys: list[str]) -> pa.Table:
     frame = pl.from_arrow(table)
     assert isinstance(frame, pl.DataFrame)
-    if keys:
-        frame = frame.group_by(keys).agg(pl.col(DIFF).sum())
-    else:
-        frame = frame.select(pl.col(DIFF).sum())
-    out = frame.filter(pl.col(DIFF) != 0).to_arrow()
+    summed = frame.group_by(keys).agg(pl.col(DIFF).sum()).filter(pl.col(DIFF) != 0)
+    return _conform(summed.to_arrow(), table.schema)
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table`'s columns in `schema`'s order and types (polars may return other flavours)."""
     return pa.Table.from_arrays(
-        [out.column(f.name).cast(f.type) for f in table.schema], schema=table.schema
+        [table.column(f.name).cast(f.type) for f in schema], schema=schema
     )
 
 
