@@ -122,6 +122,20 @@ def test_snapshot_outside_the_readable_window(storage: Storage) -> None:
         shard.snapshot(-1)
 
 
+@SHARED
+@given(downgrades=st.lists(st.one_of(st.integers(0, 100), st.none()), max_size=10))
+def test_since_is_the_running_maximum_of_downgrades(shared_storage: Storage,
+                                                    downgrades: list[int | None]) -> None:
+    shard = shared_storage.create_shard(fresh_id(), DESC)
+    shard.compare_and_append([([1, "a"], 0, 1)], 0, 101)
+    expected = Frontier.minimum()
+    for d in downgrades:
+        target = Frontier.empty() if d is None else Frontier.at(d)
+        expected = expected.join(target)
+        assert shard.downgrade_since(target) == expected
+        assert shard.since == expected
+
+
 def test_since_never_goes_backwards(storage: Storage) -> None:
     shard = storage.create_shard("s", DESC)
     shard.compare_and_append([], 0, 100)
@@ -252,6 +266,56 @@ def test_downgrade_without_compaction_keeps_parts(storage: Storage) -> None:
     assert shard.compact() == 4
     assert len(shard.backend.part_infos("s")[1]) == 2
     assert snapshot_counter(shard, 4) == Counter({(t, "a"): 1 for t in range(5)})
+
+
+def test_compaction_loses_races_harmlessly(storage: Storage) -> None:
+    shard = storage.create_shard("s", DESC)
+    for t in range(6):
+        shard.compare_and_append([([t, "a"], t, 1)], t, t + 1)
+    shard.downgrade_since(5, compact=False)
+    _, infos = shard.backend.part_infos("s")
+    stale = shard.backend.load_parts("s", [p.part_id for p in infos[:2]])
+    assert stale is not None
+    assert shard.compact() > 0  # another compactor wins first
+    merged = stale[0]
+    assert not shard.backend.replace_parts("s", [p.part_id for p in stale], merged)
+    assert shard.backend.load_parts("s", [infos[0].part_id]) is None
+    assert snapshot_counter(shard, 5) == Counter({(t, "a"): 1 for t in range(6)})
+
+
+def test_concurrent_appends_downgrades_compactions_and_reads(storage: Storage) -> None:
+    shard = storage.create_shard("s", DESC)
+    updates: list[Update] = []
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def compactor() -> None:
+        try:
+            while not stop.is_set():
+                shard.compact()
+        except BaseException as e:  # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=compactor) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for t in range(60):
+            batch = [([t % 7, "a"], t, 1), ([(t + 3) % 7, "a"], t, -1)]
+            shard.compare_and_append(batch, t, t + 1)
+            updates += batch
+            if t % 5 == 4:
+                shard.downgrade_since(t - 2, compact=False)
+                since = shard.since.time
+                assert since is not None
+                assert snapshot_counter(shard, t) == reference_at(updates, t)
+                assert snapshot_counter(shard, since) == reference_at(updates, since)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors
+    assert snapshot_counter(shard, 59) == reference_at(updates, 59)
 
 
 # -- listening --------------------------------------------------------------------------------

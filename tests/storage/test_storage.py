@@ -11,6 +11,7 @@ import pytest
 from twofold.protocol import ColumnType, Frontier, RelationDesc
 from twofold.storage import (
     CorruptStorage,
+    InvalidName,
     InvalidStorageUrl,
     SchemaMismatch,
     ShardExists,
@@ -38,6 +39,21 @@ def test_bad_urls_are_typed_errors(url: str) -> None:
 def test_missing_directory_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(StorageError, match="does not exist"):
         open_storage(f"sqlite://{tmp_path}/missing/x.db")
+
+
+def test_relative_sqlite_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with open_storage("sqlite:rel.db") as st:
+        st.create_shard("s", DESC)
+    assert (tmp_path / "rel.db").exists()
+
+
+def test_bad_names(storage: Storage) -> None:
+    with pytest.raises(InvalidName, match="shard id"):
+        storage.create_shard("", DESC)
+    with pytest.raises(InvalidName, match="table name"):
+        storage.create_table("", DESC)
+    assert storage.list_shards() == []
 
 
 def test_unknown_shard(storage: Storage) -> None:

@@ -11,6 +11,7 @@ from twofold.storage.backend import Backend, Notifier, Part, PartInfo, ShardStat
 from twofold.storage.errors import (
     BeyondUpper,
     CorruptStorage,
+    InvalidName,
     InvalidStorageUrl,
     InvalidUpdates,
     NotReadable,
@@ -43,7 +44,8 @@ from twofold.storage.updates import (
 
 __all__ = [
     "DIFF", "TIME",
-    "Backend", "BeyondUpper", "CorruptStorage", "InvalidStorageUrl", "InvalidUpdates",
+    "Backend", "BeyondUpper", "CorruptStorage", "InvalidName", "InvalidStorageUrl",
+    "InvalidUpdates",
     "Listener", "NotReadable", "Notifier", "Part", "PartInfo", "SchemaMismatch", "Shard",
     "ShardExists", "ShardState", "SinceViolation", "Storage", "StorageClosed", "StorageError",
     "Table", "TableExists", "Ticker", "TimestampOracle", "UnknownShard", "UnknownTable",

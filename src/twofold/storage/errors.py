@@ -18,6 +18,10 @@ class InvalidStorageUrl(StorageError, ValueError):
     """The storage URL has an unknown scheme or a malformed location."""
 
 
+class InvalidName(StorageError, ValueError):
+    """A shard id or table name is empty or not a string."""
+
+
 class StorageClosed(StorageError):
     """The storage handle was closed; open a new one with `open_storage`."""
 

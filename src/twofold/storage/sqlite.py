@@ -260,21 +260,19 @@ class SqliteBackend:
         self, shard_id: str, *, overlapping_from: int | None, up_to: int | None
     ) -> tuple[ShardState, list[Part]]:
         self._schema(shard_id)
-        query = f"SELECT {_PART_COLUMNS}, data FROM parts WHERE shard_id = ?1"
-        params: list[object] = [shard_id]
+        query = f"SELECT {_PART_COLUMNS}, data FROM parts WHERE shard_id = :shard"
+        params: dict[str, object] = {"shard": shard_id}
         if overlapping_from is not None:
             # Parts are disjoint and ordered by lower, so only the last part starting at or
             # before `overlapping_from` can straddle it.
             query += (
-                " AND lower >= coalesce((SELECT max(lower) FROM parts WHERE shard_id = ?1"
-                " AND lower <= ?2), ?2)"
+                " AND lower >= coalesce((SELECT max(lower) FROM parts WHERE shard_id = :shard"
+                " AND lower <= :start), :start)"
             )
-            params.append(_enc_time(overlapping_from))
-        else:
-            params.append(None)
+            params["start"] = _enc_time(overlapping_from)
         if up_to is not None:
-            query += " AND lower <= ?3"
-            params.append(_enc_time(up_to))
+            query += " AND lower <= :up_to"
+            params["up_to"] = _enc_time(up_to)
         query += " ORDER BY lower"
         with self._transaction(f"reading shard {shard_id!r}", write=False) as cur:
             state = self._state(cur, shard_id)

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from twofold.protocol import RelationDesc
 from twofold.storage.backend import Backend
 from twofold.storage.errors import (
+    InvalidName,
     InvalidStorageUrl,
     ShardExists,
     StorageClosed,
@@ -99,7 +100,7 @@ class Storage:
         """
         self._check_open()
         if not isinstance(shard_id, str) or not shard_id:
-            raise InvalidStorageUrl(f"a shard id must be a non-empty string, got {shard_id!r}")
+            raise InvalidName(f"a shard id must be a non-empty string, got {shard_id!r}")
         if not isinstance(desc, RelationDesc):
             raise TypeError(f"desc must be a RelationDesc, got {type(desc).__name__}")
         update_schema(desc)  # refuses reserved or duplicate column names before anything exists
@@ -130,7 +131,7 @@ class Storage:
     def create_table(self, name: str, desc: RelationDesc, *, exist_ok: bool = True) -> Table:
         """Create the table `name` (the shard `table/<name>`) and return it."""
         if not isinstance(name, str) or not name:
-            raise TableExists(f"a table name must be a non-empty string, got {name!r}")
+            raise InvalidName(f"a table name must be a non-empty string, got {name!r}")
         try:
             self.create_shard(table_shard_id(name), desc, exist_ok=exist_ok)
         except ShardExists as e:
