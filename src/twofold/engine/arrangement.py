@@ -123,10 +123,13 @@ def lookup_batches(
     found = pl.concat(parts, how="vertical", rechunk=False) if len(parts) > 1 else parts[0]
     if le is not None:
         found = filter_time(found, le=le)
-    probe = keys.rename(dict(zip(keys.columns, key_cols, strict=True)))
+    probe = keys.rename({c: f"_k{j}" for j, c in enumerate(keys.columns)})
     if not nulls_equal:
         probe = probe.drop_nulls()
-    return found.join(probe, on=list(key_cols), how="semi", nulls_equal=nulls_equal)
+    on = [f"_k{j}" for j in range(len(key_cols))]
+    # Key columns are aliased rather than renamed: a key may name one column twice.
+    found = found.with_columns([pl.col(c).alias(k) for c, k in zip(key_cols, on, strict=True)])
+    return found.join(probe, on=on, how="semi", nulls_equal=nulls_equal).drop(on)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -49,18 +49,20 @@ def _first(*errs: pl.Expr | None) -> pl.Expr | None:
     return present[0] if len(present) == 1 else pl.coalesce(present)
 
 
+def _like_body(pattern: str) -> str:
+    return "".join(".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern)
+
+
 def like_regex(pattern: str) -> str:
-    """The anchored regex of a SQL `like` pattern (`%` any run, `_` one char, no escape)."""
-    parts = []
-    for ch in pattern:
-        parts.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
-    return r"(?s)\A" + "".join(parts) + r"\z"
+    """The anchored (Rust-syntax, for polars) regex of a SQL `like` pattern (`%` any run, `_`
+    one character, no escape character)."""
+    return r"(?s)\A" + _like_body(pattern) + r"\z"
 
 
 def _like_elementwise(cols: pl.Series) -> pl.Series:
     strings, patterns = cols.struct.field("s"), cols.struct.field("p")
     out = [
-        None if s is None or p is None else re.match(like_regex(p), s) is not None
+        None if s is None or p is None else re.fullmatch(_like_body(p), s, re.S) is not None
         for s, p in zip(strings.to_list(), patterns.to_list(), strict=True)
     ]
     return pl.Series(out, dtype=pl.Boolean)
@@ -110,8 +112,9 @@ class _Compiler:
                 return out, _first(*errs)
             w = [v.cast(pl.Int128) for v in vals]
             wide = {"add": lambda: w[0] + w[1], "sub": lambda: w[0] - w[1],
-                    "mul": lambda: w[0] * w[1], "neg": lambda: -w[0],
-                    "abs": lambda: w[0].abs()}[func]()
+                    "mul": lambda: w[0] * w[1], "neg": lambda: pl.lit(0, pl.Int128) - w[0],
+                    "abs": lambda: pl.when(w[0] < 0).then(pl.lit(0, pl.Int128) - w[0])
+                    .otherwise(w[0])}[func]()
             value, err = _checked_int(wide)
             return value, _first(*errs, err)
         if func in ("div", "mod"):

@@ -54,15 +54,15 @@ class JoinOp(Operator):
         ron = [f"c{nl + k}" for k in self.rk]
         if not lon:
             out = left.join(right, how="cross")
-        elif self.lfloat:
-            lexprs = [pl.col(c).cast(pl.Float64).alias(f"_j{j}") for j, c in enumerate(lon)]
-            rexprs = [pl.col(c).cast(pl.Float64).alias(f"_j{j}") for j, c in enumerate(ron)]
-            jl = left.with_columns(lexprs)
-            jr = right.with_columns(rexprs)
-            on = [f"_j{j}" for j in range(len(lon))]
-            out = jl.join(jr, on=on, how="inner").drop(on)
         else:
-            out = left.join(right, left_on=lon, right_on=ron, how="inner", coalesce=False)
+            # Join on aliased copies of the keys: a key may name one column twice, and int
+            # keys facing float keys compare as floats.
+            on = [f"_j{j}" for j in range(len(lon))]
+            cast = (lambda e: e.cast(pl.Float64)) if self.lfloat else (lambda e: e)
+            jl = left.with_columns([cast(pl.col(c)).alias(k) for c, k in zip(lon, on, strict=True)])
+            jr = right.with_columns([cast(pl.col(c)).alias(k)
+                                     for c, k in zip(ron, on, strict=True)])
+            out = jl.join(jr, on=on, how="inner").drop(on)
         return out.select(
             *[pl.col(f"c{j}") for j in range(len(self.types))],
             (pl.col(DIFF) * pl.col("_rdiff")).alias(DIFF),
