@@ -4,6 +4,7 @@ new epochs, several replicas, failure injection, subscribes and copy-tos, and sh
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 
@@ -17,6 +18,7 @@ from twofold.controller.errors import (
     PeekTimeout,
     SinceViolation,
     SubscribeFailed,
+    UnknownCollection,
 )
 from twofold.protocol import (
     AllowCompaction,
@@ -302,7 +304,7 @@ async def test_close_cancels_tasks_and_fails_waiters() -> None:
     await c.start()
     await c.create_dataflow(index_dataflow(U1, as_of=0))
     peek = asyncio.create_task(c.peek(U1, timestamp=1))
-    frontier = asyncio.create_task(c.wait_for_frontier(U1, Frontier.at(100)))
+    frontier = c.wait_for_frontier(U1, Frontier.at(100))
     await fake.until(lambda: bool(fake.session.pending))
     tasks = list(c._tasks.values())
     await c.close()
@@ -315,3 +317,46 @@ async def test_close_cancels_tasks_and_fails_waiters() -> None:
         await c.peek(U1)
     await c.close()  # idempotent
     await fake.stop()
+
+
+async def test_frontier_waiters_fail_when_the_collection_is_forgotten() -> None:
+    # With no replica to report, a drop forgets the collection at once: the frontier will never
+    # be reported, so the waiter must not hang.
+    async with Controller({}) as c:
+        await c.create_dataflow(index_dataflow(U1, as_of=0))
+        waiter = c.wait_for_frontier(U1, Frontier.at(50))
+        await c.drop(U1)
+        with pytest.raises(UnknownCollection):
+            await waiter
+
+
+async def test_subscribe_deduplicates_across_replicas() -> None:
+    a, b = FakeReplica(), FakeReplica()
+    async with controller(a, b) as c:
+        t = c.new_transient_id()
+        sub = await c.subscribe(subscribe_dataflow(sink_id=t, from_id=t, desc=DESC,
+                                                   as_of=Frontier.at(0)))
+        for r in (a, b):
+            await r.until(
+                lambda r=r: any(isinstance(x, CreateDataflow) for x in r.session.commands)
+            )
+        at = Frontier.at
+        # Both replicas produce the same stream with different batch boundaries.
+        a.session.send(SubscribeResponse(id=t, event=SubscribeBatch(
+            lower=at(0), upper=at(2), updates=[(0, [0], 1), (1, [1], 1)])))
+        b.session.send(SubscribeResponse(id=t, event=SubscribeBatch(
+            lower=at(0), upper=at(3), updates=[(0, [0], 1), (1, [1], 1), (2, [2], 1)])))
+        a.session.send(SubscribeResponse(id=t, event=SubscribeBatch(
+            lower=at(2), upper=Frontier.empty(), updates=[(2, [2], 1), (3, [3], 1)])))
+        b.session.send(SubscribeResponse(id=t, event=SubscribeBatch(
+            lower=at(3), upper=Frontier.empty(), updates=[(3, [3], 1)])))
+        got = [b async for b in sub]
+        # Batch boundaries depend on which replica's batch arrives first; the stream is always
+        # contiguous from 0 to the end, and every update is delivered once.
+        assert got[0].lower == at(0) and got[-1].upper == Frontier.empty()
+        assert all(x.upper == y.lower for x, y in itertools.pairwise(got))
+        assert [u for x in got for u in x.updates or []] == [
+            (0, [0], 1), (1, [1], 1), (2, [2], 1), (3, [3], 1),
+        ]
+    await a.stop()
+    await b.stop()

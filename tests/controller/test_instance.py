@@ -16,6 +16,7 @@ from twofold.controller.errors import (
 )
 from twofold.controller.holds import LagWindow, NoCompaction
 from twofold.controller.instance import (
+    CollectionForgotten,
     CopyToDone,
     FrontierAdvanced,
     InstanceState,
@@ -230,7 +231,7 @@ def test_copy_to_first_result() -> None:
     assert fx.events == [CopyToDone(t1, CopyToRowCount(count=3))]
     assert fx.commands == [AllowCompaction(id=t1, frontier=E)]
     fx = s.absorb(1, CopyToResponse(id=t1, result=CopyToRowCount(count=3)))
-    assert fx.events == [] and t1 not in s.collections
+    assert fx.events == [CollectionForgotten(t1)] and t1 not in s.collections
 
 
 def test_peek_dataflow_builder() -> None:

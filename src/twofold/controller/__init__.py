@@ -5,12 +5,17 @@ Decisions live in sans-IO state machines (`history`, `frontiers`, `holds`, `subs
 `instance`, `backoff`); asyncio lives only in `replica` and `controller`.
 """
 
+from twofold.controller.backoff import Backoff
+from twofold.controller.controller import Controller, Subscription
+from twofold.controller.dataflows import copy_to_dataflow, peek_dataflow, subscribe_dataflow
 from twofold.controller.errors import (
     CollectionExists,
     ControllerClosed,
     ControllerError,
     CopyToFailed,
     HistoryError,
+    InvalidDataflow,
+    InvalidRead,
     PeekCancelled,
     PeekFailed,
     PeekTimeout,
@@ -18,19 +23,52 @@ from twofold.controller.errors import (
     SubscribeFailed,
     UnknownCollection,
 )
+from twofold.controller.frontiers import CollectionFrontiers, Regression
 from twofold.controller.history import CommandHistory
+from twofold.controller.holds import (
+    DEFAULT_READ_POLICY,
+    LagWindow,
+    NoCompaction,
+    ReadHolds,
+    ReadPolicy,
+    WriteOnly,
+)
+from twofold.controller.instance import Effects, InstanceState
+from twofold.controller.replica import ConnectFactory, ReplicaConnection
+from twofold.controller.subscribes import SubscribeMerger
 
 __all__ = [
+    "DEFAULT_READ_POLICY",
+    "Backoff",
     "CollectionExists",
+    "CollectionFrontiers",
     "CommandHistory",
+    "ConnectFactory",
+    "Controller",
     "ControllerClosed",
     "ControllerError",
     "CopyToFailed",
+    "Effects",
     "HistoryError",
+    "InstanceState",
+    "InvalidDataflow",
+    "InvalidRead",
+    "LagWindow",
+    "NoCompaction",
     "PeekCancelled",
     "PeekFailed",
     "PeekTimeout",
+    "ReadHolds",
+    "ReadPolicy",
+    "Regression",
+    "ReplicaConnection",
     "SinceViolation",
     "SubscribeFailed",
+    "SubscribeMerger",
+    "Subscription",
     "UnknownCollection",
+    "WriteOnly",
+    "copy_to_dataflow",
+    "peek_dataflow",
+    "subscribe_dataflow",
 ]

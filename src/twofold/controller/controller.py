@@ -32,10 +32,12 @@ from twofold.controller.errors import (
     PeekTimeout,
     SinceViolation,
     SubscribeFailed,
+    UnknownCollection,
 )
 from twofold.controller.frontiers import ReplicaId
 from twofold.controller.holds import DEFAULT_READ_POLICY, ReadPolicy
 from twofold.controller.instance import (
+    CollectionForgotten,
     CopyToDone,
     Effects,
     FrontierAdvanced,
@@ -296,6 +298,10 @@ class Controller:
                     cfut.set_exception(CopyToFailed(ev.id, "dropped before it completed"))
             elif isinstance(ev, FrontierAdvanced):
                 self._wake_frontier(ev.id, ev.frontier)
+            elif isinstance(ev, CollectionForgotten):
+                for _, wfut in self._frontier_waiters.pop(ev.id, []):
+                    if not wfut.done():
+                        wfut.set_exception(UnknownCollection(ev.id, "wait_for_frontier"))
 
     def _wake_frontier(self, id: GlobalId, frontier: Frontier) -> None:
         waiters = self._frontier_waiters.get(id)
@@ -348,14 +354,17 @@ class Controller:
     def since(self, id: GlobalId) -> Frontier:
         return self.state.collection(id, "since").since
 
-    async def wait_for_frontier(self, id: GlobalId, frontier: Frontier) -> None:
-        """Return once `id`'s write frontier is at or beyond `frontier`."""
+    def wait_for_frontier(self, id: GlobalId, frontier: Frontier) -> asyncio.Future[None]:
+        """A future that resolves once `id`'s write frontier is at or beyond `frontier` (await
+        it). The wait is registered at the call; it fails with `UnknownCollection` if the
+        collection is forgotten first, `ControllerClosed` if the controller closes."""
         self._check_open()
-        if frontier <= self.frontier(id):
-            return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._frontier_waiters.setdefault(id, []).append((frontier, fut))
-        await fut
+        if frontier <= self.frontier(id):
+            fut.set_result(None)
+        else:
+            self._frontier_waiters.setdefault(id, []).append((frontier, fut))
+        return fut
 
     # -- peeks ------------------------------------------------------------------------------
 
@@ -502,7 +511,10 @@ class Controller:
         self._copy_tos[ids[0]] = fut
         try:
             await self.create_dataflow(desc)
-            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+            try:
+                return await asyncio.wait_for(asyncio.shield(fut), timeout)
+            except TimeoutError:
+                raise CopyToFailed(ids[0], f"no result within {timeout} s") from None
         finally:
             self._copy_tos.pop(ids[0], None)
             if not self._closed and ids[0] in self.state.collections:

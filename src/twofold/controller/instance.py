@@ -124,7 +124,14 @@ class FrontierAdvanced:
     frontier: Frontier
 
 
-Event = PeekAnswered | SubscribeDelivered | CopyToDone | FrontierAdvanced
+@dataclass(frozen=True)
+class CollectionForgotten:
+    """`id` was dropped and every replica reported it gone; nothing about it will change."""
+
+    id: GlobalId
+
+
+Event = PeekAnswered | SubscribeDelivered | CopyToDone | FrontierAdvanced | CollectionForgotten
 
 
 @dataclass
@@ -308,6 +315,7 @@ class InstanceState:
         if self.collections.get(c.id) is not c:
             return
         del self.collections[c.id]
+        self._fx.events.append(CollectionForgotten(c.id))
         for dep, held in c.input_holds.items():
             d = self.collections[dep]
             self._since_changed(d, d.holds.release(held))
