@@ -257,6 +257,23 @@ def test_compaction_drops_cancelled_history(storage: Storage) -> None:
     assert snapshot_counter(shard, 40) == Counter({(7, "kept"): 1})
 
 
+def test_storage_does_not_grow_with_history(storage: Storage) -> None:
+    # A table-like workload: each step replaces one of 8 rows; since trails the upper by 3.
+    shard = storage.create_shard("s", DESC)
+    for t in range(300):
+        batch = [([t % 8, str(t)], t, 1)]
+        if t >= 8:
+            batch.append(([t % 8, str(t - 8)], t, -1))
+        shard.compare_and_append(batch, t, t + 1)
+        if t >= 3:
+            shard.downgrade_since(t - 3)
+    _, infos = shard.backend.part_infos("s")
+    behind = [p for p in infos if p.upper.time is not None and p.upper.time <= 296]
+    assert len(behind) <= 10, [p.count for p in infos]  # O(log n) parts, not 300
+    assert sum(p.count for p in behind) <= 8 * len(behind)  # ~ live rows, not history
+    assert len(snapshot_counter(shard, 299)) == 8
+
+
 def test_downgrade_without_compaction_keeps_parts(storage: Storage) -> None:
     shard = storage.create_shard("s", DESC)
     for t in range(5):

@@ -1,4 +1,4 @@
-"""Tables, the timestamp oracle and the ticker."""
+"""Tables over shards, and the ticker that keeps their uppers moving."""
 
 from __future__ import annotations
 
