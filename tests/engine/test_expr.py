@@ -1,0 +1,151 @@
+"""Expression semantics of `docs/semantics.md`: three-valued logic, arithmetic corners,
+evaluation errors (and their laziness), strings, casts — evaluated through `CompiledMfp`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+import pytest
+
+from twofold.engine.expr import CompiledMfp, like_regex
+from twofold.engine.frames import frame_from_collection
+from twofold.protocol import Call, Column, ColumnType, Expr, Literal, MapFilterProject
+
+B, I, F, S = (ColumnType(s) for s in ("bool", "int", "float", "str"))
+MAX, MIN = 2**63 - 1, -(2**63)
+
+
+def c(i: int) -> Column:
+    return Column(i)
+
+
+def lit(v: Any) -> Literal:
+    return Literal(v)
+
+
+def call(f: str, *args: Expr) -> Call:
+    return Call(f, list(args))
+
+
+def evaluate(expr: Expr, row: list[Any], types: list[ColumnType]) -> Any:
+    """The value of `expr` on `row`, or `("error", message)`."""
+    frame = frame_from_collection(types, [(row, 1)])
+    out, errs = CompiledMfp(MapFilterProject(map=[expr], project=[len(row)]), types).apply(frame)
+    if errs is not None and errs.height:
+        return ("error", errs["error"][0])
+    assert out.height == 1
+    return out["c0"][0]
+
+
+def ev(expr: Expr) -> Any:
+    return evaluate(expr, [0], [I])
+
+
+@pytest.mark.parametrize("a", [True, False, None])
+@pytest.mark.parametrize("b", [True, False, None])
+def test_three_valued_logic(a: bool | None, b: bool | None) -> None:
+    kleene_and = False if a is False or b is False else (None if None in (a, b) else True)
+    kleene_or = True if a is True or b is True else (None if None in (a, b) else False)
+    row, types = [a, b], [B, B]
+    assert evaluate(call("and", c(0), c(1)), row, types) == kleene_and
+    assert evaluate(call("or", c(0), c(1)), row, types) == kleene_or
+    assert evaluate(call("not", c(0)), row, types) == (None if a is None else not a)
+    assert evaluate(call("is_null", c(0)), row, types) == (a is None)
+
+
+@pytest.mark.parametrize(("expr", "want"), [
+    (call("div", lit(-7), lit(2)), -3),
+    (call("mod", lit(-7), lit(2)), -1),
+    (call("mod", lit(7), lit(-2)), 1),
+    (call("div", lit(7.0), lit(2)), 3.5),
+    (call("mod", lit(-7.5), lit(2.0)), -1.5),
+    (call("div", lit(1), lit(0)), ("error", "division by zero")),
+    (call("mod", lit(1), lit(0)), ("error", "division by zero")),
+    (call("div", lit(1.0), lit(0.0)), ("error", "division by zero")),
+    (call("div", lit(None), lit(0)), None),
+    (call("add", lit(MAX), lit(1)), ("error", "integer out of range")),
+    (call("sub", lit(MIN), lit(1)), ("error", "integer out of range")),
+    (call("mul", lit(2**32), lit(2**31)), ("error", "integer out of range")),
+    (call("neg", lit(MIN)), ("error", "integer out of range")),
+    (call("abs", lit(MIN)), ("error", "integer out of range")),
+    (call("div", lit(MIN), lit(-1)), ("error", "integer out of range")),
+    (call("abs", lit(-5)), 5),
+    (call("add", lit(1), lit(0.5)), 1.5),
+    (call("add", lit(None), lit(1)), None),
+    (call("lt", lit(1), lit(1.5)), True),
+    (call("lt", lit("a"), lit("é")), True),
+    (call("lt", lit(False), lit(True)), True),
+    (call("eq", lit(None), lit(None)), None),
+    (call("coalesce", lit(None), lit(2), call("div", lit(1), lit(0))), 2),
+    (call("coalesce", lit(None), call("div", lit(1), lit(0))), ("error", "division by zero")),
+    (call("if", lit(True), lit(1), call("div", lit(1), lit(0))), 1),
+    (call("if", lit(None), lit(1), lit(2)), 2),
+    (call("if", lit(False), call("div", lit(1), lit(0)), lit(2)), 2),
+    (call("and", lit(False), call("eq", call("div", lit(1), lit(0)), lit(1))), False),
+    (call("or", lit(True), call("eq", call("div", lit(1), lit(0)), lit(1))), True),
+    (call("and", lit(True), call("eq", call("div", lit(1), lit(0)), lit(1))),
+     ("error", "division by zero")),
+    (call("concat", lit("ab"), lit("c")), "abc"),
+    (call("concat", lit("ab"), lit(None)), None),
+    (call("lower", lit("ÀB")), "àb"),
+    (call("upper", lit("straße")), "straße".upper()),
+    (call("length", lit("héllo")), 5),
+    (call("like", lit("hello"), lit("h%o")), True),
+    (call("like", lit("hello"), lit("h_llo")), True),
+    (call("like", lit("hello"), lit("H%")), False),
+    (call("like", lit("a.c"), lit("a.c")), True),
+    (call("like", lit("abc"), lit("a.c")), False),
+    (call("like", lit("a\nb"), lit("a%b")), True),
+    (call("cast_int", lit(" -12 ")), -12),
+    (call("cast_int", lit("+7")), 7),
+    (call("cast_int", lit("1.5")), ("error", "invalid input for int")),
+    (call("cast_int", lit("99999999999999999999")), ("error", "integer out of range")),
+    (call("cast_int", lit(-2.7)), -2),
+    (call("cast_int", lit(float("nan"))), ("error", "integer out of range")),
+    (call("cast_int", lit(1e19)), ("error", "integer out of range")),
+    (call("cast_int", lit(True)), 1),
+    (call("cast_float", lit(" 1e3")), 1000.0),
+    (call("cast_float", lit("nan")), ("error", "invalid input for float")),
+    (call("cast_float", lit(3)), 3.0),
+    (call("cast_str", lit(1e20)), "1e+20"),
+    (call("cast_str", lit(0.1)), "0.1"),
+    (call("cast_str", lit(1.0)), "1.0"),
+    (call("cast_str", lit(1.5e-7)), "1.5e-07"),
+    (call("cast_str", lit(False)), "false"),
+    (call("cast_str", lit(-12)), "-12"),
+])
+def test_function_semantics(expr: Expr, want: Any) -> None:
+    assert ev(expr) == want
+
+
+def test_like_with_column_pattern() -> None:
+    types = [S, S]
+    assert evaluate(call("like", c(0), c(1)), ["abc", "a%"], types) is True
+    assert evaluate(call("like", c(0), c(1)), ["abc", "b%"], types) is False
+    assert evaluate(call("like", c(0), c(1)), ["abc", None], types) is None
+    assert like_regex("a%") == r"(?s)\Aa.*\z"
+
+
+def test_mfp_routes_error_rows_to_the_error_collection_with_their_diffs() -> None:
+    frame = frame_from_collection([I], [([0], 3), ([2], 1), ([None], 1)])
+    mfp = MapFilterProject(map=[call("div", lit(10), c(0))],
+                           filter=[call("gt", c(1), lit(1))], project=[1])
+    out, errs = CompiledMfp(mfp, [I]).apply(frame)
+    assert out.rows() == [(5, 1)]
+    assert errs is not None and errs.rows() == [("division by zero", 3)]
+
+
+def test_filter_null_drops_row() -> None:
+    frame = frame_from_collection([B], [([None], 1), ([True], 1), ([False], 1)])
+    out, errs = CompiledMfp(MapFilterProject(filter=[c(0)]), [B]).apply(frame)
+    assert out.rows() == [(True, 1)]
+    assert errs is None
+
+
+def test_map_columns_refer_to_earlier_maps() -> None:
+    frame = frame_from_collection([I], [([2], 1)])
+    mfp = MapFilterProject(map=[call("mul", c(0), c(0)), call("add", c(1), lit(1))])
+    out, _ = CompiledMfp(mfp, [I]).apply(frame)
+    assert out.rows() == [(2, 4, 5, 1)]
+    assert out.schema["c1"] == pl.Int64
