@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 from twofold.client import Pipe, channel_pair
 from twofold.multiplex import Multiplexer
@@ -32,6 +33,8 @@ from twofold.protocol import (
     SinkDesc,
     SubscribeSink,
 )
+
+T = TypeVar("T")
 
 
 class ChannelRuntime:
@@ -110,6 +113,11 @@ RUNTIME_KINDS: dict[str, Callable[[], FakeRuntime]] = {
 def make_mux(kind: str, *, strict: bool = False) -> tuple[Multiplexer, FakeRuntime, FakeRuntime]:
     m, i = RUNTIME_KINDS[kind](), RUNTIME_KINDS[kind]()
     return Multiplexer(maintenance=m, interactive=i, strict=strict), m, i
+
+
+def run_async(coro: Coroutine[Any, Any, T], timeout: float = 10.0) -> T:
+    """Run `coro` on a fresh event loop; a hang (a lost response) fails instead of blocking."""
+    return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
 async def settle(steps: int = 5) -> None:
