@@ -12,7 +12,7 @@ from twofold.engine.expr import CompiledMfp, like_regex
 from twofold.engine.frames import frame_from_collection
 from twofold.protocol import Call, Column, ColumnType, Expr, Literal, MapFilterProject
 
-B, I, F, S = (ColumnType(s) for s in ("bool", "int", "float", "str"))
+B, INT, F, S = (ColumnType(s) for s in ("bool", "int", "float", "str"))
 MAX, MIN = 2**63 - 1, -(2**63)
 
 
@@ -39,7 +39,7 @@ def evaluate(expr: Expr, row: list[Any], types: list[ColumnType]) -> Any:
 
 
 def ev(expr: Expr) -> Any:
-    return evaluate(expr, [0], [I])
+    return evaluate(expr, [0], [INT])
 
 
 @pytest.mark.parametrize("a", [True, False, None])
@@ -128,10 +128,10 @@ def test_like_with_column_pattern() -> None:
 
 
 def test_mfp_routes_error_rows_to_the_error_collection_with_their_diffs() -> None:
-    frame = frame_from_collection([I], [([0], 3), ([2], 1), ([None], 1)])
+    frame = frame_from_collection([INT], [([0], 3), ([2], 1), ([None], 1)])
     mfp = MapFilterProject(map=[call("div", lit(10), c(0))],
                            filter=[call("gt", c(1), lit(1))], project=[1])
-    out, errs = CompiledMfp(mfp, [I]).apply(frame)
+    out, errs = CompiledMfp(mfp, [INT]).apply(frame)
     assert out.rows() == [(5, 1)]
     assert errs is not None and errs.rows() == [("division by zero", 3)]
 
@@ -144,8 +144,8 @@ def test_filter_null_drops_row() -> None:
 
 
 def test_map_columns_refer_to_earlier_maps() -> None:
-    frame = frame_from_collection([I], [([2], 1)])
+    frame = frame_from_collection([INT], [([2], 1)])
     mfp = MapFilterProject(map=[call("mul", c(0), c(0)), call("add", c(1), lit(1))])
-    out, _ = CompiledMfp(mfp, [I]).apply(frame)
+    out, _ = CompiledMfp(mfp, [INT]).apply(frame)
     assert out.rows() == [(2, 4, 5, 1)]
     assert out.schema["c1"] == pl.Int64

@@ -29,7 +29,7 @@ from twofold.protocol import (
     UnionAll,
 )
 
-I, F, S, B = (ColumnType(s) for s in ("int", "float", "str", "bool"))
+INT, F, S, B = (ColumnType(s) for s in ("int", "float", "str", "bool"))
 X = GlobalId.user(1)
 DESC = RelationDesc(["k", "s", "f"], [ColumnType("int", False), S, F])
 INPUTS = {X: DESC}
