@@ -200,7 +200,7 @@ class Ticker:
                 self.tick()
             except StorageClosed:
                 return
-            except StorageError as e:  # a transient failure must not stop time
+            except Exception as e:  # a failed round must not stop time; the next one retries
                 self.last_error = e
                 _log.warning("ticker: %s", e)
 
