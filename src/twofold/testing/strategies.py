@@ -21,8 +21,9 @@ Naming: a strategy is named after the value it produces, in the plural (`frontie
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, TypeVar, cast
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, ParamSpec, TypeVar, cast
 
 from hypothesis import strategies as st
 
@@ -104,7 +105,26 @@ from twofold.protocol import (
 )
 
 T = TypeVar("T")
+P = ParamSpec("P")
 S = st.SearchStrategy
+
+
+def _memo(factory: Callable[P, T]) -> Callable[P, T]:
+    """Build each strategy once per distinct arguments.
+
+    Hypothesis validates a strategy object on first draw, and for `st.builds` over msgspec
+    classes that means resolving type hints; a strategy rebuilt inside every composite draw
+    pays that each time (it made dataflow generation ~5x slower). Strategies are immutable,
+    so sharing one object is safe. Arguments must be hashable (strategies hash by identity).
+    """
+    cached: Callable[..., T] = functools.cache(factory)
+
+    @functools.wraps(factory)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        return cached(*args, **kwargs)
+
+    return wrapper
+
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -118,6 +138,7 @@ def _small_lists(elements: S[T], max_size: int = 3, *, min_size: int = 0) -> S[l
     return st.lists(elements, min_size=min_size, max_size=max_size)
 
 
+@_memo
 def _columns(max_column: int = MAX_COLUMN) -> S[int]:
     return st.integers(0, max_column)
 
@@ -125,6 +146,7 @@ def _columns(max_column: int = MAX_COLUMN) -> S[int]:
 # --- identity and time -----------------------------------------------------------------------
 
 
+@_memo
 def timestamps(min_value: int = 0, max_value: int = MAX_TIME) -> S[int]:
     """Timestamps in `[min_value, max_value]` (within `[0, 2**64)`), biased towards small values
     and the edges of the range, where off-by-one bugs live."""
@@ -137,6 +159,7 @@ def timestamps(min_value: int = 0, max_value: int = MAX_TIME) -> S[int]:
     )
 
 
+@_memo
 def frontiers(
     min_time: int = 0, max_time: int = MAX_TIME, *, allow_empty: bool = True
 ) -> S[Frontier]:
@@ -145,6 +168,7 @@ def frontiers(
     return st.one_of(st.just(Frontier.empty()), at) if allow_empty else at
 
 
+@_memo
 def id_numbers() -> S[int]:
     """Numbers of `GlobalId`s, in `[0, 2**64)`, biased towards small ones (so ids collide)."""
     return st.one_of(st.integers(0, 20), st.integers(0, 2**64 - 1))
@@ -155,25 +179,35 @@ def global_ids(kinds: Sequence[IdKind] | None = None) -> S[GlobalId]:
     chosen = tuple(IdKind) if kinds is None else tuple(kinds)
     if not chosen:
         raise ValueError("global_ids: need at least one kind")
-    return st.builds(GlobalId, st.sampled_from(chosen), id_numbers())
+    return _global_ids(chosen)
 
 
+@_memo
+def _global_ids(kinds: tuple[IdKind, ...]) -> S[GlobalId]:
+    return st.builds(GlobalId, st.sampled_from(kinds), id_numbers())
+
+
+@_memo
 def system_ids() -> S[GlobalId]:
     return global_ids([IdKind.SYSTEM])
 
 
+@_memo
 def introspection_ids() -> S[GlobalId]:
     return global_ids([IdKind.INTROSPECTION])
 
 
+@_memo
 def user_ids() -> S[GlobalId]:
     return global_ids([IdKind.USER])
 
 
+@_memo
 def transient_ids() -> S[GlobalId]:
     return global_ids([IdKind.TRANSIENT])
 
 
+@_memo
 def durable_ids() -> S[GlobalId]:
     """Ids of every kind except transient."""
     return global_ids([IdKind.SYSTEM, IdKind.INTROSPECTION, IdKind.USER])
@@ -182,6 +216,7 @@ def durable_ids() -> S[GlobalId]:
 # --- scalars, rows and relation types ------------------------------------------------------
 
 
+@_memo
 def scalars_of(scalar: ScalarType, *, nullable: bool = True) -> S[Scalar]:
     """Scalars of one `ColumnType` (NULL included when `nullable`). Floats are never NaN."""
     base: S[Any]
@@ -200,6 +235,7 @@ def scalars_of(scalar: ScalarType, *, nullable: bool = True) -> S[Scalar]:
     return st.one_of(st.none(), base) if nullable else base
 
 
+@_memo
 def scalars(*, allow_null: bool = True) -> S[Scalar]:
     """Any protocol scalar: `None`, `bool`, 64-bit `int`, non-NaN `float`, `str`, `bytes`."""
     return st.one_of([scalars_of(t, nullable=allow_null) for t in SCALAR_TYPES])
@@ -210,31 +246,42 @@ def rows(arity: int | None = None, *, desc: RelationDesc | None = None) -> S[Row
     with columns of any scalar type."""
     if desc is not None:
         return st.tuples(*(scalars_of(c.scalar, nullable=c.nullable) for c in desc.types)).map(list)
+    return _untyped_rows(arity)
+
+
+@_memo
+def _untyped_rows(arity: int | None) -> S[Row]:
     if arity is None:
         return _small_lists(scalars(), 4)
     return st.lists(scalars(), min_size=arity, max_size=arity)
 
 
+@_memo
 def diffs() -> S[int]:
     """Non-zero diffs, mostly small."""
     return st.one_of(st.integers(-3, 3), st.integers(INT64_MIN, INT64_MAX)).filter(bool)
 
 
+@_memo
 def updates(arity: int | None = None) -> S[tuple[Row, int]]:
     """`(row, diff)` pairs with a non-zero diff."""
     return st.tuples(rows(arity), diffs())
 
 
+@_memo
 def column_types() -> S[ColumnType]:
     return st.builds(ColumnType, st.sampled_from(SCALAR_TYPES), st.booleans())
 
 
-@st.composite
-def relation_descs(draw: st.DrawFn, min_arity: int = 0, max_arity: int = 4) -> RelationDesc:
+def _relation_desc(columns: list[tuple[str, ColumnType]]) -> RelationDesc:
+    return RelationDesc(names=[n for n, _ in columns], types=[t for _, t in columns])
+
+
+@_memo
+def relation_descs(min_arity: int = 0, max_arity: int = 4) -> S[RelationDesc]:
     """`RelationDesc`s with `names` and `types` of equal length."""
-    types = draw(st.lists(column_types(), min_size=min_arity, max_size=max_arity))
-    names = draw(st.lists(_names, min_size=len(types), max_size=len(types)))
-    return RelationDesc(names=names, types=types)
+    columns = st.lists(st.tuples(_names, column_types()), min_size=min_arity, max_size=max_arity)
+    return columns.map(_relation_desc)
 
 
 # --- expressions ---------------------------------------------------------------------------
@@ -242,17 +289,22 @@ def relation_descs(draw: st.DrawFn, min_arity: int = 0, max_arity: int = 4) -> R
 _FUNCTIONS = sorted(FUNCTION_ARITY)
 
 
+def _call_of(func: str) -> Callable[[list[Expr]], Expr]:
+    return lambda args: Call(func=func, args=args)  # type: ignore[arg-type]
+
+
+@_memo
 def _calls(args: S[Expr]) -> S[Expr]:
-    def with_args(func: str) -> S[Expr]:
+    """A `Call` of every function, each with its arity (`coalesce`: one to three)."""
+    by_func = []
+    for func in _FUNCTIONS:
         arity = FUNCTION_ARITY[func]
         lo, hi = (1, 3) if arity is None else (arity, arity)
-        return st.lists(args, min_size=lo, max_size=hi).map(
-            lambda a: Call(func=func, args=a)  # type: ignore[arg-type]
-        )
-
-    return st.sampled_from(_FUNCTIONS).flatmap(with_args)
+        by_func.append(st.lists(args, min_size=lo, max_size=hi).map(_call_of(func)))
+    return st.one_of(by_func)
 
 
+@_memo
 def exprs(max_depth: int = 3, *, max_column: int = MAX_COLUMN) -> S[Expr]:
     """Scalar expressions of depth at most `max_depth` (a leaf has depth 0); every `Call` has
     the arity `FUNCTION_ARITY` gives its function (`coalesce`: one to three arguments)."""
@@ -268,24 +320,27 @@ def exprs(max_depth: int = 3, *, max_column: int = MAX_COLUMN) -> S[Expr]:
 # --- plans ---------------------------------------------------------------------------------
 
 
+@_memo
 def order_keys(max_column: int = MAX_COLUMN) -> S[OrderKey]:
     return st.builds(OrderKey, _columns(max_column), st.booleans(), st.booleans())
 
 
-@st.composite
-def aggregates(draw: st.DrawFn, max_column: int = MAX_COLUMN) -> Aggregate:
-    """`Aggregate`s; only `count` may go without a column."""
-    func = draw(st.sampled_from(["count", "sum", "min", "max"]))
-    column = draw(_columns(max_column))
-    if func == "count" and draw(st.booleans()):
-        return Aggregate(func="count", column=None, distinct=draw(st.booleans()))
-    return Aggregate(func=func, column=column, distinct=draw(st.booleans()))  # type: ignore[arg-type]
+@_memo
+def aggregates(max_column: int = MAX_COLUMN) -> S[Aggregate]:
+    """`Aggregate`s; only `count` goes without a column."""
+    funcs = st.sampled_from(["count", "sum", "min", "max"])
+    return st.one_of(
+        st.builds(Aggregate, st.just("count"), st.none(), st.booleans()),
+        st.builds(Aggregate, funcs, _columns(max_column), st.booleans()),
+    )
 
 
+@_memo
 def _projects(max_column: int) -> S[list[int] | None]:
     return st.one_of(st.none(), _small_lists(_columns(max_column), 4))
 
 
+@_memo
 def map_filter_projects(max_column: int = MAX_COLUMN, expr_depth: int = 2) -> S[MapFilterProject]:
     e = exprs(expr_depth, max_column=max_column)
     return st.builds(
@@ -293,6 +348,7 @@ def map_filter_projects(max_column: int = MAX_COLUMN, expr_depth: int = 2) -> S[
     )
 
 
+@_memo
 def row_set_finishings(max_column: int = MAX_COLUMN) -> S[RowSetFinishing]:
     return st.builds(
         RowSetFinishing,
@@ -303,14 +359,18 @@ def row_set_finishings(max_column: int = MAX_COLUMN) -> S[RowSetFinishing]:
     )
 
 
-@st.composite
-def joins(draw: st.DrawFn, inputs: S[Plan], max_column: int = MAX_COLUMN) -> Plan:
+def _join(left: Plan, right: Plan, keys: list[tuple[int, int]]) -> Plan:
+    return Join(left, right, [k for k, _ in keys], [k for _, k in keys])
+
+
+@_memo
+def joins(inputs: S[Plan], max_column: int = MAX_COLUMN) -> S[Plan]:
     """`Join`s of two `inputs` on keys of equal length."""
-    n = draw(st.integers(0, 3))
-    keys = st.lists(_columns(max_column), min_size=n, max_size=n)
-    return Join(left=draw(inputs), right=draw(inputs), left_key=draw(keys), right_key=draw(keys))
+    cols = _columns(max_column)
+    return st.builds(_join, inputs, inputs, _small_lists(st.tuples(cols, cols), 3))
 
 
+@_memo
 def _plan_nodes(inputs: S[Plan], max_column: int) -> S[Plan]:
     cols = _columns(max_column)
     e = exprs(2, max_column=max_column)
@@ -333,6 +393,7 @@ def _plan_nodes(inputs: S[Plan], max_column: int) -> S[Plan]:
     )
 
 
+@_memo
 def plan_leaves(ids: S[GlobalId] | None = None) -> S[Plan]:
     """`Get` (of `ids`, any id when `None`) and `Constant` plans."""
     return st.one_of(
@@ -341,6 +402,7 @@ def plan_leaves(ids: S[GlobalId] | None = None) -> S[Plan]:
     )
 
 
+@_memo
 def plans(
     max_depth: int = 3, *, ids: S[GlobalId] | None = None, max_column: int = MAX_COLUMN
 ) -> S[Plan]:
@@ -356,38 +418,47 @@ def plans(
 # --- dataflows -----------------------------------------------------------------------------
 
 
+@_memo
 def index_descs() -> S[IndexDesc]:
     return st.builds(IndexDesc, global_ids(), _small_lists(_columns(), 3))
 
 
+@_memo
 def source_imports() -> S[SourceImport]:
     return st.builds(SourceImport, _names, relation_descs(), frontiers())
 
 
+@_memo
 def index_imports() -> S[IndexImport]:
     return st.builds(IndexImport, index_descs(), relation_descs())
 
 
+@_memo
 def build_descs(max_depth: int = 2) -> S[BuildDesc]:
     return st.builds(BuildDesc, global_ids(), plans(max_depth))
 
 
+@_memo
 def subscribe_sinks() -> S[SubscribeSink]:
     return st.just(SubscribeSink())
 
 
+@_memo
 def materialized_view_sinks() -> S[MaterializedViewSink]:
     return st.builds(MaterializedViewSink, _names)
 
 
+@_memo
 def copy_to_sinks() -> S[CopyToSink]:
     return st.builds(CopyToSink, _names, st.sampled_from(["parquet", "csv"]))
 
 
+@_memo
 def sink_connections() -> S[SinkConnection]:
     return st.one_of(subscribe_sinks(), materialized_view_sinks(), copy_to_sinks())
 
 
+@_memo
 def sink_descs(connections: S[SinkConnection] | None = None) -> S[SinkDesc]:
     return st.builds(
         SinkDesc,
@@ -399,53 +470,69 @@ def sink_descs(connections: S[SinkConnection] | None = None) -> S[SinkDesc]:
     )
 
 
+@_memo
 def _index_export() -> S[tuple[IndexDesc, RelationDesc]]:
     return st.tuples(index_descs(), relation_descs())
 
 
-@st.composite
-def _single_time(draw: st.DrawFn) -> tuple[Frontier, Frontier]:
-    t = draw(timestamps())
+def _single_time_at(t: int) -> tuple[Frontier | None, Frontier]:
     return Frontier.at(t), Frontier.empty() if t == MAX_TIME else Frontier.at(t + 1)
 
 
-@st.composite
-def _as_of_until(draw: st.DrawFn) -> tuple[Frontier | None, Frontier]:
-    if draw(st.booleans()):
-        return draw(_single_time())
-    return draw(st.one_of(st.none(), frontiers())), draw(frontiers())
+@_memo
+def _single_time() -> S[tuple[Frontier | None, Frontier]]:
+    return timestamps().map(_single_time_at)
 
 
-@st.composite
+@_memo
+def _as_of_until() -> S[tuple[Frontier | None, Frontier]]:
+    return st.one_of(_single_time(), st.tuples(st.one_of(st.none(), frontiers()), frontiers()))
+
+
+@_memo
 def dataflow_descriptions(
-    draw: st.DrawFn,
     *,
     export_ids: S[GlobalId] | None = None,
     sinks: S[SinkConnection] | None = None,
     as_of_until: S[tuple[Frontier | None, Frontier]] | None = None,
     max_plan_depth: int = 2,
-) -> DataflowDescription:
+) -> S[DataflowDescription]:
     """Any `DataflowDescription`: peek dataflows and maintained ones alike. Export ids are
     unique and drawn from `export_ids`; sink connections from `sinks` (every kind when `None`,
     no sink exports at all when `st.nothing()`); `as_of`/`until` from `as_of_until` (by
     default single-time half of the time, arbitrary otherwise)."""
-    ids = global_ids() if export_ids is None else export_ids
-    exports = draw(st.lists(ids, max_size=4, unique=True))
-    no_sinks = sinks is not None and sinks.is_empty
-    n_index = len(exports) if no_sinks else draw(st.integers(0, len(exports)))
-    as_of, until = draw(_as_of_until() if as_of_until is None else as_of_until)
-    return DataflowDescription(
-        debug_name=draw(_names),
-        source_imports=draw(st.dictionaries(global_ids(), source_imports(), max_size=2)),
-        index_imports=draw(st.dictionaries(global_ids(), index_imports(), max_size=2)),
-        objects_to_build=draw(_small_lists(build_descs(max_plan_depth), 2)),
-        index_exports={i: draw(_index_export()) for i in exports[:n_index]},
-        sink_exports={i: draw(sink_descs(sinks)) for i in exports[n_index:]},
-        as_of=as_of,
-        until=until,
+    exports_s = st.lists(
+        global_ids() if export_ids is None else export_ids, max_size=4, unique=True
     )
+    no_sinks = sinks is not None and sinks.is_empty
+    n_index_s = st.just(4) if no_sinks else st.integers(0, 4)
+    times_s = _as_of_until() if as_of_until is None else as_of_until
+    sources_s = st.dictionaries(global_ids(), source_imports(), max_size=2)
+    indexes_s = st.dictionaries(global_ids(), index_imports(), max_size=2)
+    builds_s = _small_lists(build_descs(max_plan_depth), 2)
+    index_export_s = _index_export()
+    sink_s = sink_descs(sinks)
+
+    @st.composite
+    def dataflow(draw: st.DrawFn) -> DataflowDescription:
+        exports = draw(exports_s)
+        n_index = draw(n_index_s)
+        as_of, until = draw(times_s)
+        return DataflowDescription(
+            debug_name=draw(_names),
+            source_imports=draw(sources_s),
+            index_imports=draw(indexes_s),
+            objects_to_build=draw(builds_s),
+            index_exports={i: draw(index_export_s) for i in exports[:n_index]},
+            sink_exports={i: draw(sink_s) for i in exports[n_index:]},
+            as_of=as_of,
+            until=until,
+        )
+
+    return dataflow()
 
 
+@_memo
 def peek_dataflows() -> S[DataflowDescription]:
     """Dataflows the interactive runtime serves (`is_peek_dataflow()` holds): transient index
     exports only, at a single time."""
@@ -454,6 +541,7 @@ def peek_dataflows() -> S[DataflowDescription]:
     )
 
 
+@_memo
 def non_peek_dataflows() -> S[DataflowDescription]:
     """Dataflows for which `is_peek_dataflow()` is false (maintained ones)."""
     return dataflow_descriptions().filter(lambda d: not d.is_peek_dataflow())
@@ -462,12 +550,14 @@ def non_peek_dataflows() -> S[DataflowDescription]:
 # --- commands ------------------------------------------------------------------------------
 
 
+@_memo
 def _config_values() -> S[bool | int | float | str]:
     return st.one_of(
         st.booleans(), st.integers(INT64_MIN, INT64_MAX), st.floats(allow_nan=False), _names
     )
 
 
+@_memo
 def logging_configs() -> S[LoggingConfig]:
     return st.builds(
         LoggingConfig,
@@ -477,6 +567,7 @@ def logging_configs() -> S[LoggingConfig]:
     )
 
 
+@_memo
 def instance_configs() -> S[InstanceConfig]:
     return st.builds(
         InstanceConfig,
@@ -486,6 +577,7 @@ def instance_configs() -> S[InstanceConfig]:
     )
 
 
+@_memo
 def compute_parameters() -> S[ComputeParameters]:
     return st.builds(
         ComputeParameters,
@@ -494,50 +586,62 @@ def compute_parameters() -> S[ComputeParameters]:
     )
 
 
+@_memo
 def hellos() -> S[Hello]:
     return st.builds(Hello, st.uuids())
 
 
+@_memo
 def create_instances() -> S[CreateInstance]:
     return st.builds(CreateInstance, instance_configs())
 
 
+@_memo
 def initialization_completes() -> S[InitializationComplete]:
     return st.just(InitializationComplete())
 
 
+@_memo
 def update_configurations() -> S[UpdateConfiguration]:
     return st.builds(UpdateConfiguration, compute_parameters())
 
 
+@_memo
 def create_dataflows(dataflows: S[DataflowDescription] | None = None) -> S[CreateDataflow]:
     return st.builds(CreateDataflow, dataflow_descriptions() if dataflows is None else dataflows)
 
 
+@_memo
 def schedules() -> S[Schedule]:
     return st.builds(Schedule, global_ids())
 
 
+@_memo
 def allow_writes() -> S[AllowWrites]:
     return st.builds(AllowWrites, global_ids())
 
 
+@_memo
 def allow_compactions() -> S[AllowCompaction]:
     return st.builds(AllowCompaction, global_ids(), frontiers())
 
 
+@_memo
 def index_targets() -> S[IndexTarget]:
     return st.builds(IndexTarget, global_ids())
 
 
+@_memo
 def storage_targets() -> S[StorageTarget]:
     return st.builds(StorageTarget, global_ids(), _names)
 
 
+@_memo
 def peek_targets() -> S[PeekTarget]:
     return st.one_of(index_targets(), storage_targets())
 
 
+@_memo
 def peeks() -> S[Peek]:
     """`Peek`s; `literal_constraints` is `None` or a non-empty list of key rows."""
     return st.builds(
@@ -552,10 +656,12 @@ def peeks() -> S[Peek]:
     )
 
 
+@_memo
 def cancel_peeks() -> S[CancelPeek]:
     return st.builds(CancelPeek, st.uuids())
 
 
+@_memo
 def commands() -> S[ComputeCommand]:
     """Every `ComputeCommand` variant."""
     return cast(
@@ -578,84 +684,114 @@ def commands() -> S[ComputeCommand]:
 # --- responses -----------------------------------------------------------------------------
 
 
+@_memo
 def frontiers_responses() -> S[Frontiers]:
     """`Frontiers` reports (each kind `None` = unchanged, or a frontier)."""
     maybe = st.one_of(st.none(), frontiers())
     return st.builds(Frontiers, global_ids(), maybe, maybe, maybe)
 
 
+@_memo
 def peek_rows() -> S[PeekRows]:
     return st.builds(PeekRows, _small_lists(updates(), 4))
 
 
+@_memo
 def peek_errors() -> S[PeekError]:
     return st.builds(PeekError, st.text(max_size=20))
 
 
+@_memo
 def peek_canceleds() -> S[PeekCanceled]:
     return st.just(PeekCanceled())
 
 
+@_memo
 def peek_results() -> S[PeekResult]:
     return st.one_of(peek_rows(), peek_errors(), peek_canceleds())
 
 
+@_memo
 def peek_responses() -> S[PeekResponse]:
     return st.builds(PeekResponse, st.uuids(), peek_results())
 
 
-@st.composite
-def subscribe_batches(draw: st.DrawFn) -> SubscribeBatch:
-    """Batches with `lower <= upper`; either updates at times in `[lower, upper)` or an error."""
-    lower = draw(frontiers(max_time=MAX_TIME - 1, allow_empty=False))
-    lo = lower.time
-    assert lo is not None
-    upper = draw(frontiers(min_time=lo))
-    if draw(st.booleans()):
-        return SubscribeBatch(lower=lower, upper=upper, error=draw(st.text(max_size=20)))
-    hi = MAX_TIME if upper.time is None else upper.time - 1
-    ups: list[tuple[int, Row, int]] = []
-    if hi >= lo:
-        ups = draw(_small_lists(st.tuples(timestamps(lo, hi), rows(), diffs()), 4))
-    return SubscribeBatch(lower=lower, upper=upper, updates=ups)
+# Offsets from a time: mostly small, sometimes anywhere in the time domain.
+_offsets = st.one_of(st.integers(0, 4), st.integers(0, MAX_TIME))
 
 
+@_memo
+def subscribe_batches() -> S[SubscribeBatch]:
+    """Batches with `lower <= upper`, `lower` not empty; either `(time, row, diff)` updates
+    with times in `[lower, upper)` and non-zero diffs, or an error."""
+    lower_s = timestamps(0, MAX_TIME - 1)
+    upper_s = st.one_of(st.none(), _offsets)  # None: the empty frontier
+    updates_s = _small_lists(st.tuples(_offsets, rows(), diffs()), 4)
+    error_s = st.one_of(st.none(), st.text(max_size=20))
+
+    @st.composite
+    def batch(draw: st.DrawFn) -> SubscribeBatch:
+        lo = draw(lower_s)
+        delta = draw(upper_s)
+        upper = Frontier.empty() if delta is None else Frontier.at(min(lo + delta, MAX_TIME))
+        error = draw(error_s)
+        if error is not None:
+            return SubscribeBatch(Frontier.at(lo), upper, error=error)
+        hi = MAX_TIME if upper.time is None else upper.time - 1  # the last time in the batch
+        if hi < lo:  # lower == upper: an empty batch that only says "nothing changed"
+            return SubscribeBatch(Frontier.at(lo), upper, updates=[])
+        ups = [(lo + off % (hi - lo + 1), row, d) for off, row, d in draw(updates_s)]
+        return SubscribeBatch(Frontier.at(lo), upper, updates=ups)
+
+    return batch()
+
+
+@_memo
 def subscribe_dropped_ats() -> S[SubscribeDroppedAt]:
     return st.builds(SubscribeDroppedAt, frontiers())
 
 
+@_memo
 def subscribe_events() -> S[SubscribeEvent]:
     return st.one_of(subscribe_batches(), subscribe_dropped_ats())
 
 
+@_memo
 def subscribe_responses() -> S[SubscribeResponse]:
     return st.builds(SubscribeResponse, transient_ids(), subscribe_events())
 
 
+@_memo
 def copy_to_row_counts() -> S[CopyToRowCount]:
     return st.builds(CopyToRowCount, st.integers(0, 2**63 - 1))
 
 
+@_memo
 def copy_to_errors() -> S[CopyToError]:
     return st.builds(CopyToError, st.text(max_size=20))
 
 
+@_memo
 def copy_to_droppeds() -> S[CopyToDropped]:
     return st.just(CopyToDropped())
 
 
+@_memo
 def copy_to_results() -> S[CopyToResult]:
     return st.one_of(copy_to_row_counts(), copy_to_errors(), copy_to_droppeds())
 
 
+@_memo
 def copy_to_responses() -> S[CopyToResponse]:
     return st.builds(CopyToResponse, transient_ids(), copy_to_results())
 
 
+@_memo
 def statuses() -> S[Status]:
     return st.builds(Status, st.text(max_size=20))
 
 
+@_memo
 def responses() -> S[ComputeResponse]:
     """Every `ComputeResponse` variant."""
     return cast(
