@@ -1,0 +1,65 @@
+"""The user-facing twofold API: open a database, create tables, build relations with a
+polars-like DSL, index and materialize them, and read them by peek, subscribe or copy-to.
+
+    import twofold
+    from twofold import col, count, sum
+
+    with twofold.open() as db:
+        orders = db.create_table("orders", {"id": int, "customer": int, "amount": float})
+        orders.insert([(1, 10, 5.0), (2, 10, 7.5), (3, 11, 1.0)])
+        revenue = orders.group_by("customer").agg(sum("amount").alias("revenue"), count())
+        by_customer = db.create_index("revenue", revenue, key="customer")
+        print(by_customer.lookup(10).rows)   # [(10, 12.5, 2)]
+
+Layers: `schema` (types), `expr` (expressions), `relation` (relations → plans), `objects`
+(tables, indexes, views), `session` (the async core), `sync` (the blocking wrapper), `errors`.
+"""
+
+from twofold.api.errors import (
+    ColumnNotFound,
+    ConnectError,
+    DatabaseClosed,
+    DependencyError,
+    DuplicateColumn,
+    InvalidArgument,
+    InvalidRows,
+    InvalidSchema,
+    ObjectExists,
+    QueryFailed,
+    QueryTimeout,
+    ReadBeforeSince,
+    SubscribeEnded,
+    TwofoldError,
+    TypeMismatch,
+    UnknownObject,
+)
+from twofold.api.expr import (
+    Agg,
+    Expr,
+    coalesce,
+    col,
+    count,
+    lit,
+    max,
+    mean,
+    min,
+    n_unique,
+    sum,
+    when,
+)
+from twofold.api.objects import Index, MaterializedView, Table
+from twofold.api.relation import GroupBy, Relation
+from twofold.api.results import Batch, Result
+from twofold.api.schema import Schema
+from twofold.api.session import AsyncDatabase, AsyncSubscription
+from twofold.api.sync import Database, SyncSubscription, open, open_async
+
+__all__ = [
+    "Agg", "AsyncDatabase", "AsyncSubscription", "Batch", "ColumnNotFound", "ConnectError",
+    "Database", "DatabaseClosed", "DependencyError", "DuplicateColumn", "Expr", "GroupBy",
+    "Index", "InvalidArgument", "InvalidRows", "InvalidSchema", "MaterializedView",
+    "ObjectExists", "QueryFailed", "QueryTimeout", "ReadBeforeSince", "Relation", "Result",
+    "Schema", "SubscribeEnded", "SyncSubscription", "Table", "TwofoldError", "TypeMismatch",
+    "UnknownObject", "coalesce", "col", "count", "lit", "max", "mean", "min", "n_unique",
+    "open", "open_async", "sum", "when",
+]  # fmt: skip

@@ -1,0 +1,115 @@
+"""Typed errors of the user-facing API.
+
+Contract: every mistake a user can make through `twofold.api` raises a subclass of `TwofoldError`
+*where the mistake is made* (when a relation is built, a row is written, a read is asked for),
+and its message names the column, relation or operation at fault and what to do instead.
+Errors coming from lower layers (controller, storage) are translated at the API boundary, with
+the original kept as `__cause__`, so users catch one family.
+"""
+
+from __future__ import annotations
+
+
+class TwofoldError(Exception):
+    """Base class of every error raised by the twofold API."""
+
+
+class ColumnNotFound(TwofoldError, KeyError):
+    """An expression or operation named a column the relation does not have."""
+
+    def __init__(self, column: str, operation: str, available: list[str]) -> None:
+        super().__init__(
+            f"{operation}: no column {column!r}; the relation has columns {available}"
+        )
+        self.column = column
+        self.operation = operation
+        self.available = available
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class DuplicateColumn(TwofoldError, ValueError):
+    """An operation would produce two columns with one name."""
+
+    def __init__(self, column: str, operation: str) -> None:
+        super().__init__(
+            f"{operation}: column {column!r} would appear twice; rename one with .alias()"
+        )
+        self.column = column
+        self.operation = operation
+
+
+class TypeMismatch(TwofoldError, TypeError):
+    """An operation got a value or column of a type it cannot use."""
+
+    def __init__(self, operation: str, message: str, column: str | None = None) -> None:
+        where = f"{operation} on column {column!r}" if column else operation
+        super().__init__(f"{where}: {message}")
+        self.operation = operation
+        self.column = column
+
+
+class InvalidSchema(TwofoldError, ValueError):
+    """A table schema that cannot be used (unknown type, empty, bad nullable list)."""
+
+
+class InvalidRows(TwofoldError, ValueError):
+    """Rows written to a table do not fit its schema; nothing was written."""
+
+
+class InvalidArgument(TwofoldError, ValueError):
+    """An API call got an argument it cannot use (a bad key, limit, format or name)."""
+
+
+class UnknownObject(TwofoldError, KeyError):
+    """A table, index or view name that this database does not know."""
+
+    def __init__(self, name: str, kind: str, known: list[str]) -> None:
+        super().__init__(f"no {kind} named {name!r}; known: {known}")
+        self.name = name
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class ObjectExists(TwofoldError, ValueError):
+    """A create call named an object that already exists."""
+
+
+class DependencyError(TwofoldError):
+    """A drop would leave other objects reading a dropped one; drop those first."""
+
+
+class ReadBeforeSince(TwofoldError, ValueError):
+    """A read asked for a time before the relation's `since`: that history is compacted."""
+
+    def __init__(self, name: str, time: int, since: int | None) -> None:
+        since_s = "nothing (it is dropped)" if since is None else f"time {since}"
+        super().__init__(
+            f"cannot read {name} at time {time}: it is readable from {since_s} on; "
+            "read at or after the since, or keep more history (retain_history=)"
+        )
+        self.name = name
+        self.time = time
+        self.since = since
+
+
+class QueryFailed(TwofoldError):
+    """The replica could not compute the answer (e.g. a division by zero in the data)."""
+
+
+class QueryTimeout(TwofoldError, TimeoutError):
+    """No answer arrived within the timeout; the read was cancelled."""
+
+
+class SubscribeEnded(TwofoldError):
+    """A subscribe ended with an error or was dropped before it completed."""
+
+
+class DatabaseClosed(TwofoldError):
+    """The database was closed (or not opened); nothing more can be asked of it."""
+
+
+class ConnectError(TwofoldError, ConnectionError):
+    """Could not set up the database: storage or replicas could not be reached or opened."""

@@ -1,0 +1,441 @@
+"""Relations: immutable query values built with a polars-like API, compiled to protocol plans.
+
+Contract: every method returns a new `Relation` whose `schema` is already known and whose `plan`
+is a `twofold.protocol.Plan` over the `Get`s of the tables, views and indexes it reads (`inputs`).
+Names and types are checked when the relation is built: an unknown column is `ColumnNotFound`,
+an ill-typed expression or incompatible union/join is `TypeMismatch`, a clash of output names is
+`DuplicateColumn` — each naming the column and the operation. Nothing runs until the relation is
+read (`collect`, `db.query`), indexed, materialized, subscribed to or copied out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from twofold.api.errors import DuplicateColumn, InvalidArgument, TypeMismatch
+from twofold.api.expr import Agg, Bound, Expr, IntoExpr, bind, into_expr, to_column_type
+from twofold.api.schema import Schema
+from twofold.protocol import (
+    Aggregate,
+    Call,
+    Column,
+    ColumnType,
+    Distinct,
+    GlobalId,
+    IndexDesc,
+    Join,
+    Mfp,
+    Negate,
+    OrderKey,
+    Plan,
+    Reduce,
+    Threshold,
+    TopK,
+    UnionAll,
+)
+from twofold.protocol import Expr as PExpr
+from twofold.protocol import Literal as PLiteral
+
+if TYPE_CHECKING:
+    from twofold.api.results import Result
+    from twofold.api.session import AsyncDatabase
+
+InputKind = Literal["table", "view", "index"]
+
+
+@dataclass(frozen=True)
+class Input:
+    """A stored collection a relation reads: a table or materialized view (a storage shard) or
+    an index (an arrangement maintained on the replicas)."""
+
+    name: str
+    kind: InputKind
+    id: GlobalId
+    schema: Schema
+    shard: str | None = None
+    index: IndexDesc | None = None
+
+    @property
+    def label(self) -> str:
+        """How errors name it: `table 'orders'`."""
+        kind = "materialized view" if self.kind == "view" else self.kind
+        return f"{kind} {self.name!r}"
+
+
+def _unique(names: Sequence[str], operation: str) -> None:
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise DuplicateColumn(n, operation)
+        seen.add(n)
+
+
+def _names(values: Sequence[str] | str, what: str) -> list[str]:
+    if isinstance(values, str):
+        return [values]
+    out = list(values)
+    if not all(isinstance(v, str) for v in out):
+        raise InvalidArgument(f"{what}: expected column names, got {values!r}")
+    return out
+
+
+class Relation:
+    """An immutable query over tables, views and indexes of one database."""
+
+    def __init__(self, db: AsyncDatabase | None, plan: Plan, schema: Schema,
+                 inputs: Mapping[GlobalId, Input]) -> None:
+        self._db = db
+        self.plan = plan
+        """The protocol plan computing this relation."""
+        self.schema = schema
+        self.inputs = dict(inputs)
+        """The stored collections this relation reads, by id."""
+
+    # -- introspection ----------------------------------------------------------------------
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.schema.names)
+
+    def __repr__(self) -> str:
+        reads = ", ".join(sorted(i.label for i in self.inputs.values()))
+        return f"<Relation {self.schema.as_dict()} reading {reads or 'nothing'}>"
+
+    def _derive(self, plan: Plan, schema: Schema,
+                inputs: Mapping[GlobalId, Input] | None = None) -> Relation:
+        return Relation(self._db, plan, schema, self.inputs if inputs is None else inputs)
+
+    def _bind_all(self, exprs: Sequence[IntoExpr], operation: str) -> list[Bound]:
+        if not exprs:
+            raise InvalidArgument(f"{operation}: needs at least one expression")
+        flat: list[IntoExpr] = []
+        for e in exprs:
+            # Accept select(["a", "b"]) as well as select("a", "b"), like polars.
+            if isinstance(e, list | tuple):
+                flat.extend(e)
+            else:
+                flat.append(e)
+        return [bind(into_expr(e), self.schema, operation) for e in flat]
+
+    # -- map / filter / project -------------------------------------------------------------
+
+    def _mfp(self, map: list[Bound], project: list[int] | None, names: list[str],
+             types: list[ColumnType], filter: list[Bound] | None = None) -> Relation:
+        plan = Mfp(input=self.plan, map=[b.expr for b in map],
+                   filter=[b.expr for b in filter or []], project=project)
+        return self._derive(plan, Schema(tuple(names), tuple(types)))
+
+    def select(self, *exprs: IntoExpr | Sequence[IntoExpr]) -> Relation:
+        """Exactly the given columns/expressions, in order: `select("id", col("a") * 2)`."""
+        bound = self._bind_all(exprs, "select")  # type: ignore[arg-type]
+        _unique([b.name for b in bound], "select")
+        project: list[int] = []
+        maps: list[Bound] = []
+        for b in bound:
+            if isinstance(b.expr, Column):
+                project.append(b.expr.index)
+            else:
+                project.append(len(self.schema) + len(maps))
+                maps.append(b)
+        return self._mfp(maps, project, [b.name for b in bound],
+                         [b.column_type for b in bound])
+
+    def with_columns(self, *exprs: IntoExpr | Sequence[IntoExpr]) -> Relation:
+        """Add columns, or replace those of the same name: `with_columns((col("a") + 1)
+        .alias("b"))`."""
+        bound = self._bind_all(exprs, "with_columns")  # type: ignore[arg-type]
+        _unique([b.name for b in bound], "with_columns")
+        names = list(self.schema.names)
+        types = list(self.schema.types)
+        project = list(range(len(names)))
+        for j, b in enumerate(bound):
+            pos = len(self.schema) + j
+            if b.name in names:
+                i = names.index(b.name)
+                project[i], types[i] = pos, b.column_type
+            else:
+                project.append(pos)
+                names.append(b.name)
+                types.append(b.column_type)
+        return self._mfp(bound, project, names, types)
+
+    def filter(self, *predicates: IntoExpr) -> Relation:
+        """Rows where every predicate is true (NULL counts as false)."""
+        bound = self._bind_all(predicates, "filter")
+        for b in bound:
+            if b.ty[0] not in ("bool", "null"):
+                raise TypeMismatch("filter", f"a predicate must be bool, got {b.ty[0]} "
+                                   f"({b.name})", b.name)
+        return self._mfp([], None, list(self.schema.names), list(self.schema.types), bound)
+
+    def rename(self, mapping: Mapping[str, str]) -> Relation:
+        """The same rows with columns renamed: `rename({"old": "new"})`."""
+        for old in mapping:
+            self.schema.index(old, "rename")
+        names = [mapping.get(n, n) for n in self.schema.names]
+        _unique(names, "rename")
+        return self._derive(self.plan, Schema(tuple(names), self.schema.types))
+
+    def drop(self, *columns: str) -> Relation:
+        """All columns but `columns`."""
+        for c in columns:
+            self.schema.index(c, "drop")
+        return self.select(*[n for n in self.schema.names if n not in columns])
+
+    # -- join -------------------------------------------------------------------------------
+
+    def join(self, other: Relation, on: str | Sequence[str] | None = None, *,
+             left_on: str | Sequence[str] | None = None,
+             right_on: str | Sequence[str] | None = None,
+             how: str = "inner", suffix: str = "_right") -> Relation:
+        """Inner equi-join. `on` names key columns present on both sides (the right copies are
+        dropped); `left_on`/`right_on` name them per side (both are kept). Right columns whose
+        names clash with left ones get `suffix`."""
+        if how != "inner":
+            raise InvalidArgument(f"join: how={how!r} is not supported; only 'inner' is")
+        self._same_db(other, "join")
+        if on is not None:
+            if left_on is not None or right_on is not None:
+                raise InvalidArgument("join: give either on= or left_on=/right_on=, not both")
+            lk_names = rk_names = _names(on, "join on")
+        elif left_on is not None and right_on is not None:
+            lk_names, rk_names = _names(left_on, "join left_on"), _names(right_on, "join right_on")
+        else:
+            raise InvalidArgument("join: needs on= or both left_on= and right_on=")
+        if len(lk_names) != len(rk_names) or not lk_names:
+            raise InvalidArgument(f"join: left_on {lk_names} and right_on {rk_names} must be "
+                                  "non-empty and of equal length")
+        lk = [self.schema.index(n, "join (left key)") for n in lk_names]
+        rk = [other.schema.index(n, "join (right key)") for n in rk_names]
+        for a, b, an, bn in zip(lk, rk, lk_names, rk_names, strict=True):
+            ta, tb = self.schema.types[a].scalar, other.schema.types[b].scalar
+            if ta != tb:
+                raise TypeMismatch("join", f"key {an!r} is {ta} on the left but {bn!r} is {tb} "
+                                   "on the right; cast one side so the keys share a type", an)
+        plan: Plan = Join(left=self.plan, right=other.plan, left_key=lk, right_key=rk)
+        keep_right = [j for j in range(len(other.schema)) if on is None or j not in rk]
+        names = list(self.schema.names)
+        types = list(self.schema.types)
+        for j in keep_right:
+            n = other.schema.names[j]
+            if n in names:
+                n = n + suffix
+                if n in names:
+                    raise DuplicateColumn(n, "join")
+            names.append(n)
+            types.append(other.schema.types[j])
+        if len(keep_right) != len(other.schema):
+            left_n = len(self.schema)
+            project = [*range(left_n), *(left_n + j for j in keep_right)]
+            plan = Mfp(input=plan, project=project)
+        inputs = {**self.inputs, **other.inputs}
+        return self._derive(plan, Schema(tuple(names), tuple(types)), inputs)
+
+    # -- aggregation, ranking, set operations -----------------------------------------------
+
+    def group_by(self, *keys: IntoExpr | Sequence[IntoExpr]) -> GroupBy:
+        """Group by columns or expressions; finish with `.agg(...)`."""
+        flat: list[IntoExpr] = []
+        for k in keys:
+            if isinstance(k, list | tuple):
+                flat.extend(k)
+            else:
+                flat.append(k)  # type: ignore[arg-type]
+        return GroupBy(self, [into_expr(k) for k in flat])
+
+    def agg(self, *aggs: Agg | Sequence[Agg]) -> Relation:
+        """Aggregate the whole relation (one row, or none when it is empty)."""
+        return GroupBy(self, []).agg(*aggs)
+
+    def top_k(self, k: int | None, by: str | Sequence[str], *,
+              descending: bool | Sequence[bool] = False, nulls_last: bool = True,
+              group_by: str | Sequence[str] = (), offset: int = 0) -> Relation:
+        """Per group of `group_by` (or overall), the `k` first rows ordered by `by` (ties
+        broken by every column, ascending), skipping `offset`. `k=None` keeps all."""
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 0):
+            raise InvalidArgument(f"top_k: k must be a non-negative int or None, got {k!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidArgument(f"top_k: offset must be a non-negative int, got {offset!r}")
+        by_names = _names(by, "top_k by")
+        desc = [descending] * len(by_names) if isinstance(descending, bool) else list(descending)
+        if len(desc) != len(by_names):
+            raise InvalidArgument(f"top_k: {len(by_names)} sort columns but "
+                                  f"{len(desc)} descending flags")
+        order = [OrderKey(column=self.schema.index(n, "top_k"), desc=d, nulls_last=nulls_last)
+                 for n, d in zip(by_names, desc, strict=True)]
+        groups = [self.schema.index(n, "top_k (group_by)") for n in _names(group_by, "top_k")]
+        plan = TopK(input=self.plan, group_key=groups, order_by=order, limit=k, offset=offset)
+        return self._derive(plan, self.schema)
+
+    def union(self, *others: Relation) -> Relation:
+        """Every row of every input (multiset union, SQL `UNION ALL`); column names come from
+        this relation, types must agree column by column."""
+        if not others:
+            raise InvalidArgument("union: needs at least one other relation")
+        types = list(self.schema.types)
+        inputs = dict(self.inputs)
+        for j, o in enumerate(others, 1):
+            self._same_db(o, "union")
+            if len(o.schema) != len(self.schema):
+                raise TypeMismatch("union", f"input {j} has {len(o.schema)} columns "
+                                   f"{list(o.schema.names)}, the first has {len(self.schema)} "
+                                   f"{list(self.schema.names)}")
+            for c, (ta, tb) in enumerate(zip(types, o.schema.types, strict=True)):
+                if ta.scalar != tb.scalar:
+                    raise TypeMismatch("union", f"column {c} is {ta.scalar} in the first input "
+                                       f"but {tb.scalar} in input {j}; cast one of them",
+                                       self.schema.names[c])
+                types[c] = ColumnType(ta.scalar, ta.nullable or tb.nullable)
+            inputs.update(o.inputs)
+        plan = UnionAll(inputs=[self.plan, *(o.plan for o in others)])
+        return self._derive(plan, Schema(self.schema.names, tuple(types)), inputs)
+
+    def distinct(self) -> Relation:
+        """Each distinct row once."""
+        return self._derive(Distinct(input=self.plan), self.schema)
+
+    def except_all(self, other: Relation) -> Relation:
+        """Rows of this relation minus those of `other`, with multiplicity (SQL `EXCEPT ALL`)."""
+        u = self.union(other)
+        assert isinstance(u.plan, UnionAll)
+        plan = Threshold(input=UnionAll(inputs=[self.plan, Negate(input=other.plan)]))
+        return self._derive(plan, u.schema, u.inputs)
+
+    def _same_db(self, other: Relation, operation: str) -> None:
+        if not isinstance(other, Relation):
+            raise InvalidArgument(f"{operation}: expected a Relation, got {type(other).__name__}")
+        if self._db is not None and other._db is not None and self._db is not other._db:
+            raise InvalidArgument(f"{operation}: the relations belong to different databases")
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _session(self) -> AsyncDatabase:
+        from twofold.api.errors import DatabaseClosed
+
+        if self._db is None:
+            raise DatabaseClosed("this relation is not attached to a database")
+        return self._db
+
+    def collect(self, *, as_of: int | None = None, timeout: float | None = None) -> Result:
+        """Read this relation now (or `as_of` a timestamp), blocking. Only for relations of a
+        synchronous `Database`; with `open_async` use `await rel.collect_async()`."""
+        db = self._session()
+        return db._run_sync(db.query(self, as_of=as_of, timeout=timeout), "collect")
+
+    async def collect_async(self, *, as_of: int | None = None,
+                            timeout: float | None = None) -> Result:
+        """Read this relation (`await db.query(rel)`)."""
+        return await self._session().query(self, as_of=as_of, timeout=timeout)
+
+    def __iter__(self) -> Any:
+        raise TypeError("a Relation is a query, not its rows: call .collect() to read it")
+
+
+class GroupBy:
+    """A relation grouped by key expressions; `agg(...)` finishes it."""
+
+    def __init__(self, rel: Relation, keys: list[Expr]) -> None:
+        self._rel = rel
+        self._keys = keys
+
+    def agg(self, *aggs: Agg | Sequence[Agg]) -> Relation:
+        """One row per group: the keys, then one column per aggregate (`count()`,
+        `sum("x")`, `col("x").max()`, `n_unique("y")`, `mean("z")`...)."""
+        flat: list[Agg] = []
+        for a in aggs:
+            if isinstance(a, list | tuple):
+                flat.extend(a)
+            else:
+                flat.append(a)  # type: ignore[arg-type]
+        if not flat:
+            raise InvalidArgument("agg: needs at least one aggregate")
+        for a in flat:
+            if not isinstance(a, Agg):
+                raise InvalidArgument(f"agg: expected aggregates such as count() or sum('x'), "
+                                      f"got {a!r}")
+        rel = self._rel
+        schema = rel.schema
+        keys = [bind(k, schema, "group_by") for k in self._keys]
+        _unique([k.name for k in keys], "group_by")
+        # Everything the Reduce needs as a plain column: keys, then aggregate inputs.
+        maps: list[Bound] = []
+
+        def position(b: Bound) -> int:
+            if isinstance(b.expr, Column):
+                return b.expr.index
+            maps.append(b)
+            return len(schema) + len(maps) - 1
+
+        key_pos = [position(k) for k in keys]
+        names = [k.name for k in keys]
+        types = [k.column_type for k in keys]
+        aggregates: list[Aggregate] = []
+        finish: list[tuple[str, int, int]] = []  # mean: (name, sum slot, count slot)
+        for a in flat:
+            if a.input is None:
+                aggregates.append(Aggregate(func="count"))
+                names.append(a.name or "count")
+                types.append(ColumnType("int", nullable=False))
+                continue
+            b = bind(a.input, schema, a.func)
+            name = a.name or b.name
+            scalar, nullable = b.ty
+            pos = position(b)
+            if a.func == "count":
+                aggregates.append(Aggregate(func="count", column=pos, distinct=a.distinct))
+                names.append(name)
+                types.append(ColumnType("int", nullable=False))
+            elif a.func in ("sum", "mean"):
+                if scalar not in ("int", "float", "null"):
+                    raise TypeMismatch(a.func, f"needs an int or float column, got {scalar}",
+                                       b.name)
+                if a.func == "sum":
+                    aggregates.append(Aggregate(func="sum", column=pos, distinct=a.distinct))
+                    names.append(name)
+                    types.append(to_column_type((scalar, nullable)))
+                else:
+                    slot = len(keys) + len(aggregates)
+                    aggregates.append(Aggregate(func="sum", column=pos, distinct=a.distinct))
+                    aggregates.append(Aggregate(func="count", column=pos,
+                                                distinct=a.distinct))
+                    finish.append((name, slot, slot + 1))
+                    names.append(name)
+                    types.append(ColumnType("float", nullable=True))
+            else:
+                func: Literal["min", "max"] = "min" if a.func == "min" else "max"
+                aggregates.append(Aggregate(func=func, column=pos, distinct=a.distinct))
+                names.append(name)
+                types.append(to_column_type((scalar, nullable)))
+        _unique(names, "agg")
+        plan: Plan = rel.plan
+        if maps:
+            plan = Mfp(input=plan, map=[m.expr for m in maps])
+        plan = Reduce(input=plan, group_key=key_pos, aggregates=aggregates)
+        if finish:
+            plan = _finish_means(plan, len(keys), aggregates, finish, flat)
+        return rel._derive(plan, Schema(tuple(names), tuple(types)))
+
+
+def _finish_means(plan: Plan, nkeys: int, aggregates: list[Aggregate],
+                  finish: list[tuple[str, int, int]], aggs: list[Agg]) -> Plan:
+    """Turn each mean's (sum, count) pair into sum / count, NULL when the count is 0."""
+    maps: list[PExpr] = []
+    for _, s, c in finish:
+        total = Call(func="cast_float", args=[Column(index=s)])
+        n = Column(index=c)
+        maps.append(Call(func="if", args=[
+            Call(func="eq", args=[n, PLiteral(value=0)]),
+            PLiteral(value=None),
+            Call(func="div", args=[total, Call(func="cast_float", args=[n])]),
+        ]))
+    width = nkeys + len(aggregates)
+    mean_slot = {s: width + j for j, (_, s, _) in enumerate(finish)}
+    count_slots = {c for _, _, c in finish}
+    project = list(range(nkeys))
+    for j in range(nkeys, width):
+        if j in count_slots:
+            continue
+        project.append(mean_slot.get(j, j))
+    return Mfp(input=plan, map=maps, project=project)

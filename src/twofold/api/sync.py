@@ -1,0 +1,237 @@
+"""`Database`: the synchronous API, and the `open` / `open_async` entry points.
+
+Contract: a `Database` runs an `AsyncDatabase` on a private event-loop thread that it owns: it
+starts the thread and the database on creation (or `with`), runs every call there and blocks
+for the answer, and `close()` stops the database, then the loop, then joins the thread. Errors
+raised by the core reach the caller unchanged (the typed `TwofoldError`s). Relations built from
+a `Database`'s tables read synchronously with `collect()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from twofold.api.errors import DatabaseClosed
+from twofold.api.objects import Index, MaterializedView, Table
+from twofold.api.relation import Relation
+from twofold.api.results import Batch, Result
+from twofold.api.schema import DType, Schema
+from twofold.api.session import AsyncDatabase, AsyncSubscription, Consistency
+from twofold.protocol import Frontier
+from twofold.replica import RuntimesMode
+
+T = TypeVar("T")
+
+
+class SyncSubscription:
+    """Blocking iteration over a subscribed relation's `Batch`es; `close()` (or `with`) stops
+    it."""
+
+    def __init__(self, db: Database, inner: AsyncSubscription) -> None:
+        self._db = db
+        self._inner = inner
+        self.schema = inner.schema
+        self.as_of = inner.as_of
+
+    def __iter__(self) -> Iterator[Batch]:
+        return self
+
+    def __next__(self) -> Batch:
+        try:
+            return self._db._call(self._inner.__anext__())
+        except StopAsyncIteration:
+            raise StopIteration from None
+
+    def next(self, timeout: float | None = None) -> Batch:
+        """The next batch, waiting at most `timeout` seconds (`TimeoutError`)."""
+        async def nxt() -> Batch:
+            return await asyncio.wait_for(self._inner.__anext__(), timeout)
+
+        return self._db._call(nxt())
+
+    def close(self) -> None:
+        if not self._db.closed:
+            self._db._call(self._inner.aclose())
+
+    def __enter__(self) -> SyncSubscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Database:
+    """A twofold database with a blocking API. Create it with `twofold.open(...)`; the
+    arguments are those of `AsyncDatabase`."""
+
+    def __init__(self, storage: str | Path | None = None, **options: Any) -> None:
+        self.core = AsyncDatabase(storage, **options)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="twofold-api",
+                                        daemon=True)
+        self._thread.start()
+        self.core._portal = self._loop
+        self.closed = False
+        try:
+            self._call(self.core.start())
+        except BaseException:
+            self.close()
+            raise
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self.closed:
+            coro.close()
+            raise DatabaseClosed("the database is closed")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def close(self) -> None:
+        """Stop everything this database started (idempotent)."""
+        if self.closed:
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self.core.close(), self._loop).result()
+        finally:
+            self.closed = True
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the API: see AsyncDatabase for each method's contract ------------------------------
+
+    @property
+    def replica(self) -> Any:
+        """The in-process replica (embedded mode), with its `metrics`."""
+        return self.core.replica
+
+    @property
+    def controller(self) -> Any:
+        return self.core.controller
+
+    def create_table(self, name: str, schema: dict[str, DType] | Schema, *,
+                     nullable: bool | Sequence[str] = True, exist_ok: bool = False) -> Table:
+        return self.core.create_table(name, schema, nullable=nullable, exist_ok=exist_ok)
+
+    create_table.__doc__ = AsyncDatabase.create_table.__doc__
+
+    def table(self, name: str) -> Table:
+        return self.core.table(name)
+
+    def tables(self) -> list[str]:
+        return self.core.tables()
+
+    def get(self, name: str) -> Table | Index | MaterializedView:
+        return self.core.get(name)
+
+    def now(self) -> int:
+        return self.core.now()
+
+    def frontier(self, obj: Table | Index | MaterializedView | str) -> Frontier:
+        result: Frontier = self._call(_sync_in_loop(self.core.frontier, obj))
+        return result
+
+    def create_index(self, name: str, relation: Relation, key: str | Sequence[str], *,
+                     retain_history: float | None = None) -> Index:
+        return self._call(self.core.create_index(name, relation, key,
+                                                 retain_history=retain_history))
+
+    create_index.__doc__ = AsyncDatabase.create_index.__doc__
+
+    def create_materialized_view(self, name: str, relation: Relation) -> MaterializedView:
+        return self._call(self.core.create_materialized_view(name, relation))
+
+    create_materialized_view.__doc__ = AsyncDatabase.create_materialized_view.__doc__
+
+    def drop(self, obj: Index | MaterializedView | str) -> None:
+        self._call(self.core.drop(obj))
+
+    drop.__doc__ = AsyncDatabase.drop.__doc__
+
+    def query(self, relation: Relation, *, as_of: int | None = None,
+              timeout: float | None = None) -> Result:
+        return self._call(self.core.query(relation, as_of=as_of, timeout=timeout))
+
+    query.__doc__ = AsyncDatabase.query.__doc__
+
+    def lookup(self, index: Index, *keys: Any, as_of: int | None = None,
+               timeout: float | None = None) -> Result:
+        return self._call(self.core.lookup(index, *keys, as_of=as_of, timeout=timeout))
+
+    lookup.__doc__ = AsyncDatabase.lookup.__doc__
+
+    def subscribe(self, relation: Relation, *, as_of: int | None = None,
+                  snapshot: bool = True, up_to: int | None = None) -> SyncSubscription:
+        inner = self._call(self.core.subscribe(relation, as_of=as_of, snapshot=snapshot,
+                                               up_to=up_to))
+        return SyncSubscription(self, inner)
+
+    subscribe.__doc__ = AsyncDatabase.subscribe.__doc__
+
+    def copy_to(self, relation: Relation, path: str | Path, *,
+                format: Literal["parquet", "csv"] | None = None, as_of: int | None = None,
+                timeout: float | None = None) -> int:
+        return self._call(self.core.copy_to(relation, path, format=format, as_of=as_of,
+                                            timeout=timeout))
+
+    copy_to.__doc__ = AsyncDatabase.copy_to.__doc__
+
+
+async def _sync_in_loop(fn: Any, *args: Any) -> Any:
+    # Controller state is owned by the loop thread; read it there.
+    return fn(*args)
+
+
+def open(
+    storage: str | Path | None = None,
+    *,
+    replicas: Sequence[str] | None = None,
+    token: str | None = None,
+    runtimes: RuntimesMode = "two",
+    tick_interval: float = 0.05,
+    consistency: Consistency = "read-your-writes",
+    timeout: float = 60.0,
+    retain_history: float = 1.0,
+) -> Database:
+    """Open a twofold database (blocking API); use it with `with`.
+
+    `storage`: `None` (in memory), a file path (a SQLite file), or a URL (`sqlite:///...`,
+    `memory://name`). `replicas`: addresses (`host:port`) of running `twofold replica`
+    processes to drive instead of an in-process replica (`runtimes`: "two" or "one"), with the
+    shared `token` if they require one.
+
+    >>> import twofold
+    >>> with twofold.open() as db:
+    ...     t = db.create_table("t", {"x": int})
+    ...     _ = t.insert([(1,), (2,)])
+    ...     t.filter(twofold.col("x") > 1).collect().rows
+    [(2,)]
+    """
+    return Database(storage, replicas=replicas, token=token, runtimes=runtimes,
+                    tick_interval=tick_interval, consistency=consistency, timeout=timeout,
+                    retain_history=retain_history)
+
+
+def open_async(
+    storage: str | Path | None = None,
+    *,
+    replicas: Sequence[str] | None = None,
+    token: str | None = None,
+    runtimes: RuntimesMode = "two",
+    tick_interval: float = 0.05,
+    consistency: Consistency = "read-your-writes",
+    timeout: float = 60.0,
+    retain_history: float = 1.0,
+) -> AsyncDatabase:
+    """Like `open`, for asyncio: `async with twofold.open_async() as db: ...`."""
+    return AsyncDatabase(storage, replicas=replicas, token=token, runtimes=runtimes,
+                         tick_interval=tick_interval, consistency=consistency, timeout=timeout,
+                         retain_history=retain_history)
