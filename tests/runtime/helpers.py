@@ -335,3 +335,88 @@ def complete_time(t: Table) -> int:
     assert up is not None and up > 0
     return up - 1
 
+
+
+class Workers:
+    """Runtimes' state machines driven directly, without threads: a solo worker, or a
+    maintenance/interactive pair sharing a `PublicationRegistry` behind a pure `Router`.
+
+    Commands are routed at `send` into per-runtime queues; the test chooses when each runtime
+    applies its next command (`deliver`) and when it steps (`step`), so any interleaving of the
+    two runtimes' progress can be produced deterministically. Responses pass the multiplexer's
+    screen and the `ProtocolChecker`.
+    """
+
+    def __init__(self, mode: Mode, storage: Storage) -> None:
+        from twofold.engine import ArrangementSnapshot
+        from twofold.multiplex import Router
+        from twofold.runtime.registry import PublicationRegistry
+        from twofold.runtime.worker import ComputeWorker
+
+        self.mode = mode
+        self.check = ProtocolChecker()
+        self.router = Router()
+        self.registry: PublicationRegistry[ArrangementSnapshot] | None = None
+        opener: Callable[[str | None], Storage] = lambda _url: storage  # noqa: E731
+        if mode == "one":
+            self.workers = [ComputeWorker("solo", open_storage=opener)]
+        else:
+            self.registry = PublicationRegistry()
+            self.workers = [
+                ComputeWorker("maintenance", open_storage=opener, registry=self.registry),
+                ComputeWorker("interactive", open_storage=opener, registry=self.registry),
+            ]
+        self.queues: list[list[ComputeCommand]] = [[] for _ in self.workers]
+
+    @property
+    def maintenance(self) -> Any:
+        return self.workers[0]
+
+    @property
+    def interactive(self) -> Any:
+        return self.workers[-1]
+
+    def send(self, *commands: ComputeCommand) -> None:
+        for command in commands:
+            self.check.sent(command)
+            if self.mode == "one":
+                self.queues[0].append(command)
+                continue
+            for runtime, routed in self.router.route(command).deliveries:
+                self.queues[int(runtime)].append(routed)
+
+    def deliver(self, which: int, n: int = 1) -> bool:
+        """Apply up to `n` queued commands on runtime `which`; False if none was queued."""
+        queue = self.queues[which]
+        if not queue:
+            return False
+        for _ in range(min(n, len(queue))):
+            self.workers[which].handle(queue.pop(0))
+        self._collect(which)
+        return True
+
+    def step(self, which: int) -> None:
+        self.workers[which].step()
+        self._collect(which)
+
+    def _collect(self, which: int) -> None:
+        from twofold.multiplex import Runtime
+        for r in self.workers[which].take_responses():
+            if self.mode == "two" and self.router.screen(Runtime(which), r) is not None:
+                continue
+            self.check.received(r)
+
+    def settle(self, done: Callable[[], bool] = lambda: False, rounds: int = 30) -> None:
+        """Deliver everything and step every runtime until `done()` or nothing is queued
+        after `rounds` rounds (each round: every queue drained, every runtime stepped)."""
+        for _ in range(rounds):
+            for which in range(len(self.workers)):
+                self.deliver(which, n=len(self.queues[which]))
+                self.step(which)
+            if done():
+                return
+        assert done() or not any(self.queues), "commands still queued after settling"
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.shutdown()
