@@ -76,6 +76,15 @@ def test_oversized_header_is_refused_before_the_payload() -> None:
     assert decoder.pending == 0
 
 
+def test_decoder_refuses_everything_after_an_oversized_frame() -> None:
+    # The refused payload's bytes would otherwise be read as the next header.
+    decoder = FrameDecoder(max_size=4)
+    with pytest.raises(FrameTooLarge):
+        decoder.feed(header(5))
+    with pytest.raises(FrameTooLarge):
+        decoder.feed(b"\x00\x00\x00\x01x")
+
+
 def test_default_limit_is_64_mib() -> None:
     decoder = FrameDecoder()
     assert decoder.max_size == 64 * 1024 * 1024

@@ -202,3 +202,10 @@ def test_structural_validation(build: Any, match: str) -> None:
 def test_nan_is_not_equal_to_itself() -> None:
     # Why the strategies never generate NaN: equality of values holding it fails.
     assert Literal(float("nan")) != Literal(float("nan"))
+
+
+@pytest.mark.parametrize("t", [-1, 2**64])
+def test_subscribe_batch_times_are_timestamps(t: int) -> None:
+    with pytest.raises(ValueError, match=rf"SubscribeBatch\.updates: time {t} is outside"):
+        SubscribeBatch(Frontier.at(0), Frontier.empty(), updates=[(0, [1], 1), (t, [2], 1)])
+    assert SubscribeBatch(Frontier.at(0), Frontier.empty(), updates=[(2**64 - 1, [1], 1)])

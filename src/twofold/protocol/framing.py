@@ -35,8 +35,13 @@ class FrameDecoder:
         self.max_size = max_size
         self._buf = bytearray()
         self._need: int | None = None
+        self._error: FrameTooLarge | None = None
 
     def feed(self, data: bytes) -> list[bytes]:
+        """The payloads completed by `data`, in order. After a `FrameTooLarge` the stream has
+        lost its frame boundaries, so every later `feed` raises the same error."""
+        if self._error is not None:
+            raise self._error
         self._buf += data
         out: list[bytes] = []
         while True:
@@ -46,7 +51,8 @@ class FrameDecoder:
                 (size,) = HEADER.unpack_from(self._buf)
                 if size > self.max_size:
                     self._buf.clear()
-                    raise FrameTooLarge(size, self.max_size)
+                    self._error = FrameTooLarge(size, self.max_size)
+                    raise self._error
                 del self._buf[: HEADER.size]
                 self._need = size
             if len(self._buf) < self._need:

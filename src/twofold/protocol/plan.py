@@ -8,6 +8,7 @@ negative offsets) are checked on construction and decode. Type checking against 
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Literal as TypeLiteral
 
 import msgspec
@@ -15,6 +16,8 @@ import msgspec
 from twofold.protocol.base import Row, Tagged, Value, check_rows
 from twofold.protocol.expr import Expr
 from twofold.protocol.ids import GlobalId
+
+_FIRST = itemgetter(0)  # the row of a (row, diff) pair, without a Python frame per row
 
 
 def _check_indexes(what: str, cols: list[int] | None) -> None:
@@ -80,8 +83,8 @@ class RowSetFinishing(Value, frozen=True):
 
     @property
     def is_trivial(self) -> bool:
-        return not self.order_by and self.limit is None and self.offset == 0 and (
-            self.project is None
+        return (
+            not self.order_by and self.limit is None and self.offset == 0 and (self.project is None)
         )
 
 
@@ -97,7 +100,7 @@ class Constant(Tagged, frozen=True):
     rows: list[tuple[Row, int]]
 
     def __post_init__(self) -> None:
-        check_rows((r for r, _ in self.rows), "Constant.rows")
+        check_rows(list(map(_FIRST, self.rows)), "Constant.rows")
 
 
 class Mfp(Tagged, frozen=True):

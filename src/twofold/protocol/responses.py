@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
 from uuid import UUID
 
 from twofold.protocol.base import Row, Tagged, check_rows
-from twofold.protocol.frontier import Frontier
+from twofold.protocol.frontier import MAX_TIME, Frontier
 from twofold.protocol.ids import GlobalId
+
+# C-level accessors: validation must not run Python code per update.
+_TIME = _FIRST = itemgetter(0)
+_ROW = itemgetter(1)
 
 
 class Frontiers(Tagged, frozen=True):
@@ -22,7 +27,7 @@ class PeekRows(Tagged, frozen=True):
     rows: list[tuple[Row, int]]
 
     def __post_init__(self) -> None:
-        check_rows((r for r, _ in self.rows), "PeekRows.rows")
+        check_rows(list(map(_FIRST, self.rows)), "PeekRows.rows")
 
 
 class PeekError(Tagged, frozen=True):
@@ -51,7 +56,12 @@ class SubscribeBatch(Tagged, frozen=True):
 
     def __post_init__(self) -> None:
         if self.updates is not None:
-            check_rows((r for _, r, _ in self.updates), "SubscribeBatch.updates")
+            check_rows(list(map(_ROW, self.updates)), "SubscribeBatch.updates")
+            if self.updates:
+                lo, hi = min(map(_TIME, self.updates)), max(map(_TIME, self.updates))
+                if lo < 0 or hi > MAX_TIME:
+                    bad = lo if lo < 0 else hi
+                    raise ValueError(f"SubscribeBatch.updates: time {bad} is outside [0, 2**64)")
 
 
 class SubscribeDroppedAt(Tagged, frozen=True):
