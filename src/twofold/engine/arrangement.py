@@ -33,13 +33,13 @@ from twofold.engine.frames import (
     consolidate,
     empty,
     error_schema,
-    key_hash,
     names,
     schema,
     update_schema,
     updates_from_arrow,
     updates_from_rows,
 )
+from twofold.engine.hashing import KEY_MASK, row_hash
 from twofold.protocol import Frontier, RelationDesc
 
 Updates: TypeAlias = (
@@ -82,14 +82,14 @@ class Spine:
             return
         batches = [*self.batches, batch]
         while len(batches) >= 2 and len(batches[-2]) <= 2 * len(batches[-1]):
-            merged = merge_batches(batches[-2:], self.key_cols, self.since)
+            merged = merge_batches(batches[-2:], self.since)
             batches[-2:] = [merged] if len(merged) else []
         self.batches = tuple(batches)
 
     def merge_all(self) -> None:
         """Merge every batch into one (fully compacted to `since`)."""
         if len(self.batches) > 1 or (self.batches and self.batches[0].since < self.since):
-            merged = merge_batches(self.batches, self.key_cols, self.since)
+            merged = merge_batches(self.batches, self.since)
             self.batches = (merged,) if len(merged) else ()
 
     def __len__(self) -> int:
@@ -116,7 +116,7 @@ def lookup_batches(
 ) -> pl.DataFrame | None:
     """Updates (time <= `le` when given) whose key equals a row of `keys` (columns positional
     to `key_cols`, distinct). `None` when nothing matches."""
-    hashes = np.unique(key_hash(keys, list(keys.columns)))
+    hashes = np.unique(row_hash(keys, list(keys.columns)) & KEY_MASK)
     parts = [p for b in batches if (p := gather_hashes(b, hashes)) is not None]
     if not parts:
         return None

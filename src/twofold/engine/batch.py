@@ -1,14 +1,13 @@
 """Immutable, consolidated batches of updates: the unit an arrangement's spine is made of.
 
-A `Batch` holds an update frame (`c*`, `time`, `diff`) consolidated (no two rows agree on all
-columns and `time`; no zero diffs) and sorted by the u64 hash of its key columns, with that hash
-column beside it as a read-only numpy array for binary search. Its description is `[lower,
-upper)` (`upper is None` meaning the empty frontier) and `since`, the time all its times were
-advanced to (times `< since` became `since`).
-
-Ordering by key *hash* rather than key value makes every row type (strings, several columns,
-nulls) searchable with one `np.searchsorted`: equal keys hash equal, so a key's rows are the rows
-of its hash's range, filtered by exact key equality (which resolves the rare hash collision).
+A `Batch` holds an update frame (`c*`, `time`, `diff`) sorted by each row's *sort code*
+(`hashing.sort_code`: key hash high, (row, time) hash low), the sorted codes as a read-only
+numpy array for binary search, and each row's value hash (kept so a merge that advances times
+recomputes codes without rehashing rows). It is consolidated: identical `(row, time)` updates
+appear once with their summed, non-zero diff (up to the astronomically rare interleaving of two
+distinct rows with equal codes, which readers' own consolidation absorbs). Its description is
+`[lower, upper)` (`upper is None`: the empty frontier) and `since`, the time its times were
+advanced to.
 
 Invariant: a `Batch` is never mutated after construction (its arrays are read-only), so any
 number of readers may share it with the writer on other threads.
@@ -22,14 +21,16 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from twofold.engine.frames import DIFF, TIME, advance_times, consolidate, key_hash
+from twofold.engine.frames import DIFF, TIME, advance_times
+from twofold.engine.hashing import key_range, row_hash, sort_code
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Batch:
-    """Consolidated updates sorted by key hash, valid for times in `[lower, upper)`."""
+    """Consolidated updates sorted by sort code, valid for times in `[lower, upper)`."""
 
     data: pl.DataFrame
+    codes: np.ndarray
     hashes: np.ndarray
     lower: int
     upper: int | None
@@ -39,36 +40,73 @@ class Batch:
         return self.data.height
 
     def with_upper(self, upper: int | None) -> Batch:
-        return Batch(self.data, self.hashes, self.lower, upper, self.since)
+        return Batch(self.data, self.codes, self.hashes, self.lower, upper, self.since)
 
 
-def build_batch(
-    updates: pl.DataFrame,
-    key_cols: Sequence[str],
-    lower: int,
-    upper: int | None,
-    since: int,
-    *,
-    consolidated: bool = False,
-) -> Batch:
-    """A batch from arbitrary updates: advance to `since`, consolidate, sort by key hash."""
-    frame = advance_times(updates, since) if since > 0 else updates
-    if not consolidated:
-        frame = consolidate(frame, [c for c in frame.columns if c != DIFF])
-    hashes = key_hash(frame, key_cols)
+def _freeze(*arrays: np.ndarray) -> None:
+    for a in arrays:
+        a.flags.writeable = False
+
+
+def _sorted_consolidated(frame: pl.DataFrame, codes: np.ndarray, hashes: np.ndarray,
+                         lower: int, upper: int | None, since: int) -> Batch:
     if frame.height > 1:
-        order = np.argsort(hashes, kind="stable")
-        hashes = hashes[order]
-        frame = frame[order]
-    hashes.flags.writeable = False
-    return Batch(frame, hashes, lower, upper, since)
+        order = np.argsort(codes, kind="stable")
+        if not np.array_equal(order, np.arange(len(order))):
+            codes, hashes, frame = codes[order], hashes[order], frame[order]
+    n = frame.height
+    keep: np.ndarray | None = None
+    diffs = frame.get_column(DIFF).to_numpy()
+    if n > 1:
+        cand = np.flatnonzero(codes[1:] == codes[:-1]) + 1
+        if len(cand):
+            cur, prev = frame[cand], frame[cand - 1]
+            same = np.ones(len(cand), dtype=bool)
+            for c in frame.columns:
+                if c != DIFF:
+                    same &= cur.get_column(c).eq_missing(prev.get_column(c)).to_numpy()
+            starts_mask = np.ones(n, dtype=bool)
+            starts_mask[cand[same]] = False
+            starts = np.flatnonzero(starts_mask)
+            if len(starts) < n:
+                diffs = np.add.reduceat(diffs, starts)
+                keep = starts
+    nonzero = diffs != 0
+    if keep is not None or not nonzero.all():
+        idx = keep[nonzero] if keep is not None else np.flatnonzero(nonzero)
+        frame = frame[idx].with_columns(pl.Series(DIFF, diffs[nonzero], pl.Int64))
+        codes, hashes = codes[idx], hashes[idx]
+    _freeze(codes, hashes)
+    return Batch(frame, codes, hashes, lower, upper, since)
 
 
-def merge_batches(batches: Sequence[Batch], key_cols: Sequence[str], since: int) -> Batch:
+def build_batch(updates: pl.DataFrame, key_cols: Sequence[str], lower: int, upper: int | None,
+                since: int) -> Batch:
+    """A batch from arbitrary updates: advance to `since`, hash, sort, consolidate."""
+    frame = advance_times(updates, since) if since > 0 else updates
+    cols = [c for c in frame.columns if c not in (TIME, DIFF)]
+    hashes = row_hash(frame, cols)
+    keys = row_hash(frame, key_cols)
+    codes = sort_code(keys, hashes, frame.get_column(TIME).to_numpy())
+    return _sorted_consolidated(frame, codes, hashes, lower, upper, since)
+
+
+def merge_batches(batches: Sequence[Batch], since: int) -> Batch:
     """One batch equal (at every time `>= since`) to the union of adjacent `batches`."""
-    frame = pl.concat([b.data for b in batches], how="vertical", rechunk=False)
-    upper = batches[-1].upper
-    return build_batch(frame, key_cols, batches[0].lower, upper, since)
+    frames, codes, hashes = [], [], []
+    for b in batches:
+        frame, code = b.data, b.codes
+        if b.since < since and len(b):
+            times = frame.get_column(TIME).to_numpy()
+            if times.min() < since:
+                frame = advance_times(frame, since)
+                code = sort_code(code, b.hashes, frame.get_column(TIME).to_numpy())
+        frames.append(frame)
+        codes.append(code)
+        hashes.append(b.hashes)
+    frame = pl.concat(frames, how="vertical", rechunk=True)
+    return _sorted_consolidated(frame, np.concatenate(codes), np.concatenate(hashes),
+                                batches[0].lower, batches[-1].upper, since)
 
 
 def filter_time(frame: pl.DataFrame, *, le: int | None = None, ge: int | None = None,
@@ -84,27 +122,27 @@ def filter_time(frame: pl.DataFrame, *, le: int | None = None, ge: int | None = 
     return frame.filter(*preds) if preds else frame
 
 
-def gather_hashes(batch: Batch, query: np.ndarray) -> pl.DataFrame | None:
-    """The rows of `batch` whose key hash is in `query` (sorted, unique u64), or `None`."""
-    hashes = batch.hashes
-    if len(hashes) == 0:
+def key_slices(batch: Batch, key_hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end row of each key hash's range in `batch` (`key_hashes` sorted, unique)."""
+    lo, hi = key_range(key_hashes)
+    return (np.searchsorted(batch.codes, lo, "left"),
+            np.searchsorted(batch.codes, hi, "right"))
+
+
+def gather_hashes(batch: Batch, key_hashes: np.ndarray) -> pl.DataFrame | None:
+    """The rows of `batch` in the ranges of `key_hashes` (sorted, unique), or `None`."""
+    if len(batch) == 0:
         return None
-    if len(query) == 1:
-        q = query[0]
-        lo = int(np.searchsorted(hashes, q, "left"))
-        hi = int(np.searchsorted(hashes, q, "right"))
-        if lo == hi:
-            return None
-        return batch.data.slice(lo, hi - lo)
-    los = np.searchsorted(hashes, query, "left")
-    lens = np.searchsorted(hashes, query, "right") - los
+    starts, ends = key_slices(batch, key_hashes)
+    lens = ends - starts
     total = int(lens.sum())
     if total == 0:
         return None
+    if len(starts) == 1:
+        return batch.data.slice(int(starts[0]), total)
     keep = lens > 0
-    los, lens = los[keep], lens[keep]
-    # Row indexes of every range, laid end to end: offset each range's start by the running
+    starts, lens = starts[keep], lens[keep]
+    # Row indexes of every range laid end to end: each range's start, offset by the running
     # total of the lengths before it.
-    starts = np.repeat(los - (np.cumsum(lens) - lens), lens)
-    idx = starts + np.arange(total)
+    idx = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(total)
     return batch.data[idx]

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -26,8 +25,6 @@ from twofold.protocol import ColumnType, RelationDesc
 TIME: Final = "time"
 DIFF: Final = "diff"
 ERROR: Final = "error"
-KEY_HASH: Final = "_kh"
-HASH_SEED: Final = 0x7A3B19F2
 
 DTYPES: Final[dict[str, pl.DataType]] = {
     "bool": pl.Boolean(),
@@ -139,15 +136,6 @@ def consolidate(frame: pl.DataFrame, cols: Sequence[str]) -> pl.DataFrame:
         )
     out = frame.group_by(list(cols)).agg(pl.col(DIFF).sum())
     return out.filter(pl.col(DIFF) != 0).select(frame.columns)
-
-
-def key_hash(frame: pl.DataFrame, key_cols: Sequence[str]) -> np.ndarray:
-    """A u64 hash per row of the `key_cols` (positionally: column names do not matter, so a
-    lookup frame hashes equal to the arranged frame when its key values are equal)."""
-    if not key_cols:
-        return np.zeros(frame.height, dtype=np.uint64)
-    sub = frame.select([pl.col(c).alias(f"k{i}") for i, c in enumerate(key_cols)])
-    return sub.hash_rows(seed=HASH_SEED).to_numpy()
 
 
 def rows_of(frame: pl.DataFrame, cols: Sequence[str]) -> list[list[Any]]:

@@ -46,6 +46,10 @@ class JoinOp(Operator):
             keys = keys.cast(casts, strict=False).drop_nulls()  # type: ignore[arg-type]
         return other.lookup_unconsolidated(keys)
 
+    def _key(self, col: str, alias: str) -> pl.Expr:
+        expr = pl.col(col).cast(pl.Float64) if self.lfloat else pl.col(col)
+        return expr.alias(alias)
+
     def _join(self, left: pl.DataFrame, right: pl.DataFrame) -> pl.DataFrame:
         nl = self.nl
         right = right.rename({c: f"c{nl + j}" for j, c in enumerate(right.columns) if c != DIFF}
@@ -58,10 +62,8 @@ class JoinOp(Operator):
             # Join on aliased copies of the keys: a key may name one column twice, and int
             # keys facing float keys compare as floats.
             on = [f"_j{j}" for j in range(len(lon))]
-            cast = (lambda e: e.cast(pl.Float64)) if self.lfloat else (lambda e: e)
-            jl = left.with_columns([cast(pl.col(c)).alias(k) for c, k in zip(lon, on, strict=True)])
-            jr = right.with_columns([cast(pl.col(c)).alias(k)
-                                     for c, k in zip(ron, on, strict=True)])
+            jl = left.with_columns([self._key(c, k) for c, k in zip(lon, on, strict=True)])
+            jr = right.with_columns([self._key(c, k) for c, k in zip(ron, on, strict=True)])
             out = jl.join(jr, on=on, how="inner").drop(on)
         return out.select(
             *[pl.col(f"c{j}") for j in range(len(self.types))],

@@ -1,0 +1,80 @@
+"""Row hashing and the sort code of arranged rows.
+
+`row_hash(frame, cols)` is a u64 per row that depends only on the *values* in `cols` (and
+their dtypes) — not on column names, not on which other rows or NULLs the frame holds — so a
+lookup probe hashes exactly like the arranged rows it should find. Fixed-width columns hash in
+numpy (splitmix64 over the value bits); strings and bytes use polars' value hash.
+
+An arranged row's *sort code* puts the key hash in the high `KEY_BITS` bits and a hash of the
+whole row and its time in the low bits. Sorting by the code groups each key's rows into one
+contiguous range (found by binary search between `key & KEY_MASK` and `key | ROW_MASK`) and
+makes identical `(row, time)` updates adjacent, so consolidation is one linear pass. Distinct
+keys or rows may share bits: every reader filters by exact equality, so a collision costs time,
+never correctness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import numpy as np
+import polars as pl
+
+KEY_BITS: Final = 40
+ROW_MASK: Final = np.uint64((1 << (64 - KEY_BITS)) - 1)
+KEY_MASK: Final = np.uint64(~((1 << (64 - KEY_BITS)) - 1) & ((1 << 64) - 1))
+_NULL: Final = np.uint64(0x9E3779B97F4A7C15)
+_SEED: Final = 0x51ED2701
+_M1: Final = np.uint64(0xBF58476D1CE4E5B9)
+_M2: Final = np.uint64(0x94D049BB133111EB)
+_GOLDEN: Final = np.uint64(0x9E3779B97F4A7C15)
+_FIXED: Final = (pl.Int64, pl.Float64, pl.UInt64, pl.Boolean, pl.Int32, pl.Int128)
+
+
+def mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, vectorised (u64 arithmetic wraps)."""
+    with np.errstate(over="ignore"):
+        x = x ^ (x >> np.uint64(30))
+        x = x * _M1
+        x = x ^ (x >> np.uint64(27))
+        x = x * _M2
+        out: np.ndarray = x ^ (x >> np.uint64(31))
+        return out
+
+
+def column_hash(series: pl.Series) -> np.ndarray:
+    """A u64 hash of each value of `series` (NULL hashes to a constant)."""
+    if series.dtype in _FIXED and series.dtype != pl.Int128:
+        if series.dtype == pl.Boolean:
+            bits = series.fill_null(False).to_numpy().astype(np.uint64)
+        else:
+            bits = series.fill_null(0).to_numpy().view(np.uint64)
+        out = mix(bits ^ _GOLDEN)
+    else:
+        out = series.hash(seed=_SEED).to_numpy()
+    if series.null_count():
+        out = np.where(series.is_null().to_numpy(), _NULL, out)
+    return out
+
+
+def row_hash(frame: pl.DataFrame, cols: Sequence[str]) -> np.ndarray:
+    """A u64 per row of the values in `cols` (in order); zeros when `cols` is empty."""
+    h = np.zeros(frame.height, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for c in cols:
+            h = mix(h * _M1 + column_hash(frame.get_column(c)))
+    return h
+
+
+def sort_code(key_hash: np.ndarray, row_hash_: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """The sort code: key hash in the high bits, hash of (row, time) in the low bits."""
+    with np.errstate(over="ignore"):
+        low = mix(row_hash_ ^ (times.astype(np.uint64) * _GOLDEN)) & ROW_MASK
+    return (key_hash & KEY_MASK) | low
+
+
+def key_range(key_hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Inclusive bounds of the sort codes of rows with these key hashes."""
+    lo = key_hashes & KEY_MASK
+    return lo, lo | ROW_MASK
