@@ -260,7 +260,7 @@ def test_compaction_drops_cancelled_history(storage: Storage) -> None:
 def test_storage_does_not_grow_with_history(storage: Storage) -> None:
     # A table-like workload: each step replaces one of 8 rows; since trails the upper by 3.
     shard = storage.create_shard("s", DESC)
-    for t in range(300):
+    for t in range(150):
         batch = [([t % 8, str(t)], t, 1)]
         if t >= 8:
             batch.append(([t % 8, str(t - 8)], t, -1))
@@ -268,10 +268,10 @@ def test_storage_does_not_grow_with_history(storage: Storage) -> None:
         if t >= 3:
             shard.downgrade_since(t - 3)
     _, infos = shard.backend.part_infos("s")
-    behind = [p for p in infos if p.upper.time is not None and p.upper.time <= 296]
-    assert len(behind) <= 10, [p.count for p in infos]  # O(log n) parts, not 300
+    behind = [p for p in infos if p.upper.time is not None and p.upper.time <= 146]
+    assert len(behind) <= 10, [p.count for p in infos]  # O(log n) parts, not 150
     assert sum(p.count for p in behind) <= 8 * len(behind)  # ~ live rows, not history
-    assert len(snapshot_counter(shard, 299)) == 8
+    assert len(snapshot_counter(shard, 149)) == 8
 
 
 def test_downgrade_without_compaction_keeps_parts(storage: Storage) -> None:
