@@ -246,6 +246,38 @@ def test_compaction_preserves_every_read_at_or_after_since(shared_storage: Stora
     assert len(behind) <= 4
 
 
+@SHARED
+@given(steps=steps, lags=st.lists(st.integers(0, 3), min_size=8, max_size=8))
+def test_listener_stays_exact_while_since_trails_it(shared_storage: Storage, steps: list,
+                                                    lags: list[int]) -> None:
+    # A reader snapshots at 0, then listens, while since follows it (compacting behind it):
+    # what it assembles equals the collection at every time it has seen.
+    shard = shared_storage.create_shard(fresh_id(), DESC)
+    shard.compare_and_append([], 0, 1)
+    base = snapshot_counter(shard, 0)
+    listener = shard.listen(0)
+    seen: list[Update] = []
+    updates: list[Update] = []
+    for (width, batch), lag in zip(steps, lags, strict=False):
+        lower = shard.upper.time
+        assert lower is not None
+        ups = [(list(r), lower + off % width, d) for r, off, d in batch]
+        shard.compare_and_append(ups, lower, lower + width)
+        updates += ups
+        seen += [u for b in listener.poll() for u in b.to_tuples()]
+        delivered = listener.frontier.time
+        assert delivered is not None
+        shard.downgrade_since(max(0, delivered - 1 - lag))
+    upper = shard.upper.time
+    assert upper is not None and listener.frontier.time == upper
+    for t in range(upper):
+        acc = Counter(base)
+        for row, time, d in seen:
+            if time <= t:
+                acc[tuple(row)] += d
+        assert Counter({k: v for k, v in acc.items() if v}) == reference_at(updates, t)
+
+
 def test_compaction_drops_cancelled_history(storage: Storage) -> None:
     shard = storage.create_shard("s", DESC)
     for t in range(40):  # each row is inserted, then deleted two steps later
