@@ -17,6 +17,7 @@ from uuid import UUID
 from twofold.client import ComputeClient, ReplicaEndpoint, channel_pair
 from twofold.protocol import (
     AllowCompaction,
+    AllowWrites,
     CancelPeek,
     ComputeCommand,
     ComputeResponse,
@@ -24,16 +25,19 @@ from twofold.protocol import (
     CopyToResponse,
     CopyToRowCount,
     CreateDataflow,
+    CreateInstance,
     Frontier,
     Frontiers,
     GlobalId,
     Hello,
+    IdKind,
     IndexTarget,
     Peek,
     PeekCanceled,
     PeekResponse,
     PeekRows,
     Row,
+    Schedule,
 )
 
 E = Frontier.empty()
@@ -47,6 +51,8 @@ class Session:
     commands: list[ComputeCommand] = field(default_factory=list)
     pending: dict[UUID, Peek] = field(default_factory=dict)
     nonce: UUID | None = None
+    created: set[GlobalId] = field(default_factory=set)
+    peek_uuids: set[UUID] = field(default_factory=set)
     indexes: set[GlobalId] = field(default_factory=set)
     alive: bool = True
 
@@ -74,6 +80,8 @@ class FakeReplica:
         self.sessions: list[Session] = []
         self._cond = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
+        self.violations: list[str] = []
+        """Protocol violations the controller committed against this replica."""
 
     @property
     def session(self) -> Session:
@@ -118,6 +126,8 @@ class FakeReplica:
             s.endpoint.fail(exc)
 
     def answer_pending(self, rows: list[tuple[Row, int]] | None = None) -> None:
+        if not self.sessions:
+            return
         s = self.session
         for u, p in list(s.pending.items()):
             assert isinstance(p.target, IndexTarget)
@@ -138,7 +148,29 @@ class FakeReplica:
             s.alive = False
             await self._notify()
 
+    def _check(self, s: Session, cmd: ComputeCommand) -> None:
+        n = len(s.commands)
+        if (n == 1) != isinstance(cmd, Hello):
+            self.violations.append(f"command {n} is {cmd!r}; Hello must come first and once")
+        if n == 2 and not isinstance(cmd, CreateInstance):
+            self.violations.append(f"second command is {cmd!r}, not CreateInstance")
+        if isinstance(cmd, CreateDataflow):
+            for e in cmd.dataflow.export_ids():
+                if e in s.created:
+                    self.violations.append(f"{e} created twice in one iteration")
+                s.created.add(e)
+        elif isinstance(cmd, Schedule | AllowWrites | AllowCompaction):
+            if cmd.id not in s.created and cmd.id.kind != IdKind.INTROSPECTION:
+                self.violations.append(f"{cmd!r} names {cmd.id}, never created")
+        elif isinstance(cmd, Peek):
+            if cmd.uuid in s.peek_uuids:
+                self.violations.append(f"peek {cmd.uuid} sent twice in one iteration")
+            s.peek_uuids.add(cmd.uuid)
+            if isinstance(cmd.target, IndexTarget) and cmd.target.id not in s.created:
+                self.violations.append(f"peek of {cmd.target.id}, never created")
+
     def _handle(self, s: Session, cmd: ComputeCommand) -> None:
+        self._check(s, cmd)
         if isinstance(cmd, Hello):
             s.nonce = cmd.nonce
         elif isinstance(cmd, CreateDataflow):
@@ -170,6 +202,8 @@ class FakeReplica:
             s.send(Frontiers(id=cmd.id, write_frontier=E, input_frontier=E, output_frontier=E))
 
     async def stop(self) -> None:
+        """Stop serving; fails the test if the controller violated the protocol."""
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        assert self.violations == [], self.violations

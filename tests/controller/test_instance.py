@@ -115,6 +115,8 @@ def test_materialized_view_gets_allow_writes_and_write_only_policy() -> None:
     s.create_dataflow(index_dataflow(U1, as_of=0))
     _, fx = s.create_dataflow(mv_dataflow(U2, U1))
     assert fx.commands[-1] == AllowWrites(id=U2)
+    with pytest.raises(InvalidRead, match="materialized view, not an index"):
+        s.begin_peek(UUID(int=1), IndexTarget(id=U2), 0)
     fx = s.absorb(1, Frontiers(id=U2, write_frontier=at(8)))
     assert AllowCompaction(id=U2, frontier=at(7)) in fx.commands
     # The MV's input hold follows the MV's since.

@@ -469,7 +469,13 @@ class InstanceState:
             ts, held = timestamp, False
         else:
             ts, held = self.choose_timestamp(target.id, timestamp), True
-            self.collections[target.id].holds.acquire(Frontier.at(ts))
+            c = self.collections[target.id]
+            if c.kind not in (CollectionKind.INDEX, CollectionKind.INTROSPECTION):
+                raise InvalidRead(
+                    f"cannot peek {target.id}: it is a {c.kind.value}, not an index "
+                    "(peek its storage shard with a StorageTarget, or use a peek dataflow)"
+                )
+            c.holds.acquire(Frontier.at(ts))
         peek = Peek(
             uuid=uuid,
             target=target,
