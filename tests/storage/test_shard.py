@@ -15,12 +15,16 @@ from hypothesis import strategies as st
 from twofold.protocol import Frontier
 from twofold.storage import (
     BeyondUpper,
+    CorruptStorage,
     InvalidUpdates,
+    Part,
     SchemaMismatch,
     SinceViolation,
     Storage,
     UpperMismatch,
+    to_update_table,
 )
+from twofold.storage.shard import tile_batches
 
 from .helpers import DESC, Update, fresh_id, reference_at, snapshot_counter
 
@@ -367,7 +371,22 @@ def test_concurrent_appends_downgrades_compactions_and_reads(storage: Storage) -
     assert snapshot_counter(shard, 59) == reference_at(updates, 59)
 
 
-# -- listening --------------------------------------------------------------------------------
+# -- listening -------------------------------------------------------------------------------
+
+
+def test_tile_batches_clips_straddlers_and_fills_gaps() -> None:
+    def part(pid: int, lower: int, upper: int, times: list[int]) -> Part:
+        table = to_update_table([([t, "x"], t, 1) for t in times], DESC)
+        return Part(pid, lower, Frontier.at(upper), 0, len(times), table)
+
+    empty = to_update_table([], DESC)
+    parts = [part(1, 0, 4, [1, 3]), part(2, 6, 8, [6, 7])]
+    batches = tile_batches(2, Frontier.at(10), parts, empty, "s")
+    assert [(b.lower.time, b.upper.time, [t for _, t, _ in b.to_tuples()]) for b in batches] == [
+        (2, 4, [3]), (4, 6, []), (6, 8, [6, 7]), (8, 10, []),
+    ]
+    with pytest.raises(CorruptStorage, match="beyond the upper"):
+        tile_batches(2, Frontier.at(7), parts, empty, "s")
 
 
 def test_listen_waits_for_appends_from_another_thread(storage: Storage) -> None:

@@ -240,27 +240,9 @@ class Listener:
                 return  # no time at or after `start` is complete yet
             state, parts = backend.read_parts(shard_id, overlapping_from=start, up_to=None)
             self._check_since(state.since, start)
-            cursor = Frontier.at(start)
-            empty = empty_updates(self.shard.desc)
-            for part in parts:
-                if cursor.time is not None and part.lower > cursor.time:
-                    self._buffer.append(UpdateBatch(cursor, Frontier.at(part.lower), empty))
-                    cursor = Frontier.at(part.lower)
-                updates = part.updates
-                if part.lower < start:
-                    # Only a part appended before `as_of` can straddle `start`, and it is not
-                    # compacted (its upper is beyond since), so its times are the original ones.
-                    keep = pc.greater_equal(updates.column(TIME), pa.scalar(start, pa.uint64()))
-                    updates = updates.filter(keep)
-                if not part.upper.less_equal(state.upper):
-                    raise CorruptStorage(
-                        f"shard {shard_id!r}: part {part.part_id} ends at {part.upper!r}, "
-                        f"beyond the upper {state.upper!r}"
-                    )
-                self._buffer.append(UpdateBatch(cursor, part.upper, updates))
-                cursor = part.upper
-            if cursor != state.upper:
-                self._buffer.append(UpdateBatch(cursor, state.upper, empty))
+            self._buffer.extend(
+                tile_batches(start, state.upper, parts, empty_updates(self.shard.desc), shard_id)
+            )
             self._frontier = state.upper
 
     def _check_since(self, since: Frontier, start: int) -> None:
@@ -352,3 +334,36 @@ class Listener:
                 return
             yield batch
 
+
+def tile_batches(start: int, upper: Frontier, parts: list[Part], empty: pa.Table,
+                 shard_id: str) -> list[UpdateBatch]:
+    """The batches a listener delivers for `[start, upper)`, given the stored parts that may
+    hold times in it (in time order): one batch per part, the part's own bounds (clipped at
+    `start`), with empty batches over the gaps, so the batches tile `[start, upper)` exactly.
+
+    Pure: the decision half of `Listener`, separate from the reads that feed it.
+    """
+    out: list[UpdateBatch] = []
+    cursor = Frontier.at(start)
+    for part in parts:
+        if part.upper.less_equal(cursor):
+            continue
+        if not part.upper.less_equal(upper):
+            raise CorruptStorage(
+                f"shard {shard_id!r}: part {part.part_id} ends at {part.upper!r}, beyond the "
+                f"upper {upper!r}"
+            )
+        if cursor.time is not None and part.lower > cursor.time:
+            out.append(UpdateBatch(cursor, Frontier.at(part.lower), empty))
+            cursor = Frontier.at(part.lower)
+        updates = part.updates
+        if part.lower < start:
+            # Only a part appended before the listener's `as_of` can straddle `start`, and it
+            # is not compacted (its upper is beyond since), so its times are the original ones.
+            keep = pc.greater_equal(updates.column(TIME), pa.scalar(start, pa.uint64()))
+            updates = updates.filter(keep)
+        out.append(UpdateBatch(cursor, part.upper, updates))
+        cursor = part.upper
+    if cursor != upper:
+        out.append(UpdateBatch(cursor, upper, empty))
+    return out
