@@ -33,10 +33,10 @@ from twofold.testing import strategies as s
 T = TypeVar("T")
 
 # Coverage checks sample a fixed, derandomized set of examples (no shrinking, no flakiness).
-SAMPLE = settings(max_examples=300, derandomize=True, database=None)
+SAMPLE = settings(max_examples=150, derandomize=True, database=None)
 
 
-def sample(strategy: st.SearchStrategy[T], n: int = 300) -> list[T]:
+def sample(strategy: st.SearchStrategy[T], n: int = 150) -> list[T]:
     """A deterministic sample of `n` values from `strategy`."""
     out: list[T] = []
 
@@ -61,7 +61,16 @@ def sample(strategy: st.SearchStrategy[T], n: int = 300) -> list[T]:
         (s.subscribe_events(), SubscribeEvent),
         (s.copy_to_results(), CopyToResult),
     ],
-    ids=lambda x: getattr(x, "__name__", None) or "",
+    ids=[
+        "commands",
+        "responses",
+        "plans",
+        "exprs",
+        "sink_connections",
+        "peek_results",
+        "subscribe_events",
+        "copy_to_results",
+    ],
 )
 def test_every_variant_is_generated(strategy: st.SearchStrategy[Any], union: Any) -> None:
     assert {type(v) for v in sample(strategy)} == set(get_args(union))
@@ -113,7 +122,7 @@ def test_plans_have_bounded_depth(p: Plan) -> None:
 
 
 def test_deep_plans_are_generated() -> None:
-    assert max(map(_plan_depth, sample(s.plans(max_depth=3)))) == 3
+    assert max(map(_plan_depth, sample(s.plans(max_depth=3), 60))) == 3
 
 
 @given(s.plans(ids=st.just(GlobalId.user(5))))
@@ -160,3 +169,54 @@ def test_dataflows_of_both_kinds_are_generated() -> None:
     peeks = sample(s.peek_dataflows(), 60)
     assert any(d.as_of is not None and d.as_of.time == MAX_TIME for d in peeks)
     assert any(d.export_ids() for d in peeks)
+
+
+SINGLE_CLASS = {
+    "columns": "Column", "literals": "Literal", "calls": "Call", "gets": "Get",
+    "constants": "Constant", "mfps": "Mfp", "joins": "Join", "reduces": "Reduce",
+    "top_ks": "TopK", "union_alls": "UnionAll", "negates": "Negate", "thresholds": "Threshold",
+    "distincts": "Distinct", "order_keys": "OrderKey", "aggregates": "Aggregate",
+    "map_filter_projects": "MapFilterProject", "row_set_finishings": "RowSetFinishing",
+    "column_types": "ColumnType", "relation_descs": "RelationDesc", "index_descs": "IndexDesc",
+    "source_imports": "SourceImport", "index_imports": "IndexImport",
+    "build_descs": "BuildDesc", "subscribe_sinks": "SubscribeSink",
+    "materialized_view_sinks": "MaterializedViewSink", "copy_to_sinks": "CopyToSink",
+    "sink_descs": "SinkDesc", "dataflow_descriptions": "DataflowDescription",
+    "logging_configs": "LoggingConfig", "instance_configs": "InstanceConfig",
+    "compute_parameters": "ComputeParameters", "hellos": "Hello",
+    "create_instances": "CreateInstance", "initialization_completes": "InitializationComplete",
+    "update_configurations": "UpdateConfiguration", "create_dataflows": "CreateDataflow",
+    "schedules": "Schedule", "allow_writes": "AllowWrites",
+    "allow_compactions": "AllowCompaction", "index_targets": "IndexTarget",
+    "storage_targets": "StorageTarget", "peeks": "Peek", "cancel_peeks": "CancelPeek",
+    "frontiers_responses": "Frontiers", "peek_rows": "PeekRows", "peek_errors": "PeekError",
+    "peek_canceleds": "PeekCanceled", "peek_responses": "PeekResponse",
+    "subscribe_batches": "SubscribeBatch", "subscribe_dropped_ats": "SubscribeDroppedAt",
+    "subscribe_responses": "SubscribeResponse", "copy_to_row_counts": "CopyToRowCount",
+    "copy_to_errors": "CopyToError", "copy_to_droppeds": "CopyToDropped",
+    "copy_to_responses": "CopyToResponse", "statuses": "Status",
+    "frontiers": "Frontier", "global_ids": "GlobalId",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "cls_name"), sorted(SINGLE_CLASS.items()))
+def test_single_class_strategies(name: str, cls_name: str) -> None:
+    import twofold.protocol as protocol
+
+    cls = getattr(protocol, cls_name)
+    values = sample(getattr(s, name)(), 10)
+    assert values and all(type(v) is cls for v in values)
+
+
+@pytest.mark.parametrize(
+    ("factory", "kind"),
+    [
+        (s.system_ids, IdKind.SYSTEM),
+        (s.introspection_ids, IdKind.INTROSPECTION),
+        (s.user_ids, IdKind.USER),
+        (s.transient_ids, IdKind.TRANSIENT),
+    ],
+)
+def test_id_strategies_of_one_kind(factory: Any, kind: IdKind) -> None:
+    assert {g.kind for g in sample(factory(), 20)} == {kind}
+    assert all(not g.is_transient for g in sample(s.durable_ids(), 20))

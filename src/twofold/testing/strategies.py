@@ -294,26 +294,37 @@ def _call_of(func: str) -> Callable[[list[Expr]], Expr]:
 
 
 @_memo
-def _calls(args: S[Expr]) -> S[Expr]:
-    """A `Call` of every function, each with its arity (`coalesce`: one to three)."""
+def columns(max_column: int = MAX_COLUMN) -> S[Column]:
+    """`Column` references to indexes in `[0, max_column]`."""
+    return st.builds(Column, _columns(max_column))
+
+
+@_memo
+def literals() -> S[Literal]:
+    return st.builds(Literal, scalars())
+
+
+@_memo
+def calls(args: S[Expr] | None = None) -> S[Call]:
+    """A `Call` of every function with arguments from `args` (leaves when `None`), each with
+    its arity (`coalesce`: one to three arguments)."""
+    arg = st.one_of(columns(), literals()) if args is None else args
     by_func = []
     for func in _FUNCTIONS:
         arity = FUNCTION_ARITY[func]
         lo, hi = (1, 3) if arity is None else (arity, arity)
-        by_func.append(st.lists(args, min_size=lo, max_size=hi).map(_call_of(func)))
-    return st.one_of(by_func)
+        by_func.append(st.lists(arg, min_size=lo, max_size=hi).map(_call_of(func)))
+    return cast(S[Call], st.one_of(by_func))
 
 
 @_memo
 def exprs(max_depth: int = 3, *, max_column: int = MAX_COLUMN) -> S[Expr]:
     """Scalar expressions of depth at most `max_depth` (a leaf has depth 0); every `Call` has
     the arity `FUNCTION_ARITY` gives its function (`coalesce`: one to three arguments)."""
-    leaves: S[Expr] = st.one_of(
-        st.builds(Column, _columns(max_column)), st.builds(Literal, scalars())
-    )
+    leaves: S[Expr] = st.one_of(columns(max_column), literals())
     level = leaves
     for _ in range(max_depth):
-        level = st.one_of(leaves, _calls(level))
+        level = st.one_of(leaves, calls(level))
     return level
 
 
@@ -359,46 +370,105 @@ def row_set_finishings(max_column: int = MAX_COLUMN) -> S[RowSetFinishing]:
     )
 
 
-def _join(left: Plan, right: Plan, keys: list[tuple[int, int]]) -> Plan:
-    return Join(left, right, [k for k, _ in keys], [k for _, k in keys])
+# Every plan-node strategy takes the strategy of its inputs (`plan_leaves()` when `None`), so
+# `plans()` can stack them level by level into a tree of bounded depth.
 
 
 @_memo
-def joins(inputs: S[Plan], max_column: int = MAX_COLUMN) -> S[Plan]:
-    """`Join`s of two `inputs` on keys of equal length."""
-    cols = _columns(max_column)
-    return st.builds(_join, inputs, inputs, _small_lists(st.tuples(cols, cols), 3))
+def gets(ids: S[GlobalId] | None = None) -> S[Get]:
+    return st.builds(Get, global_ids() if ids is None else ids)
 
 
 @_memo
-def _plan_nodes(inputs: S[Plan], max_column: int) -> S[Plan]:
-    cols = _columns(max_column)
-    e = exprs(2, max_column=max_column)
-    return st.one_of(
-        st.builds(Mfp, inputs, _small_lists(e, 2), _small_lists(e, 2), _projects(max_column)),
-        joins(inputs, max_column),
-        st.builds(Reduce, inputs, _small_lists(cols, 3), _small_lists(aggregates(max_column), 3)),
-        st.builds(
-            TopK,
-            inputs,
-            _small_lists(cols, 2),
-            _small_lists(order_keys(max_column), 2),
-            st.one_of(st.none(), st.integers(0, 10)),
-            st.integers(0, 5),
-        ),
-        st.builds(UnionAll, _small_lists(inputs, 3, min_size=1)),
-        st.builds(Negate, inputs),
-        st.builds(Threshold, inputs),
-        st.builds(Distinct, inputs),
-    )
+def constants() -> S[Constant]:
+    return st.builds(Constant, _small_lists(updates(), 3))
 
 
 @_memo
 def plan_leaves(ids: S[GlobalId] | None = None) -> S[Plan]:
     """`Get` (of `ids`, any id when `None`) and `Constant` plans."""
+    return st.one_of(gets(ids), constants())
+
+
+@_memo
+def mfps(inputs: S[Plan] | None = None, max_column: int = MAX_COLUMN) -> S[Mfp]:
+    e = exprs(2, max_column=max_column)
+    return st.builds(
+        Mfp,
+        plan_leaves() if inputs is None else inputs,
+        _small_lists(e, 2),
+        _small_lists(e, 2),
+        _projects(max_column),
+    )
+
+
+def _join(left: Plan, right: Plan, keys: list[tuple[int, int]]) -> Join:
+    return Join(left, right, [k for k, _ in keys], [k for _, k in keys])
+
+
+@_memo
+def joins(inputs: S[Plan] | None = None, max_column: int = MAX_COLUMN) -> S[Join]:
+    """`Join`s of two `inputs` on keys of equal length."""
+    i = plan_leaves() if inputs is None else inputs
+    cols = _columns(max_column)
+    return st.builds(_join, i, i, _small_lists(st.tuples(cols, cols), 3))
+
+
+@_memo
+def reduces(inputs: S[Plan] | None = None, max_column: int = MAX_COLUMN) -> S[Reduce]:
+    return st.builds(
+        Reduce,
+        plan_leaves() if inputs is None else inputs,
+        _small_lists(_columns(max_column), 3),
+        _small_lists(aggregates(max_column), 3),
+    )
+
+
+@_memo
+def top_ks(inputs: S[Plan] | None = None, max_column: int = MAX_COLUMN) -> S[TopK]:
+    return st.builds(
+        TopK,
+        plan_leaves() if inputs is None else inputs,
+        _small_lists(_columns(max_column), 2),
+        _small_lists(order_keys(max_column), 2),
+        st.one_of(st.none(), st.integers(0, 10)),
+        st.integers(0, 5),
+    )
+
+
+@_memo
+def union_alls(inputs: S[Plan] | None = None) -> S[UnionAll]:
+    """`UnionAll`s of one to three inputs."""
+    i = plan_leaves() if inputs is None else inputs
+    return st.builds(UnionAll, _small_lists(i, 3, min_size=1))
+
+
+@_memo
+def negates(inputs: S[Plan] | None = None) -> S[Negate]:
+    return st.builds(Negate, plan_leaves() if inputs is None else inputs)
+
+
+@_memo
+def thresholds(inputs: S[Plan] | None = None) -> S[Threshold]:
+    return st.builds(Threshold, plan_leaves() if inputs is None else inputs)
+
+
+@_memo
+def distincts(inputs: S[Plan] | None = None) -> S[Distinct]:
+    return st.builds(Distinct, plan_leaves() if inputs is None else inputs)
+
+
+@_memo
+def _plan_nodes(inputs: S[Plan], max_column: int) -> S[Plan]:
     return st.one_of(
-        st.builds(Get, global_ids() if ids is None else ids),
-        st.builds(Constant, _small_lists(updates(), 3)),
+        mfps(inputs, max_column),
+        joins(inputs, max_column),
+        reduces(inputs, max_column),
+        top_ks(inputs, max_column),
+        union_alls(inputs),
+        negates(inputs),
+        thresholds(inputs),
+        distincts(inputs),
     )
 
 
