@@ -147,7 +147,11 @@ def test_frontier_is_immutable() -> None:
         f._time = 4  # type: ignore[misc]
     with pytest.raises(AttributeError):
         f.anything = 1  # type: ignore[attr-defined]
-    assert f == Frontier.at(3)
+    with pytest.raises(AttributeError):
+        del f._time
+    with pytest.raises(AttributeError):
+        del Frontier.empty()._time
+    assert f == Frontier.at(3) and Frontier.empty().is_empty
 
 
 def test_step_back() -> None:

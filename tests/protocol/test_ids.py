@@ -78,6 +78,13 @@ def test_parse_rejects_bad_strings(bad: str) -> None:
         GlobalId.parse(bad)
 
 
+def test_parse_rejects_overlong_numbers_with_a_short_message() -> None:
+    with pytest.raises(ValueError, match="not a GlobalId") as info:
+        GlobalId.parse("u" + "1" * 5000)
+    assert len(str(info.value)) < 200
+    assert GlobalId.parse("u" + str(2**64 - 1)) == GlobalId.user(2**64 - 1)
+
+
 def test_parse_rejects_non_strings() -> None:
     with pytest.raises(TypeError):
         GlobalId.parse(7)  # type: ignore[arg-type]
@@ -100,6 +107,8 @@ def test_immutable() -> None:
     g = GlobalId.user(1)
     with pytest.raises(AttributeError):
         g._n = 2  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        del g._n
     with pytest.raises(AttributeError):
         g.other = 2  # type: ignore[attr-defined]
     assert g == GlobalId.user(1)

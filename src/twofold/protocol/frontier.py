@@ -100,6 +100,11 @@ class Frontier:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Frontier is immutable")
 
+    def __delattr__(self, name: str) -> None:
+        # Without this, `del f._time` would empty the slot (and could corrupt the shared
+        # `empty()`/`minimum()` instances).
+        raise AttributeError("Frontier is immutable")
+
     def __le__(self, other: Frontier) -> bool:
         if not isinstance(other, Frontier):
             return NotImplemented

@@ -72,10 +72,18 @@ class GlobalId:
             if text.startswith(prefix):
                 digits = text[len(prefix) :]
                 # Reject signs, whitespace, underscores and leading zeros: one spelling per id.
-                if digits.isascii() and digits.isdigit() and (digits == "0" or digits[0] != "0"):
+                # 2**64 - 1 has 20 digits; the length check also keeps int() away from
+                # arbitrarily long input.
+                if (
+                    0 < len(digits) <= 20
+                    and digits.isascii()
+                    and digits.isdigit()
+                    and (digits == "0" or digits[0] != "0")
+                ):
                     return cls(kind, int(digits))
                 break
-        raise ValueError(f"not a GlobalId: {text!r} (expected s<n>, si<n>, u<n> or t<n>)")
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise ValueError(f"not a GlobalId: {shown!r} (expected s<n>, si<n>, u<n> or t<n>)")
 
     @property
     def kind(self) -> IdKind:
@@ -93,6 +101,9 @@ class GlobalId:
         return (int(self._kind), self._n)
 
     def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("GlobalId is immutable")
+
+    def __delattr__(self, name: str) -> None:
         raise AttributeError("GlobalId is immutable")
 
     def __str__(self) -> str:
