@@ -360,3 +360,30 @@ async def test_subscribe_deduplicates_across_replicas() -> None:
         ]
     await a.stop()
     await b.stop()
+
+
+async def test_commands_during_an_outage_arrive_by_replay_not_by_queue() -> None:
+    sleeping, gate = asyncio.Event(), asyncio.Event()
+
+    async def gated(_delay: float) -> None:
+        sleeping.set()
+        await gate.wait()
+
+    fake = FakeReplica()
+    async with controller(fake, sleep=gated) as c:
+        conn = c.connections[1]
+        await conn.wait_for_epoch(1)
+        fake.kill(ConnectionResetError("outage"))
+        await sleeping.wait()  # the connection task is in its backoff
+        assert not conn.connected
+        ids = [GlobalId.user(n) for n in range(1, 31)]
+        for i in ids:
+            await c.create_dataflow(index_dataflow(i, as_of=0))
+        assert len(conn._queue) == 0  # nothing accumulates while disconnected
+        gate.set()
+        await conn.wait_for_epoch(2)
+        await fake.until(lambda: InitializationComplete() in fake.session.commands)
+        created = [e for x in fake.session.commands if isinstance(x, CreateDataflow)
+                   for e in x.dataflow.index_exports]
+        assert created == ids
+    await fake.stop()

@@ -71,8 +71,11 @@ class ReplicaConnection:
         self._epoch_changed = asyncio.Event()
 
     def enqueue(self, commands: list[ComputeCommand]) -> None:
-        """Queue commands for the current connection (dropped at the next reconnect, whose
-        replay covers them)."""
+        """Queue commands for the current connection. While disconnected they are not kept:
+        they are in the history, and the next connection's replay re-declares them (so an
+        outage costs no memory proportional to traffic)."""
+        if not self.connected:
+            return
         for c in commands:
             self._queue.put(c)
 
@@ -107,13 +110,16 @@ class ReplicaConnection:
             epoch = self.epoch
             queue: Pipe[ComputeCommand] = Pipe()
             self._queue = queue
-            replay = self._on_connect(self.replica, epoch)
+            # Connected *before* the snapshot: commands `on_connect` itself issues (and all
+            # later ones) queue behind the replay; no await separates the two.
             self.connected = True
+            replay = self._on_connect(self.replica, epoch)
             self._epoch_changed.set()
             for cmd in replay:
                 await client.send(self._specialize(cmd))
             await self._pump(client, queue, epoch)
         finally:
+            self.connected = False
             await _close(client)
 
     def _specialize(self, cmd: ComputeCommand) -> ComputeCommand:
