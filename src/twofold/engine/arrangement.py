@@ -25,12 +25,12 @@ import polars as pl
 import pyarrow as pa
 
 from twofold.engine.batch import Batch, build_batch, filter_time, gather_hashes, merge_batches
+from twofold.engine.consolidation import consolidate
 from twofold.engine.errors import EvalError, InputError, NotReadableError
 from twofold.engine.frames import (
     DIFF,
     ERROR,
     TIME,
-    consolidate,
     empty,
     error_schema,
     names,
@@ -110,17 +110,31 @@ def _accumulate(updates: pl.DataFrame, cols: Sequence[str]) -> pl.DataFrame:
     return consolidate(updates.select([*cols, DIFF]), cols)
 
 
+def gather_keys(batches: Sequence[Batch], keys: pl.DataFrame
+                ) -> tuple[pl.DataFrame, np.ndarray, np.ndarray] | None:
+    """Candidate updates for the key rows of `keys` (columns positional to the arrangement's
+    key) with their codes and hashes: every update of those keys, plus any of other keys
+    whose hash shares the prefix. `None` when there are none."""
+    hashes = np.unique(row_hash(keys, list(keys.columns)) & KEY_MASK)
+    parts = [p for b in batches if (p := gather_hashes(b, hashes)) is not None]
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    return (pl.concat([p[0] for p in parts], how="vertical", rechunk=False),
+            np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]))
+
+
 def lookup_batches(
     batches: Sequence[Batch], key_cols: Sequence[str], keys: pl.DataFrame, *,
     le: int | None = None, nulls_equal: bool = False,
 ) -> pl.DataFrame | None:
     """Updates (time <= `le` when given) whose key equals a row of `keys` (columns positional
-    to `key_cols`, distinct). `None` when nothing matches."""
-    hashes = np.unique(row_hash(keys, list(keys.columns)) & KEY_MASK)
-    parts = [p for b in batches if (p := gather_hashes(b, hashes)) is not None]
-    if not parts:
+    to `key_cols`, distinct), exactly. `None` when nothing matches."""
+    gathered = gather_keys(batches, keys)
+    if gathered is None:
         return None
-    found = pl.concat(parts, how="vertical", rechunk=False) if len(parts) > 1 else parts[0]
+    found = gathered[0]
     if le is not None:
         found = filter_time(found, le=le)
     probe = keys.rename({c: f"_k{j}" for j, c in enumerate(keys.columns)})

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from twofold.engine.consolidation import consolidate_sorted
 from twofold.engine.frames import DIFF, TIME, advance_times
 from twofold.engine.hashing import key_range, row_hash, sort_code
 
@@ -50,32 +51,7 @@ def _freeze(*arrays: np.ndarray) -> None:
 
 def _sorted_consolidated(frame: pl.DataFrame, codes: np.ndarray, hashes: np.ndarray,
                          lower: int, upper: int | None, since: int) -> Batch:
-    if frame.height > 1:
-        order = np.argsort(codes, kind="stable")
-        if not np.array_equal(order, np.arange(len(order))):
-            codes, hashes, frame = codes[order], hashes[order], frame[order]
-    n = frame.height
-    keep: np.ndarray | None = None
-    diffs = frame.get_column(DIFF).to_numpy()
-    if n > 1:
-        cand = np.flatnonzero(codes[1:] == codes[:-1]) + 1
-        if len(cand):
-            cur, prev = frame[cand], frame[cand - 1]
-            same = np.ones(len(cand), dtype=bool)
-            for c in frame.columns:
-                if c != DIFF:
-                    same &= cur.get_column(c).eq_missing(prev.get_column(c)).to_numpy()
-            starts_mask = np.ones(n, dtype=bool)
-            starts_mask[cand[same]] = False
-            starts = np.flatnonzero(starts_mask)
-            if len(starts) < n:
-                diffs = np.add.reduceat(diffs, starts)
-                keep = starts
-    nonzero = diffs != 0
-    if keep is not None or not nonzero.all():
-        idx = keep[nonzero] if keep is not None else np.flatnonzero(nonzero)
-        frame = frame[idx].with_columns(pl.Series(DIFF, diffs[nonzero], pl.Int64))
-        codes, hashes = codes[idx], hashes[idx]
+    frame, codes, hashes = consolidate_sorted(frame, codes, hashes)
     _freeze(codes, hashes)
     return Batch(frame, codes, hashes, lower, upper, since)
 
@@ -129,8 +105,10 @@ def key_slices(batch: Batch, key_hashes: np.ndarray) -> tuple[np.ndarray, np.nda
             np.searchsorted(batch.codes, hi, "right"))
 
 
-def gather_hashes(batch: Batch, key_hashes: np.ndarray) -> pl.DataFrame | None:
-    """The rows of `batch` in the ranges of `key_hashes` (sorted, unique), or `None`."""
+def gather_hashes(batch: Batch, key_hashes: np.ndarray
+                  ) -> tuple[pl.DataFrame, np.ndarray, np.ndarray] | None:
+    """The rows of `batch` in the ranges of `key_hashes` (sorted, unique) with their codes and
+    hashes, or `None`. Rows of other keys sharing a key hash prefix may be included."""
     if len(batch) == 0:
         return None
     starts, ends = key_slices(batch, key_hashes)
@@ -139,10 +117,11 @@ def gather_hashes(batch: Batch, key_hashes: np.ndarray) -> pl.DataFrame | None:
     if total == 0:
         return None
     if len(starts) == 1:
-        return batch.data.slice(int(starts[0]), total)
+        s = int(starts[0])
+        return batch.data.slice(s, total), batch.codes[s:s + total], batch.hashes[s:s + total]
     keep = lens > 0
     starts, lens = starts[keep], lens[keep]
     # Row indexes of every range laid end to end: each range's start, offset by the running
     # total of the lengths before it.
     idx = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(total)
-    return batch.data[idx]
+    return batch.data[idx], batch.codes[idx], batch.hashes[idx]

@@ -124,20 +124,6 @@ def frame_from_collection(
         raise InputError(f"rows do not match their types: {e}") from None
 
 
-def consolidate(frame: pl.DataFrame, cols: Sequence[str]) -> pl.DataFrame:
-    """Sum `diff` over equal `cols` (which must include `time` for update frames) and drop
-    zero sums. Output order is unspecified."""
-    if frame.height == 0:
-        return frame
-    if not cols:
-        total = int(frame[DIFF].sum())
-        return frame.head(1).with_columns(pl.lit(total, pl.Int64).alias(DIFF)).filter(
-            pl.col(DIFF) != 0
-        )
-    out = frame.group_by(list(cols)).agg(pl.col(DIFF).sum())
-    return out.filter(pl.col(DIFF) != 0).select(frame.columns)
-
-
 def rows_of(frame: pl.DataFrame, cols: Sequence[str]) -> list[list[Any]]:
     """The `cols` of each row as Python lists."""
     if not cols:

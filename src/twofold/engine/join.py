@@ -26,8 +26,8 @@ class JoinOp(Operator):
         self.lk, self.rk = left_key, right_key
         self.types = [*left.types, *right.types]
         self.nl = len(left.types)
-        self.lstate = KeyedState(left.types, left_key)
-        self.rstate = KeyedState(right.types, right_key)
+        self.lstate = KeyedState.of(left.types, left_key)
+        self.rstate = KeyedState.of(right.types, right_key)
         # Columns compared as floats because the other side's key column is a float.
         self.lfloat = [
             a for a, b in zip(left_key, right_key, strict=True)

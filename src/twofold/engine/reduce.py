@@ -20,8 +20,9 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
+from twofold.engine.consolidation import consolidate
 from twofold.engine.expr import OUT_OF_RANGE
-from twofold.engine.frames import DIFF, ERROR, consolidate
+from twofold.engine.frames import DIFF, ERROR
 from twofold.engine.operator import (
     EMPTY_ERRORS,
     Delta,
@@ -45,7 +46,7 @@ class KeyedOp(Operator):
         self.types = list(types)
         self.in_cols = [f"c{i}" for i in range(len(child.types))]
         self.out_cols = [f"c{i}" for i in range(len(types))]
-        self.state = KeyedState(child.types, key)
+        self.state = KeyedState.of(child.types, key)
 
     @abstractmethod
     def evaluate(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -60,7 +61,7 @@ class KeyedOp(Operator):
         if delta.height == 0:
             return empty_delta(self.types)[0], errs
         # With an empty key every step touches the single group: the whole state.
-        prev = (self.state.lookup(distinct_keys(delta, self.key_cols), nulls_equal=True)
+        prev = (self.state.lookup(distinct_keys(delta, self.key_cols))
                 if self.key else self.state.accumulated())
         new = consolidated_union([prev, delta], self.in_cols)
         old_out, old_err = self.evaluate(prev) if prev.height else (None, None)

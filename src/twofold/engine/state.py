@@ -3,30 +3,46 @@
 Operators process times in order and only ever need "the collection before the current time",
 so a `KeyedState` keeps its spine compacted to the latest time (merges collapse history) and
 answers batched key lookups in O(keys looked up + rows found), independent of the state's size.
+
+Lookups return *candidates*: every row of the asked keys, plus possibly rows of other keys
+whose hash shares the prefix. Operators are written so such extra rows cancel (a keyed
+operator emits `f(new) - f(old)` over the same extra rows) or cannot match (a join compares the
+actual key values), which saves an exact filtering join per step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import polars as pl
 
-from twofold.engine.arrangement import Spine, lookup_batches
-from twofold.engine.frames import DIFF, TIME, consolidate, empty, schema
+from twofold.engine.arrangement import Spine, gather_keys
+from twofold.engine.consolidation import consolidate, consolidate_sorted
+from twofold.engine.frames import DIFF, TIME, empty, schema
+from twofold.engine.hashing import sort_code
 from twofold.protocol import ColumnType
 
 
 class KeyedState:
-    """The accumulated collection of one operator input, arranged by `key` columns."""
+    """The accumulated collection of one operator input, arranged by `key_cols`."""
 
-    def __init__(self, types: Sequence[ColumnType], key: Sequence[int]) -> None:
-        self.types = list(types)
-        self.cols = [f"c{i}" for i in range(len(types))]
-        self.key_cols = [f"c{i}" for i in key]
-        self.spine = Spine(schema(types), self.key_cols)
+    def __init__(self, sch: dict[str, pl.DataType], key_cols: Sequence[str]) -> None:
+        self.sch = dict(sch)
+        self.cols = list(sch)
+        self.key_cols = list(key_cols)
+        self.spine = Spine(self.sch, self.key_cols)
+
+    @classmethod
+    def of(cls, types: Sequence[ColumnType], key: Sequence[int]) -> KeyedState:
+        """State for a relation of `types` keyed by the columns `key`."""
+        return cls(schema(types), [f"c{i}" for i in key])
 
     def __len__(self) -> int:
         return len(self.spine)
+
+    def _empty(self) -> pl.DataFrame:
+        return empty({**self.sch, DIFF: pl.Int64()})
 
     def insert(self, t: int, delta: pl.DataFrame) -> None:
         """Add the collection frame `delta` (the change at `t`)."""
@@ -35,32 +51,32 @@ class KeyedState:
         self.spine.since = t
         self.spine.insert(delta.with_columns(pl.lit(t, pl.UInt64).alias(TIME)), t, t + 1)
 
-    def lookup(self, keys: pl.DataFrame, *, nulls_equal: bool) -> pl.DataFrame:
-        """The accumulated rows (collection frame, consolidated) whose key equals a row of
-        `keys` (distinct, columns positional to the key)."""
-        found = None
-        if keys.height:
-            found = lookup_batches(self.spine.batches, self.key_cols, keys,
-                                   nulls_equal=nulls_equal)
+    def lookup(self, keys: pl.DataFrame) -> pl.DataFrame:
+        """Candidate accumulated rows (collection frame, consolidated) of the key rows in
+        `keys` (columns positional to the key). NULL keys are keys like any other."""
+        found = gather_keys(self.spine.batches, keys) if keys.height else None
         if found is None:
-            return empty({**schema(self.types), DIFF: pl.Int64()})
-        return consolidate(found.select([*self.cols, DIFF]), self.cols)
+            return self._empty()
+        frame, codes, hashes = found
+        # Accumulating over all times: recompute codes as if every time were 0, so updates of
+        # one row at different times become adjacent and sum.
+        codes = sort_code(codes, hashes, np.zeros(len(codes), dtype=np.uint64))
+        out, _, _ = consolidate_sorted(frame.select([*self.cols, DIFF]), codes, hashes)
+        return out
 
     def accumulated(self) -> pl.DataFrame:
         """The whole accumulated collection (consolidated)."""
         parts = [b.data for b in self.spine.batches]
         if not parts:
-            return empty({**schema(self.types), DIFF: pl.Int64()})
+            return self._empty()
         frame = pl.concat(parts, how="vertical") if len(parts) > 1 else parts[0]
-        return consolidate(frame.select([*self.cols, DIFF]), self.cols)
+        return consolidate(frame, self.cols)
 
     def lookup_unconsolidated(self, keys: pl.DataFrame) -> pl.DataFrame | None:
-        """Like `lookup` with NULL keys matching nothing, rows not consolidated (for joins,
-        where multiplying unconsolidated diffs gives the same result)."""
-        if keys.height == 0:
-            return None
-        found = lookup_batches(self.spine.batches, self.key_cols, keys, nulls_equal=False)
-        return None if found is None else found.drop(TIME)
+        """Like `lookup`, rows not consolidated (for joins, where multiplying unconsolidated
+        diffs gives the same result)."""
+        found = gather_keys(self.spine.batches, keys) if keys.height else None
+        return None if found is None else found[0].drop(TIME)
 
 
 def distinct_keys(frame: pl.DataFrame, key_cols: Sequence[str]) -> pl.DataFrame:

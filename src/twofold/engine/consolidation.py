@@ -1,0 +1,62 @@
+"""Consolidation: summing the diffs of identical updates and dropping zero sums.
+
+Done by sorting on a u64 code (`hashing`) so identical rows become adjacent, then one linear
+pass that compares each candidate pair exactly (codes only nominate candidates, so a hash
+collision can never merge distinct rows) and sums runs with `np.add.reduceat`. On this machine
+that is several times faster than a hash group-by over all columns, and for inputs made of
+already-sorted runs (a spine merge) the sort itself is near-linear.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+
+from twofold.engine.frames import DIFF
+from twofold.engine.hashing import mix, row_hash
+
+
+def consolidate_sorted(frame: pl.DataFrame, codes: np.ndarray, hashes: np.ndarray
+                       ) -> tuple[pl.DataFrame, np.ndarray, np.ndarray]:
+    """Sort `frame` (and its per-row `codes`, `hashes`) by code, then merge adjacent rows equal
+    in every column but `diff`, dropping zero diffs. Returns the three, aligned."""
+    if frame.height > 1:
+        order = np.argsort(codes, kind="stable")
+        if not np.array_equal(order, np.arange(len(order))):
+            codes, hashes, frame = codes[order], hashes[order], frame[order]
+    n = frame.height
+    keep: np.ndarray | None = None
+    diffs = frame.get_column(DIFF).to_numpy()
+    if n > 1:
+        cand = np.flatnonzero(codes[1:] == codes[:-1]) + 1
+        if len(cand):
+            cur, prev = frame[cand], frame[cand - 1]
+            same = np.ones(len(cand), dtype=bool)
+            for c in frame.columns:
+                if c != DIFF:
+                    same &= cur.get_column(c).eq_missing(prev.get_column(c)).to_numpy()
+            starts_mask = np.ones(n, dtype=bool)
+            starts_mask[cand[same]] = False
+            starts = np.flatnonzero(starts_mask)
+            if len(starts) < n:
+                diffs = np.add.reduceat(diffs, starts)
+                keep = starts
+    nonzero = diffs != 0
+    if keep is not None or not nonzero.all():
+        idx = keep[nonzero] if keep is not None else np.flatnonzero(nonzero)
+        frame = frame[idx].with_columns(pl.Series(DIFF, diffs[nonzero], pl.Int64))
+        codes, hashes = codes[idx], hashes[idx]
+    return frame, codes, hashes
+
+
+def consolidate(frame: pl.DataFrame, cols: Sequence[str]) -> pl.DataFrame:
+    """Sum `diff` over equal `cols` (include `time` for update frames), drop zero sums, and
+    keep only `cols` and `diff`. Output order is unspecified."""
+    frame = frame.select([*cols, DIFF])
+    if frame.height <= 1:
+        return frame.filter(pl.col(DIFF) != 0)
+    hashes = row_hash(frame, cols)
+    out, _, _ = consolidate_sorted(frame, mix(hashes), hashes)
+    return out
