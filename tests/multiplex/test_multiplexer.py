@@ -12,6 +12,7 @@ import logging
 
 import pytest
 
+from twofold.client import ComputeClient
 from twofold.multiplex import BUFFER_LIMIT, Multiplexer, ProtocolViolation, ViolationKind
 from twofold.protocol import (
     AllowCompaction,
@@ -384,3 +385,19 @@ async def test_nowait_runtime_is_detected_structurally() -> None:
         m.feed(*(status("m", n) for n in range(10)))
         assert await take(mux, 10) == [status("m", n) for n in range(10)]
     assert m.nowait_calls > 0
+
+
+async def test_multiplexer_is_a_compute_client() -> None:
+    mux, _, _ = make_mux("channel")
+    async with mux:
+        assert isinstance(mux, ComputeClient)
+
+
+async def test_a_runtime_recv_cancelled_from_inside_is_raised_not_hung() -> None:
+    class Vanishing(ChannelRuntime):
+        async def recv(self) -> ComputeResponse | None:
+            raise asyncio.CancelledError
+
+    async with Multiplexer(maintenance=ChannelRuntime(), interactive=Vanishing()) as mux:
+        with pytest.raises(RuntimeError, match="interactive runtime's recv was cancelled"):
+            await mux.recv()

@@ -172,7 +172,8 @@ class Multiplexer:
             space = side.space
             if space is not None:
                 side.space = None
-                space.set_result(None)
+                if not space.done():
+                    space.set_result(None)
             return buf.popleft()
         return await self._recv_slow()
 
@@ -214,7 +215,8 @@ class Multiplexer:
                 space = side.space
                 if space is not None:
                     side.space = None
-                    space.set_result(None)
+                    if not space.done():
+                        space.set_result(None)
                 return buf.popleft()
             mark = side.mark
             if mark is None:
@@ -305,6 +307,16 @@ class Multiplexer:
                 resume = side.resume
                 if resume is not None:
                     await resume
+        except asyncio.CancelledError:
+            if not self._closed and self._ended is None:
+                # Not cancelled by its owner (`aclose`, or the end of the other runtime): the
+                # runtime's stream is gone, and a silent stop would hang `recv` forever.
+                side.mark = _Mark(
+                    RuntimeError(f"the {side.runtime.label} runtime's recv was cancelled"),
+                    final=True,
+                )
+                wake()
+            raise
         except Exception as exc:  # handed to `recv` in order, after what came before it
             side.mark = _Mark(exc, final=True)
             wake()
