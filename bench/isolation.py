@@ -1,0 +1,549 @@
+"""Benchmark: a point lookup behind long maintenance steps, one runtime vs two (Materialize E12).
+
+A large indexed table is churned (repeated insert and retract of a block of rows, so that every
+maintenance step merges hundreds of thousands of updates) while a small indexed table serves
+open-loop point lookups over TCP at a fixed rate. The replica runs in its own process
+(`serve_replica`), as in production: its runtimes share that process's GIL, the client and the
+churn writer do not. Arms, measured side by side in one run on the same storage:
+
+- `idle`: one runtime, no churn (the baseline);
+- `one loaded`: one runtime, churn running — a lookup waits for the maintenance step in flight;
+- `two loaded`: two runtimes, churn running — lookups are served by the interactive runtime.
+
+Latency is open-loop: from the lookup's scheduled send time to its response's arrival, so a
+stalled replica is charged for the queue it builds. Printed per arm: p50/p90/p99/max, the
+fraction of lookups above 2x/5x/10x the idle p50, and the maintenance step-duration percentiles
+the replica reports through its `step_durations` introspection index (power-of-two buckets,
+so each percentile is a bucket's upper bound). Bars (E12: one 129.5/278 ms p90/p99 vs two
+4.5/5.8 ms, idle 4.9/5.5 ms): two-loaded p99 <= 2x idle p99; one-loaded p99 >= 10x two-loaded p99.
+A latency CDF of the three arms is saved to `bench/out/isolation_cdf.png`.
+
+Run: `python bench/isolation.py` (`--quick` for a short smoke run). Not part of the test suite.
+Internal subcommands `serve` and `churn` are the replica and writer processes it starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pyarrow as pa
+
+from twofold.protocol import (
+    ColumnType,
+    ComputeResponse,
+    CreateDataflow,
+    CreateInstance,
+    DataflowDescription,
+    Frontier,
+    Frontiers,
+    GlobalId,
+    Hello,
+    IndexDesc,
+    IndexTarget,
+    InitializationComplete,
+    InstanceConfig,
+    LoggingConfig,
+    Peek,
+    PeekResponse,
+    PeekRows,
+    RelationDesc,
+    Schedule,
+    SourceImport,
+)
+from twofold.storage import Table, open_storage
+from twofold.transport import ReplicaConnection, connect
+
+OUT = Path(__file__).resolve().parent / "out"
+DESC = RelationDesc(["k", "v"], [ColumnType("int", nullable=False),
+                                 ColumnType("int", nullable=False)])
+STEP_LOG = GlobalId.introspection(1)
+Mode = Literal["one", "two"]
+
+
+# -- processes -------------------------------------------------------------------------------------
+
+
+class Sampler:
+    """A diagnostic stack sampler for the replica process (`--profile`): every `interval` it
+    records the innermost twofold/library frame of each runtime thread, and how late it woke —
+    a late wakeup is time some thread held the GIL without releasing it."""
+
+    def __init__(self, path: str, interval: float = 0.005) -> None:
+        import collections
+        import threading
+
+        self.path = path
+        self.interval = interval
+        self.counts: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.late: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import threading
+        import traceback
+
+        names = {}
+        while not self._stop.is_set():
+            t0 = time.perf_counter()
+            time.sleep(self.interval)
+            self.late.append(time.perf_counter() - t0 - self.interval)
+            names = {t.ident: t.name for t in threading.enumerate()}
+            for ident, frame in sys._current_frames().items():
+                name = names.get(ident, "?")
+                if not name.startswith("twofold-"):
+                    continue
+                stack = traceback.extract_stack(frame)
+                where = [f"{Path(f.filename).name}:{f.name}" for f in stack[-4:]]
+                self.counts[(name, " < ".join(reversed(where)))] += 1
+
+    def dump(self) -> None:
+        self._stop.set()
+        late = np.array(self.late) * 1000
+        with open(self.path, "w") as f:
+            if len(late):
+                f.write(f"sampler wakeup lateness ms: p50 {np.percentile(late, 50):.1f} p90 "
+                        f"{np.percentile(late, 90):.1f} p99 {np.percentile(late, 99):.1f} max "
+                        f"{late.max():.1f} (n={len(late)})\n")
+            for (thread, where), n in self.counts.most_common(60):
+                f.write(f"{n:6d} {thread:22s} {where}\n")
+
+
+def serve_main(url: str, mode: Mode) -> int:
+    """The replica process: serve on a free loopback port, print it, run until killed."""
+    from twofold.replica import serve_replica
+
+    profile = os.environ.get("TWOFOLD_BENCH_PROFILE")
+    if profile:
+        sampler = Sampler(profile)
+        def on_term(*_: object) -> None:
+            sampler.dump()
+            os._exit(0)
+
+        signal.signal(signal.SIGTERM, on_term)
+
+    async def run() -> int:
+        ready: asyncio.Future[tuple[str, int]] = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(serve_replica(url, runtimes=mode, ready=ready))
+        host, port = await ready
+        print(f"LISTENING {host} {port}", flush=True)
+        return await task
+
+    return asyncio.run(run())
+
+
+def block(start: int, n: int) -> pa.Table:
+    k = np.arange(start, start + n, dtype=np.int64)
+    return pa.table({"k": k, "v": k * 7})
+
+
+def churn_main(url: str, table: str, start: int, n: int) -> int:
+    """The writer process: on each line of stdin, insert `n` rows (odd lines) or retract them
+    (even lines) and print the write's timestamp."""
+    storage = open_storage(url)
+    t = storage.table(table)
+    rows = block(start, n)
+    print("READY", flush=True)
+    for i, _ in enumerate(sys.stdin):
+        ts = t.insert(rows) if i % 2 == 0 else t.delete(rows)
+        print(ts, flush=True)
+    return 0
+
+
+class Churn:
+    """Keeps maintenance busy with one block at a time: write, wait until the big index has
+    absorbed it (its write frontier passed the write), write the next. Paced by the replica's
+    own progress, so the load is a steady stream of long steps, never an unbounded backlog."""
+
+    def __init__(self, s: Session, gid: GlobalId, url: str, table: str, start: int,
+                 n: int) -> None:
+        self.s, self.gid = s, gid
+        self.args = [url, table, str(start), str(n)]
+        self.writes = 0
+        self.task: asyncio.Task[None] | None = None
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def __aenter__(self) -> Churn:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "churn", *self.args,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        assert self.proc.stdout is not None
+        assert (await self.proc.stdout.readline()).startswith(b"READY")
+        self.task = asyncio.create_task(self._run())
+        # The load is on once the first block has been written.
+        await self.s.wait(lambda: self.writes > 0, "the first churn write", 120)
+        return self
+
+    async def _run(self) -> None:
+        proc = self.proc
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None
+        while True:
+            proc.stdin.write(b"w\n")
+            await proc.stdin.drain()
+            ts = int(await proc.stdout.readline())
+            self.writes += 1
+            self.s.changed.set()
+            after = Frontier.at(ts + 1)
+
+            def absorbed(after: Frontier = after) -> bool:
+                f = self.s.frontiers.get(self.gid)
+                return f is not None and after.less_equal(f)
+
+            await self.s.wait(absorbed, "the churn write to be absorbed", 600)
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(BaseException):
+                await self.task
+        if self.proc is not None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                await asyncio.wait_for(self.proc.wait(), 30)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+
+
+@contextlib.contextmanager
+def child(*args: str, ready: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """Start `python this_file *args`, wait for a stdout line starting with `ready`, and stop
+    it (by its own pid) on exit."""
+    proc = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        while True:
+            line = proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"child {args[0]} exited before it was ready")
+            if line.startswith(ready):
+                break
+        yield proc, line.strip()
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+# -- the controller side ---------------------------------------------------------------------------
+
+
+@dataclass
+class Session:
+    """A controller connection that routes responses to waiters."""
+
+    conn: ReplicaConnection
+    frontiers: dict[GlobalId, Frontier] = field(default_factory=dict)
+    frontier_log: list[tuple[float, GlobalId, Frontier]] = field(default_factory=list)
+    answers: dict[uuid.UUID, tuple[float, PeekResponse]] = field(default_factory=dict)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+    async def pump(self) -> None:
+        while True:
+            r: ComputeResponse | None = await self.conn.recv()
+            now = time.perf_counter()
+            if r is None:
+                return
+            if isinstance(r, Frontiers) and r.write_frontier is not None:
+                self.frontiers[r.id] = r.write_frontier
+                self.frontier_log.append((time.time(), r.id, r.write_frontier))
+            elif isinstance(r, PeekResponse):
+                self.answers[r.uuid] = (now, r)
+            self.changed.set()
+
+    async def wait(self, done: object, what: str, timeout: float) -> None:
+        assert callable(done)
+        async with asyncio.timeout(timeout):
+            while not done():
+                self.changed.clear()
+                if self.task is not None and self.task.done():
+                    self.task.result()
+                    raise RuntimeError(f"the replica connection ended waiting for {what}")
+                await self.changed.wait()
+
+    async def caught_up(self, gid: GlobalId, t: Table, timeout: float = 600) -> None:
+        up = t.upper
+
+        def done() -> bool:
+            f = self.frontiers.get(gid)
+            return f is not None and up.less_equal(f)
+
+        await self.wait(done, f"{gid} to reach {up}", timeout)
+
+    async def peek(self, gid: GlobalId, ts: int, timeout: float = 60, **kw: object,
+                   ) -> PeekResponse:
+        u = uuid.uuid4()
+        await self.conn.send(Peek(u, IndexTarget(gid), ts, **kw))  # type: ignore[arg-type]
+        await self.wait(lambda: u in self.answers, f"peek {u}", timeout)
+        return self.answers.pop(u)[1]
+
+
+def index_dataflow(name: str, t: Table, src: GlobalId, idx: GlobalId) -> CreateDataflow:
+    up = t.upper.time
+    assert up is not None
+    return CreateDataflow(DataflowDescription(
+        name, source_imports={src: SourceImport(t.shard.shard_id, t.desc)},
+        index_exports={idx: (IndexDesc(src, [0]), t.desc)}, as_of=Frontier.at(up - 1)))
+
+
+@contextlib.asynccontextmanager
+async def session(host: str, port: int, *, step_log: bool = True,
+                  ) -> AsyncIterator[Session]:
+    conn = await connect(host, port, timeout=60)
+    s = Session(conn)
+    s.task = asyncio.create_task(s.pump())
+    logging = LoggingConfig(interval_ms=500, enable_logging=True,
+                            index_logs={"step_durations": STEP_LOG} if step_log else {})
+    await conn.send(Hello(uuid.uuid4()))
+    await conn.send(CreateInstance(InstanceConfig(logging=logging)))
+    await conn.send(InitializationComplete())
+    try:
+        yield s
+    finally:
+        s.task.cancel()
+        with contextlib.suppress(BaseException):
+            await s.task
+        await conn.aclose()
+
+
+async def step_durations(s: Session) -> dict[str, list[tuple[int, int]]]:
+    """The replica's step-duration histogram per runtime: sorted (le_us, count) buckets."""
+    f = s.frontiers.get(STEP_LOG)
+    if f is None or f.time is None:
+        await s.wait(lambda: s.frontiers.get(STEP_LOG) is not None, "the step log", 30)
+        f = s.frontiers[STEP_LOG]
+    assert f.time is not None
+    r = await s.peek(STEP_LOG, f.time - 1)
+    out: dict[str, list[tuple[int, int]]] = {}
+    if isinstance(r.result, PeekRows):
+        for (runtime, le, count), diff in r.result.rows:
+            out.setdefault(runtime, []).append((le, count * diff))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def bucket_percentile(buckets: list[tuple[int, int]], q: float) -> float:
+    """The upper bound (ms) of the bucket holding the q-th percentile."""
+    total = sum(c for _, c in buckets)
+    if not total:
+        return float("nan")
+    acc = 0
+    for le, c in buckets:
+        acc += c
+        if acc >= q / 100 * total:
+            return le / 1000
+    return buckets[-1][0] / 1000
+
+
+def diff_buckets(after: list[tuple[int, int]], before: list[tuple[int, int]],
+                 ) -> list[tuple[int, int]]:
+    b = dict(before)
+    return [(le, c - b.get(le, 0)) for le, c in after if c - b.get(le, 0) > 0]
+
+
+# -- one arm ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Arm:
+    name: str
+    latencies_ms: np.ndarray
+    steps: dict[str, list[tuple[int, int]]]
+    errors: int
+
+
+async def open_loop(s: Session, gid: GlobalId, ts: int, keys: int, rate: float, n: int,
+                    ) -> tuple[np.ndarray, int]:
+    """`n` lookups sent at `rate`/s on schedule, whatever the replica does; latencies in ms."""
+    rng = np.random.default_rng(7)
+    sent: dict[uuid.UUID, float] = {}
+    start = time.perf_counter() + 0.05
+    for i in range(n):
+        due = start + i / rate
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)  # pacing the open loop, not synchronisation
+        u = uuid.uuid4()
+        sent[u] = due
+        await s.conn.send(Peek(u, IndexTarget(gid), ts,
+                               literal_constraints=[[int(rng.integers(0, keys))]]))
+    await s.wait(lambda: all(u in s.answers for u in sent), "every lookup", 300)
+    lat = np.array([(s.answers[u][0] - sent[u]) * 1000 for u in sent])
+    errors = sum(1 for u in sent if not isinstance(s.answers[u][1].result, PeekRows))
+    for u in sent:
+        s.answers.pop(u, None)
+    return lat, errors
+
+
+async def run_arm(name: str, mode: Mode, url: str, big: Table, small: Table, small_ts: int,
+                  args: argparse.Namespace) -> Arm:
+    env_profile = f"{OUT}/isolation_profile_{name.replace(' ', '_')}.txt" if args.profile else ""
+    os.environ["TWOFOLD_BENCH_PROFILE"] = env_profile
+    with child("serve", url, mode, ready="LISTENING") as (_, line):
+        _, host, port = line.split()
+        async with session(host, int(port)) as s:
+            t0 = time.perf_counter()
+            await s.conn.send(index_dataflow("big", big, GlobalId.user(1), GlobalId.user(2)))
+            await s.conn.send(Schedule(GlobalId.user(2)))
+            await s.conn.send(index_dataflow("small", small, GlobalId.user(3), GlobalId.user(4)))
+            await s.conn.send(Schedule(GlobalId.user(4)))
+            await s.caught_up(GlobalId.user(2), big)
+            await s.caught_up(GlobalId.user(4), small)
+            print(f"  [{name}] hydrated in {time.perf_counter() - t0:.1f} s", flush=True)
+            before = await step_durations(s)
+            churn: contextlib.AbstractAsyncContextManager[object] = (
+                contextlib.nullcontext() if name == "idle" else
+                Churn(s, GlobalId.user(2), url, big.name, args.rows, args.churn))
+            async with churn as c:
+                lat, errors = await open_loop(s, GlobalId.user(4), small_ts, args.small,
+                                              args.rate, args.samples)
+                if isinstance(c, Churn):
+                    print(f"  [{name}] churn: {c.writes} writes of {args.churn:,} rows during "
+                          f"the lookups", flush=True)
+            after = await step_durations(s)
+    steps = {rt: diff_buckets(b, before.get(rt, [])) for rt, b in after.items()}
+    return Arm(name, lat, steps, errors)
+
+
+# -- report ----------------------------------------------------------------------------------------
+
+
+def report(arms: list[Arm], args: argparse.Namespace) -> None:
+    from rich.console import Console
+    from rich.table import Table as RichTable
+
+    console = Console(width=140)
+    idle = arms[0]
+    idle_p50 = float(np.percentile(idle.latencies_ms, 50))
+    tbl = RichTable(title=f"point lookups, {args.samples} per arm at {args.rate}/s; big table "
+                          f"{args.rows:,} rows churned by {args.churn:,}")
+    for col in ["arm", "n", "err", "p50 ms", "p90 ms", "p99 ms", "max ms", ">2x idle p50",
+                ">5x", ">10x", "steps (runtime: p50/p90/p99/max ms, n)"]:
+        tbl.add_column(col, justify="right" if col != "arm" else "left")
+    pct: dict[str, tuple[float, float, float, float]] = {}
+    for arm in arms:
+        lat = arm.latencies_ms
+        p50, p90, p99 = (float(np.percentile(lat, q)) for q in (50, 90, 99))
+        pct[arm.name] = (p50, p90, p99, float(lat.max()))
+        above = [f"{100 * float(np.mean(lat > m * idle_p50)):.2f}%" for m in (2, 5, 10)]
+        steps = "; ".join(
+            f"{rt}: {bucket_percentile(b, 50):g}/{bucket_percentile(b, 90):g}/"
+            f"{bucket_percentile(b, 99):g}/{(b[-1][0] / 1000) if b else float('nan'):g}, "
+            f"{sum(c for _, c in b)}" for rt, b in sorted(arm.steps.items()))
+        tbl.add_row(arm.name, str(len(lat)), str(arm.errors), f"{p50:.1f}", f"{p90:.1f}",
+                    f"{p99:.1f}", f"{lat.max():.1f}", *above, steps)
+    console.print(tbl)
+    idle_p99 = pct["idle"][2]
+    one_p99, two_p99 = pct["one loaded"][2], pct["two loaded"][2]
+    lines = [
+        f"ratio two-loaded p99 / idle p99 = {two_p99 / idle_p99:.2f}  "
+        f"(bar <= 2.0: {'PASS' if two_p99 <= 2 * idle_p99 else 'FAIL'})",
+        f"ratio one-loaded p99 / two-loaded p99 = {one_p99 / two_p99:.2f}  "
+        f"(bar >= 10.0: {'PASS' if one_p99 >= 10 * two_p99 else 'FAIL'})",
+        f"ratio one-loaded p90 / two-loaded p90 = "
+        f"{pct['one loaded'][1] / pct['two loaded'][1]:.2f}",
+        "E12 anchor: idle p90/p99 4.9/5.5 ms; one loaded 129.5/278.4 ms; two loaded 4.5/5.8 ms "
+        "(ratios 1.05 and 48)",
+    ]
+    for line in lines:
+        console.print(line)
+    plot(arms, idle_p50)
+
+
+def plot(arms: list[Arm], idle_p50: float) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for arm in arms:
+        lat = np.sort(arm.latencies_ms)
+        ax.plot(lat, np.arange(1, len(lat) + 1) / len(lat), label=arm.name)
+    for m in (2, 5, 10):
+        ax.axvline(m * idle_p50, color="grey", linestyle=":", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("lookup latency (ms, open loop, log scale)")
+    ax.set_ylabel("fraction of lookups")
+    ax.set_title("point lookup behind maintenance: one runtime vs two")
+    ax.legend()
+    ax.grid(True, which="both", alpha=0.3)
+    path = OUT / "isolation_cdf.png"
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    print(f"saved {path}")
+
+
+async def main(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="tf-isolation-") as tmp:
+        url = f"sqlite:///{tmp}/isolation.db"
+        storage = open_storage(url)
+        small = storage.create_table("small", DESC)
+        small_ts = small.insert(block(0, args.small))
+        arms = []
+        arm_modes: list[tuple[str, Mode]] = [
+            ("idle", "one"), ("one loaded", "one"), ("two loaded", "two")]
+        for n, (name, mode) in enumerate(arm_modes):
+            if args.arms and name.split()[0] not in args.arms:
+                continue
+            # A fresh big table per arm: the previous arm's churn history must not weigh on it.
+            big = storage.create_table(f"big{n}", DESC)
+            for start in range(0, args.rows, 250_000):
+                big.insert(block(start, min(250_000, args.rows - start)))
+            print(f"[{name}] big {args.rows:,} rows, small {args.small:,} rows; "
+                  f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}", flush=True)
+            arms.append(await run_arm(name, mode, url, big, small, small_ts, args))
+        storage.close()
+    if len(arms) == 3:
+        report(arms, args)
+    else:
+        for arm in arms:
+            lat = arm.latencies_ms
+            print(arm.name, [round(float(np.percentile(lat, q)), 1) for q in (50, 90, 99)],
+                  round(float(lat.max()), 1), arm.steps)
+
+
+def cli() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "serve":
+        sys.exit(serve_main(sys.argv[2], sys.argv[3]))  # type: ignore[arg-type]
+    if len(sys.argv) > 1 and sys.argv[1] == "churn":
+        sys.exit(churn_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    parser.add_argument("--rows", type=int, default=1_000_000, help="rows in the big table")
+    parser.add_argument("--churn", type=int, default=200_000, help="rows per churn block")
+    parser.add_argument("--small", type=int, default=1_000, help="rows in the small table")
+    parser.add_argument("--rate", type=float, default=100.0, help="lookups per second")
+    parser.add_argument("--samples", type=int, default=2_000, help="lookups per arm")
+    parser.add_argument("--arms", nargs="*", choices=["idle", "one", "two"],
+                        help="run only these arms (diagnostics; the report needs all three)")
+    parser.add_argument("--profile", action="store_true",
+                        help="sample the replica's runtime threads (bench/out/*_profile_*.txt)")
+    args = parser.parse_args()
+    if args.quick:
+        args.rows, args.churn, args.samples = 200_000, 50_000, 300
+    asyncio.run(main(args))
+
+
+if __name__ == "__main__":
+    cli()
