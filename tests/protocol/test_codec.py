@@ -22,6 +22,7 @@ from twofold.protocol import (
     GlobalId,
     Hello,
     InitializationComplete,
+    Schedule,
     Status,
 )
 from twofold.protocol.codec import decode_command, decode_response, encode
@@ -286,3 +287,9 @@ def test_deeply_nested_row_values_are_refused_without_crashing(depth: int) -> No
         decode_response(_splice({"type": "PeekResponse", "uuid": bytes(16), "result": HOLE}, value))
     with pytest.raises(DecodeError):
         decode_command(_splice(_peek(mfp={"map": [{"type": "Literal", "value": HOLE}]}), value))
+
+
+def test_the_type_key_may_come_anywhere_in_the_map() -> None:
+    # Other encoders need not put "type" first.
+    wire = msgspec.msgpack.encode({"id": "u1", "type": "Schedule"})
+    assert decode_command(wire) == Schedule(GlobalId.user(1))
