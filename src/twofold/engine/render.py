@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from twofold.engine.accumulate import AccumulateReduceOp, accumulable
 from twofold.engine.join import JoinOp
 from twofold.engine.operator import ConstantOp, GetOp, MfpOp, NegateOp, Operator, UnionOp
 from twofold.engine.reduce import DistinctOp, ReduceOp, ThresholdOp, TopKOp
@@ -46,7 +47,10 @@ def render_plan(plan: Plan, known: Mapping[GlobalId, RelationDesc], as_of: int) 
                           list(lk), list(rk))
         case Reduce(input=inp, group_key=gk, aggregates=aggs):
             types = typecheck_plan(plan, known).types
-            return ReduceOp(render_plan(inp, known, as_of), gk, aggs, types)
+            child = render_plan(inp, known, as_of)
+            if accumulable(aggs, child.types):
+                return AccumulateReduceOp(child, gk, aggs, types)
+            return ReduceOp(child, gk, aggs, types)
         case TopK(input=inp, group_key=gk, order_by=order, limit=limit, offset=offset):
             return TopKOp(render_plan(inp, known, as_of), gk, order, limit, offset)
         case UnionAll(inputs=parts):
