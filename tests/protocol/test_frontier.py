@@ -144,9 +144,9 @@ def test_value_semantics(a: Frontier, b: Frontier) -> None:
 def test_frontier_is_immutable() -> None:
     f = Frontier.at(3)
     with pytest.raises(AttributeError):
-        f._time = 4  # type: ignore[misc]
+        f._time = 4
     with pytest.raises(AttributeError):
-        f.anything = 1  # type: ignore[attr-defined]
+        f.anything = 1
     with pytest.raises(AttributeError):
         del f._time
     with pytest.raises(AttributeError):

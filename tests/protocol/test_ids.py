@@ -106,11 +106,11 @@ def test_hashable_and_equal_by_value(g: GlobalId) -> None:
 def test_immutable() -> None:
     g = GlobalId.user(1)
     with pytest.raises(AttributeError):
-        g._n = 2  # type: ignore[misc]
+        g._n = 2
     with pytest.raises(AttributeError):
         del g._n
     with pytest.raises(AttributeError):
-        g.other = 2  # type: ignore[attr-defined]
+        g.other = 2
     assert g == GlobalId.user(1)
 
 

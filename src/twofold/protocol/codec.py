@@ -51,6 +51,8 @@ _command_decoder: Final = msgspec.msgpack.Decoder(ComputeCommand, dec_hook=_dec_
 _response_decoder: Final = msgspec.msgpack.Decoder(ComputeResponse, dec_hook=_dec_hook)
 
 T = TypeVar("T")
+Buffer = bytes | bytearray | memoryview
+"""What the decoders accept (anything else is a `DecodeError`)."""
 
 
 def encode(message: Any) -> bytes:
@@ -60,7 +62,7 @@ def encode(message: Any) -> bytes:
     return _encoder.encode(message)
 
 
-def _decode(decoder: msgspec.msgpack.Decoder[T], data: bytes, max_size: int, what: str) -> T:
+def _decode(decoder: msgspec.msgpack.Decoder[T], data: Buffer, max_size: int, what: str) -> T:
     if not isinstance(data, bytes | bytearray | memoryview):
         raise DecodeError(f"cannot decode a {what} from {type(data).__name__}")
     if len(data) > max_size:
@@ -73,15 +75,14 @@ def _decode(decoder: msgspec.msgpack.Decoder[T], data: bytes, max_size: int, wha
         raise DecodeError(f"malformed {what}: {type(e).__name__}: {e}") from None
 
 
-def decode_command(data: bytes, *, max_size: int = DEFAULT_MAX_MESSAGE) -> ComputeCommand:
+def decode_command(data: Buffer, *, max_size: int = DEFAULT_MAX_MESSAGE) -> ComputeCommand:
     """Decode one `ComputeCommand`; raises `DecodeError` on any invalid input."""
     return _decode(_command_decoder, data, max_size, "command")
 
 
-def decode_response(data: bytes, *, max_size: int = DEFAULT_MAX_MESSAGE) -> ComputeResponse:
+def decode_response(data: Buffer, *, max_size: int = DEFAULT_MAX_MESSAGE) -> ComputeResponse:
     """Decode one `ComputeResponse`; raises `DecodeError` on any invalid input."""
     return _decode(_response_decoder, data, max_size, "response")
-
 
 
 __all__ = [
