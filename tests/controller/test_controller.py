@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from functools import partial
 
 import pytest
 
@@ -45,6 +46,10 @@ from .helpers import DESC, index_dataflow
 
 U1 = GlobalId.user(1)
 ROWS = [([1, 10], 1), ([2, 20], 1)]
+
+
+def created_any(fake: FakeReplica) -> bool:
+    return any(isinstance(x, CreateDataflow) for x in fake.session.commands)
 
 
 def fast() -> Backoff:
@@ -337,9 +342,7 @@ async def test_subscribe_deduplicates_across_replicas() -> None:
         sub = await c.subscribe(subscribe_dataflow(sink_id=t, from_id=t, desc=DESC,
                                                    as_of=Frontier.at(0)))
         for r in (a, b):
-            await r.until(
-                lambda r=r: any(isinstance(x, CreateDataflow) for x in r.session.commands)
-            )
+            await r.until(partial(created_any, r))
         at = Frontier.at
         # Both replicas produce the same stream with different batch boundaries.
         a.session.send(SubscribeResponse(id=t, event=SubscribeBatch(

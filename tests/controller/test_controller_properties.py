@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from functools import partial
 from uuid import UUID
 
 from hypothesis import given, settings
@@ -16,7 +17,7 @@ from twofold.controller.controller import Controller
 from twofold.controller.instance import Effects, PeekAnswered
 from twofold.protocol import DecodeError, GlobalId, InitializationComplete, Peek
 
-from .fakes import FakeReplica
+from .fakes import FakeReplica, Session
 from .helpers import index_dataflow
 
 U1 = GlobalId.user(1)
@@ -35,6 +36,14 @@ class CountingController(Controller):
             if isinstance(ev, PeekAnswered):
                 self.answered[ev.uuid] += 1
         super()._apply(fx)
+
+
+def peeks_seen_beyond(session: Session, n: int) -> bool:
+    return len(session.peeks()) > n
+
+
+def replayed(fake: FakeReplica) -> bool:
+    return InitializationComplete() in fake.session.commands
 
 
 async def no_sleep(_: float) -> None:
@@ -63,15 +72,13 @@ async def scenario(steps: list[tuple[str, int, int]]) -> None:
                 session, seen = fake.session, len(fake.session.peeks())
                 peeks.append(asyncio.create_task(c.peek(U1, timestamp=k)))
                 # Issued before the next step: the replica has received it.
-                await fake.until(lambda s=session, n=seen: len(s.peeks()) > n)
+                await fake.until(partial(peeks_seen_beyond, session, seen))
             elif op == "answer":
                 fake.answer_pending()
             elif op == "kill" and fake.session.alive:
                 fake.kill(FAILURES[k % len(FAILURES)])
                 await conn.wait_for_epoch(epoch + 1)
-                await fake.until(
-                    lambda f=fake: InitializationComplete() in f.session.commands
-                )
+                await fake.until(partial(replayed, fake))
         # Let everything finish: both replicas answer whatever is (or will be) pending.
         for f in fakes:
             f.answer_peeks = True

@@ -149,9 +149,9 @@ def histories(draw: st.DrawFn, max_ops: int = 60) -> tuple[list[ComputeCommand],
             cmds.append(AllowWrites(id=draw(st.sampled_from(live))))
         elif op == "compact":
             i = draw(st.sampled_from(live))
-            t = since[i].time
-            assert t is not None
-            since[i] = Frontier.at(t + draw(st.integers(0, 5)))
+            cur = since[i].time
+            assert cur is not None
+            since[i] = Frontier.at(cur + draw(st.integers(0, 5)))
             cmds.append(AllowCompaction(id=i, frontier=since[i]))
         elif op == "drop":
             i = draw(st.sampled_from(live))
@@ -164,9 +164,9 @@ def histories(draw: st.DrawFn, max_ops: int = 60) -> tuple[list[ComputeCommand],
             next_uuid += 1
             if u not in peeks and u not in finished:
                 peeks[u] = i
-                t = since[i].time
-                assert t is not None
-                cmds.append(Peek(uuid=u, target=IndexTarget(id=i), timestamp=t))
+                ts = since[i].time
+                assert ts is not None
+                cmds.append(Peek(uuid=u, target=IndexTarget(id=i), timestamp=ts))
         elif op in ("cancel", "finish") and peeks:
             u = draw(st.sampled_from(sorted(peeks)))
             del peeks[u]
@@ -288,11 +288,12 @@ def test_reduces_when_doubled() -> None:
 def test_as_of_advances_to_meet_of_export_compactions() -> None:
     a, b = GlobalId.user(1), GlobalId.user(2)
     history = CommandHistory()
-    for c in [
+    sequence: list[ComputeCommand] = [
         Hello(nonce=UUID(int=1)), CreateInstance(), dataflow([a, b], 3), Schedule(id=a),
         Schedule(id=b), AllowWrites(id=b), AllowCompaction(id=a, frontier=Frontier.at(10)),
         AllowCompaction(id=b, frontier=Frontier.at(7)), InitializationComplete(),
-    ]:
+    ]
+    for c in sequence:
         history.push(c)
     history.reduce()
     cmds = history.commands()
@@ -328,9 +329,12 @@ def test_finished_peeks_are_forgotten() -> None:
     a = GlobalId.user(1)
     u1, u2 = UUID(int=2), UUID(int=1)
     history = CommandHistory()
-    for c in [Hello(nonce=UUID(int=1)), CreateInstance(), dataflow([a], 0),
-              Peek(uuid=u1, target=IndexTarget(id=a), timestamp=0),
-              Peek(uuid=u2, target=IndexTarget(id=a), timestamp=0)]:
+    sequence: list[ComputeCommand] = [
+        Hello(nonce=UUID(int=1)), CreateInstance(), dataflow([a], 0),
+        Peek(uuid=u1, target=IndexTarget(id=a), timestamp=0),
+        Peek(uuid=u2, target=IndexTarget(id=a), timestamp=0),
+    ]
+    for c in sequence:
         history.push(c)
     history.reduce()
     assert [c.uuid for c in history.commands() if isinstance(c, Peek)] == [u2, u1]

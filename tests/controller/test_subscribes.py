@@ -34,7 +34,7 @@ class Source:
         lo = self.lower
         if self.first:
             # The first batch starts at the minimum and carries the snapshot consolidated at as_of.
-            snap = Counter()
+            snap: Counter[tuple[object, ...]] = Counter()
             for _t, row, d in truth_updates(0, self.as_of + 1):
                 snap[tuple(row)] += d
             updates = [(self.as_of, list(r), d) for r, d in snap.items()]
