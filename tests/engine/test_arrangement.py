@@ -91,6 +91,12 @@ def run_script(desc: RelationDesc, key: list[int], ops: list[tuple[str, Any]]) -
                 want = sorted(repr((*r, d)) for r, d in naive(hist, t)
                               if r[0] is not None and [r[0]] in probe)
                 assert got == want
+                want_rows = [(r, d) for r, d in naive(hist, t)
+                             if r[0] is not None and [r[0]] in probe]
+                assert snap.lookup_rows(probe, t) == want_rows
+                assert snap.lookup_rows(probe * 10 + [[k] for k in range(-30, 30)], t) == [
+                    rd for rd in naive(hist, t) if rd[0][0] is not None and (
+                        [rd[0][0]] in probe or isinstance(rd[0][0], int))]
         for bad in (since - 1, upper):
             if bad >= 0:
                 with pytest.raises(NotReadableError):

@@ -39,8 +39,10 @@ from twofold.engine.frames import (
     updates_from_arrow,
     updates_from_rows,
 )
-from twofold.engine.hashing import KEY_MASK, row_hash
+from twofold.engine.hashing import KEY_MASK, ROW_MASK, row_hash, scalar_row_hash
 from twofold.protocol import Frontier, RelationDesc
+
+_FEW_KEYS = 16  # up to this many keys, a lookup walks batches in Python: no frame overheads
 
 Updates: TypeAlias = (
     pl.DataFrame | pa.Table | pa.RecordBatch | Iterable[tuple[Sequence[Any], int, int]]
@@ -215,6 +217,46 @@ class ArrangementSnapshot:
         if found is None:
             return empty({**schema(self.desc.types), DIFF: pl.Int64()})
         return _accumulate(found, self.columns)
+
+    def lookup_rows(self, keys: Sequence[Sequence[Any]], t: int) -> list[tuple[list[Any], int]]:
+        """Like `lookup`, as `(row, count)` pairs sorted by row. For a few keys this walks the
+        batches in plain Python around numpy binary searches (microseconds per key); for many
+        it uses the vectorised `lookup`."""
+        self.check_readable(t)
+        self.check_errors(t)
+        distinct = {tuple(k) for k in keys}
+        for k in distinct:
+            if len(k) != len(self.key):
+                raise InputError(f"lookup key {list(k)!r} has {len(k)} values, key is "
+                                 f"{list(self.key)}")
+        if len(distinct) > _FEW_KEYS:
+            frame = self.lookup([list(k) for k in distinct], t)
+            found = {tuple(r[:-1]): int(r[-1]) for r in frame.iter_rows()}
+        else:
+            found = self._lookup_few(distinct, t)
+        return sorted(((list(r), d) for r, d in found.items() if d),
+                      key=lambda rd: [(v is None, v) for v in rd[0]])
+
+    def _lookup_few(self, keys: set[tuple[Any, ...]], t: int) -> dict[tuple[Any, ...], int]:
+        sch = schema(self.desc.types)
+        dtypes = [sch[f"c{i}"] for i in self.key]
+        acc: dict[tuple[Any, ...], int] = {}
+        for key in keys:
+            if any(v is None for v in key):
+                continue  # SQL equality: a NULL key matches nothing
+            h = scalar_row_hash(key, dtypes) & int(KEY_MASK)
+            lo, hi = np.uint64(h), np.uint64(h | int(ROW_MASK))
+            for b in self.data:
+                start = int(b.codes.searchsorted(lo, "left"))
+                end = int(b.codes.searchsorted(hi, "right"))
+                if end == start:
+                    continue
+                for row in b.data.slice(start, end - start).iter_rows():
+                    # row is (*columns, time, diff)
+                    if row[-2] <= t and all(row[i] == v for i, v in zip(self.key, key,
+                                                                         strict=True)):
+                        acc[row[:-2]] = acc.get(row[:-2], 0) + row[-1]
+        return acc
 
     def _probe(self, keys: Sequence[Sequence[Any]] | pl.DataFrame) -> pl.DataFrame:
         sch = {f"k{j}": schema(self.desc.types)[f"c{i}"] for j, i in enumerate(self.key)}

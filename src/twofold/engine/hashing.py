@@ -78,3 +78,40 @@ def key_range(key_hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Inclusive bounds of the sort codes of rows with these key hashes."""
     lo = key_hashes & KEY_MASK
     return lo, lo | ROW_MASK
+
+
+_U64: Final = (1 << 64) - 1
+_PM1: Final = int(_M1)
+_PM2: Final = int(_M2)
+_PGOLDEN: Final = int(_GOLDEN)
+_PNULL: Final = int(_NULL)
+
+
+def _mix_int(x: int) -> int:
+    x ^= x >> 30
+    x = (x * _PM1) & _U64
+    x ^= x >> 27
+    x = (x * _PM2) & _U64
+    return x ^ (x >> 31)
+
+
+def _scalar_hash(value: object, dtype: pl.DataType) -> int:
+    """`column_hash` of one value of `dtype`, in plain Python (no array round trip)."""
+    if value is None:
+        return _PNULL
+    if dtype == pl.Boolean:
+        return _mix_int(int(bool(value)) ^ _PGOLDEN)
+    if dtype == pl.Int64:
+        return _mix_int((int(value) & _U64) ^ _PGOLDEN)  # type: ignore[call-overload]
+    if dtype == pl.Float64:
+        bits = int(np.array([value], dtype=np.float64).view(np.uint64)[0])
+        return _mix_int(bits ^ _PGOLDEN)
+    return int(column_hash(pl.Series([value], dtype=dtype))[0])
+
+
+def scalar_row_hash(values: Sequence[object], dtypes: Sequence[pl.DataType]) -> int:
+    """`row_hash` of one row, in plain Python: the fast path of single-key lookups."""
+    h = 0
+    for v, dt in zip(values, dtypes, strict=True):
+        h = _mix_int((h * _PM1 + _scalar_hash(v, dt)) & _U64)
+    return h

@@ -70,6 +70,16 @@ def peek(
     max_result_size: int | None = None,
 ) -> list[tuple[list[Any], int]]:
     """The peek's result rows as `(row, count)` pairs, in finishing order."""
+    plain = (mfp is None or mfp.is_identity) and (finishing is None or finishing.is_trivial)
+    if literal_constraints is not None and plain:
+        rows = snapshot.lookup_rows(literal_constraints, timestamp)
+        if max_result_size is not None:
+            size = sum(8 + sum(len(v) if isinstance(v, str | bytes) else 8 for v in r)
+                       for r, _ in rows)
+            if size > max_result_size:
+                raise ResultTooLarge(f"result of about {size} bytes exceeds the limit of "
+                                     f"{max_result_size} bytes")
+        return rows
     if literal_constraints is not None:
         frame = snapshot.lookup(literal_constraints, timestamp)
     else:
@@ -86,9 +96,9 @@ def peek(
         arity = len(compiled.out_types)
     frame = finish(frame, finishing or RowSetFinishing(), arity)
     if max_result_size is not None:
-        size = frame.estimated_size()
-        if size > max_result_size:
-            raise ResultTooLarge(f"result of {size} bytes exceeds the limit of "
+        est = frame.estimated_size()
+        if est > max_result_size:
+            raise ResultTooLarge(f"result of {est} bytes exceeds the limit of "
                                  f"{max_result_size} bytes")
     return [(list(r[:-1]), int(r[-1])) for r in frame.iter_rows()]
 

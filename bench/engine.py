@@ -1,0 +1,197 @@
+"""Engine benchmarks (`spec/engine.md` performance bar). Run: `python bench/engine.py [--quick]`.
+
+Prints, in one run: arrangement ingest (int and string keys, with merging and compaction),
+maintained group-by count/sum, delta join against a 1 M-row arranged side, point lookups on a
+1 M-row snapshot (single and batched), memory per arranged row, and step time at 100 k vs 1 M
+rows of state (with their ratio: a step's cost must not grow with total state).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+import tracemalloc
+from collections.abc import Callable
+
+import numpy as np
+import polars as pl
+
+from twofold.engine import Arrangement, Dataflow
+from twofold.engine.frames import DIFF, TIME
+from twofold.protocol import (
+    Aggregate,
+    BuildDesc,
+    ColumnType,
+    DataflowDescription,
+    Frontier,
+    Get,
+    GlobalId,
+    IndexDesc,
+    Join,
+    Reduce,
+    RelationDesc,
+    SourceImport,
+)
+
+INT = ColumnType("int", False)
+STR = ColumnType("str", False)
+KV = RelationDesc(["k", "v"], [INT, INT])
+SV = RelationDesc(["k", "v"], [STR, INT])
+
+
+def updates(rng: np.random.Generator, n: int, keys: int, t: int, *, strings: bool = False
+            ) -> pl.DataFrame:
+    """`n` updates at time `t`: 80% inserts, 20% retractions (as in the reference workload)."""
+    k = rng.integers(0, keys, n)
+    diff = np.where(rng.random(n) < 0.8, 1, -1)
+    col = pl.Series("c0", k).cast(pl.String) if strings else pl.Series("c0", k)
+    return pl.DataFrame({"c0": col, "c1": rng.integers(0, 1000, n),
+                         TIME: np.full(n, t, np.uint64), DIFF: diff.astype(np.int64)})
+
+
+def bench_ingest(batches: int, size: int, *, strings: bool) -> float:
+    rng = np.random.default_rng(1)
+    frames = [updates(rng, size, 100_000, t, strings=strings) for t in range(batches)]
+    arr = Arrangement(SV if strings else KV, [0])
+    start = time.perf_counter()
+    for t, frame in enumerate(frames):
+        arr.insert(frame, Frontier.at(t + 1))
+        arr.compact(Frontier.at(max(0, t - 5)))
+    return batches * size / (time.perf_counter() - start)
+
+
+def source_dataflow(plan_of: Callable[[GlobalId, GlobalId], object], out_desc: RelationDesc,
+                    ) -> tuple[Dataflow, GlobalId, GlobalId]:
+    a, b, out = GlobalId.user(1), GlobalId.user(2), GlobalId.user(3)
+    desc = DataflowDescription(
+        "bench", source_imports={a: SourceImport("a", KV), b: SourceImport("b", KV)},
+        objects_to_build=[BuildDesc(out, plan_of(a, b))],  # type: ignore[arg-type]
+        index_exports={out: (IndexDesc(out, [0]), out_desc)}, as_of=Frontier.minimum())
+    return Dataflow(desc), a, b
+
+
+def drive(df: Dataflow, a: GlobalId, b: GlobalId, frames: list[pl.DataFrame], t0: int
+          ) -> list[float]:
+    """Push one frame per time into `a` and step; returns per-step seconds."""
+    out = []
+    for j, frame in enumerate(frames):
+        t = t0 + j
+        df.push(a, frame.with_columns(pl.lit(t, pl.UInt64).alias(TIME)))
+        df.advance_source(a, Frontier.at(t + 1))
+        df.advance_source(b, Frontier.at(t + 1))
+        start = time.perf_counter()
+        df.step()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def bench_group_by(batches: int, size: int) -> float:
+    rng = np.random.default_rng(2)
+    frames = [updates(rng, size, 100_000, 0) for _ in range(batches)]
+    rel = RelationDesc(["k", "count", "sum"], [INT, INT, ColumnType("int")])
+    df, a, b = source_dataflow(
+        lambda a, b: Reduce(Get(a), [0], [Aggregate("count"), Aggregate("sum", 1)]), rel)
+    # Inserts only for the first batch so retractions have something to retract.
+    frames[0] = frames[0].with_columns(pl.lit(1, pl.Int64).alias(DIFF))
+    secs = drive(df, a, b, frames, 0)
+    return batches * size / sum(secs)
+
+
+def bench_join(rows: int, batches: int, size: int) -> float:
+    rng = np.random.default_rng(3)
+    rel = RelationDesc(["k", "v", "k2", "v2"], [INT, INT, INT, INT])
+    df, a, b = source_dataflow(lambda a, b: Join(Get(a), Get(b), [0], [0]), rel)
+    big = pl.DataFrame({"c0": rng.integers(0, rows, rows), "c1": rng.integers(0, 1000, rows),
+                        TIME: np.zeros(rows, np.uint64), DIFF: np.ones(rows, np.int64)})
+    df.push(b, big)
+    df.advance_source(a, Frontier.at(1))
+    df.advance_source(b, Frontier.at(1))
+    df.step()
+    frames = [updates(rng, size, rows * 10, 0).with_columns(pl.lit(1, pl.Int64).alias(DIFF))
+              for _ in range(batches)]
+    secs = drive(df, a, b, frames, 1)
+    return batches * size / sum(secs)
+
+
+def million_row_snapshot(rows: int) -> tuple[Arrangement, float]:
+    rng = np.random.default_rng(4)
+    arr = Arrangement(KV, [0])
+    gc.collect()
+    tracemalloc.start()
+    frame = pl.DataFrame({"c0": rng.permutation(rows), "c1": rng.integers(0, 1000, rows),
+                          TIME: np.zeros(rows, np.uint64), DIFF: np.ones(rows, np.int64)})
+    arr.insert(frame, Frontier.at(1))
+    del frame
+    arr.compact(Frontier.at(0))
+    arr.merge_all()
+    gc.collect()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return arr, peak / rows
+
+
+def bench_lookups(arr: Arrangement, rows: int, n: int) -> tuple[float, float]:
+    snap = arr.snapshot()
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, rows, n)
+    start = time.perf_counter()
+    for k in keys[: n // 10]:
+        snap.lookup_rows([[int(k)]], 0)
+    single = (time.perf_counter() - start) / (n // 10) * 1e6
+    probe = pl.DataFrame({"k0": keys})
+    start = time.perf_counter()
+    found = snap.lookup(probe, 0)
+    batched = (time.perf_counter() - start) / n * 1e6
+    assert found.height == len(np.unique(keys))
+    return single, batched
+
+
+def bench_state_growth(small: int, large: int, steps: int, size: int) -> tuple[float, float]:
+    """Median group-by step time over `steps` steps of `size` updates after loading `small`
+    and `large` rows of state."""
+    medians = []
+    for rows in (small, large):
+        rng = np.random.default_rng(6)
+        rel = RelationDesc(["k", "count", "sum"], [INT, INT, ColumnType("int")])
+        df, a, b = source_dataflow(
+            lambda a, b: Reduce(Get(a), [0], [Aggregate("count"), Aggregate("sum", 1)]), rel)
+        load = pl.DataFrame({"c0": np.arange(rows), "c1": rng.integers(0, 1000, rows),
+                             TIME: np.zeros(rows, np.uint64), DIFF: np.ones(rows, np.int64)})
+        drive(df, a, b, [load], 0)
+        frames = [updates(rng, size, rows, 0).with_columns(pl.lit(1, pl.Int64).alias(DIFF))
+                  for _ in range(steps)]
+        secs = drive(df, a, b, frames, 1)
+        medians.append(float(np.median(secs)))
+    return medians[0], medians[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="short smoke run")
+    args = parser.parse_args()
+    q = args.quick
+    batches, size = (10, 10_000) if q else (100, 10_000)
+    rows = 100_000 if q else 1_000_000
+    ingest_int = bench_ingest(batches, size, strings=False)
+    ingest_str = bench_ingest(batches, size, strings=True)
+    print(f"arrangement ingest, int keys:    {ingest_int / 1e6:6.2f} M updates/s  (bar >= 1.0)")
+    print(f"arrangement ingest, string keys: {ingest_str / 1e6:6.2f} M updates/s  (bar >= 0.5)"
+          f"  ratio str/int {ingest_str / ingest_int:.2f}")
+    gb = bench_group_by(batches, size)
+    print(f"maintained group-by count/sum:   {gb / 1e6:6.2f} M input updates/s  (bar >= 1.0)")
+    join = bench_join(rows, 20 if not q else 5, size)
+    print(f"delta join vs {rows:,}-row side: {join / 1e6:6.2f} M input updates/s")
+    arr, per_row = million_row_snapshot(rows)
+    single, batched = bench_lookups(arr, rows, 10_000)
+    print(f"point lookup on {rows:,} rows:    {single:6.1f} us single (bar <= 20), "
+          f"{batched:6.3f} us/key batched (bar <= 1)  ratio {single / batched:.0f}x")
+    print(f"memory per arranged row (k, v int): {per_row:6.1f} bytes peak during build "
+          f"(raw k,v,time,diff = 32 bytes; ratio {per_row / 32:.2f})")
+    small, large = bench_state_growth(rows // 10, rows, 5 if q else 10, 10_000)
+    print(f"group-by step, 10k updates: {small * 1e3:6.1f} ms at {rows // 10:,} rows of state, "
+          f"{large * 1e3:6.1f} ms at {rows:,}  ratio {large / small:.2f}")
+
+
+if __name__ == "__main__":
+    main()
