@@ -248,3 +248,37 @@ def test_peek_dataflow_builder() -> None:
     assert fx.commands[1:] == [Schedule(id=i)]
     peek, _ = s.begin_peek(UUID(int=3), IndexTarget(id=i), 7)
     assert isinstance(peek, Peek)
+
+
+def test_regressions_are_counted_by_the_instance() -> None:
+    s = started()
+    s.create_dataflow(index_dataflow(U1, as_of=0))
+    s.absorb(1, Frontiers(id=U1, write_frontier=at(9)))
+    fx = s.absorb(1, Frontiers(id=U1, write_frontier=at(4)))
+    assert fx.commands == [] and fx.events == []
+    assert s.regression_count == 1 and s.collections[U1].write_frontier == at(9)
+
+
+def test_replay_refreshes_source_uppers() -> None:
+    from twofold.protocol import SourceImport
+
+    uppers = {"shard-a": at(42)}
+    s = InstanceState(source_upper=uppers.get)
+    s.start()
+    src = GlobalId.user(7)
+    d = index_dataflow(U1, as_of=0)
+    d = type(d)(
+        debug_name=d.debug_name,
+        source_imports={src: SourceImport(shard="shard-a", desc=DESC)},
+        objects_to_build=d.objects_to_build,
+        index_exports=d.index_exports,
+        as_of=d.as_of,
+    )
+    s.create_dataflow(d)
+    replay, _ = s.connect_replica(1)
+    (created,) = [c for c in replay if isinstance(c, CreateDataflow)]
+    assert created.dataflow.source_imports[src].upper == at(42)
+    uppers.clear()  # unknown shards keep the recorded upper
+    replay, _ = s.connect_replica(1)
+    (created,) = [c for c in replay if isinstance(c, CreateDataflow)]
+    assert created.dataflow.source_imports[src].upper == at(42)

@@ -135,8 +135,9 @@ class Controller:
         sleep: Sleep = asyncio.sleep,
         connect_timeout: float | None = 10.0,
         nonce: Callable[[], UUID] = uuid4,
+        source_upper: Callable[[str], Frontier | None] | None = None,
     ) -> None:
-        self.state = InstanceState(config, read_policy)
+        self.state = InstanceState(config, read_policy, source_upper)
         self._factories: dict[ReplicaId, ConnectFactory] = (
             dict(replicas) if isinstance(replicas, Mapping) else dict(enumerate(replicas, 1))
         )

@@ -25,7 +25,7 @@ since the last reduction, so its length stays within twice the live size plus on
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from uuid import UUID
 
 import msgspec
@@ -179,6 +179,25 @@ class CommandHistory:
         self._commands = out
         self._reduced_count = len(out)
         self.reductions += 1
+
+    def update_source_uppers(self, upper_of: Callable[[str], Frontier | None]) -> None:
+        """Refresh every `SourceImport.upper` in the history from storage (`upper_of(shard)`;
+        `None` keeps the recorded one), so a replica built by replay never starts from a stale
+        upper of a source shard."""
+        for n, cmd in enumerate(self._commands):
+            if not isinstance(cmd, CreateDataflow) or not cmd.dataflow.source_imports:
+                continue
+            d = cmd.dataflow
+            sources = {}
+            for id, src in d.source_imports.items():
+                upper = upper_of(src.shard)
+                sources[id] = (
+                    src if upper is None or upper == src.upper
+                    else msgspec.structs.replace(src, upper=upper)
+                )
+            if sources != d.source_imports:
+                new = msgspec.structs.replace(d, source_imports=sources)
+                self._commands[n] = CreateDataflow(dataflow=new)
 
     def dataflow_exports(self) -> set[GlobalId]:
         """Export ids of the dataflows currently in the history (reduce first for live ones)."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -187,13 +188,18 @@ class InstanceState:
         self,
         config: InstanceConfig | None = None,
         read_policy: ReadPolicy = DEFAULT_READ_POLICY,
+        source_upper: Callable[[str], Frontier | None] | None = None,
     ) -> None:
         self.config = InstanceConfig() if config is None else config
+        self.source_upper = source_upper
+        """Storage's current upper of a source shard (`None`: unknown); refreshes replays."""
         self.read_policy = read_policy
         self.history = CommandHistory()
         self.collections: dict[GlobalId, CollectionState] = {}
         self.peeks: dict[UUID, PendingPeek] = {}
         self.replicas: set[ReplicaId] = set()
+        self.regression_count = 0
+        """Frontier reports that would have moved a frontier backwards (logged, not applied)."""
         self.unknown_reports = 0
         """Responses naming a collection the controller does not know (logged, ignored)."""
         self.ignored_peek_responses = 0
@@ -240,6 +246,8 @@ class InstanceState:
         collections the replay will not create count as reported empty."""
         self.replicas.add(replica)
         self.history.reduce()
+        if self.source_upper is not None:
+            self.history.update_source_uppers(self.source_upper)
         replay = self.history.commands()
         live = self.history.dataflow_exports()
         for c in list(self.collections.values()):
@@ -541,9 +549,11 @@ class InstanceState:
         c = self._known(r.id, "Frontiers")
         if c is None:
             return
+        before = len(c.frontiers.regressions)
         advanced = c.frontiers.observe(
             replica, r.write_frontier, r.input_frontier, r.output_frontier
         )
+        self.regression_count += len(c.frontiers.regressions) - before
         self._after_write_advance(c, advanced)
         self._maybe_cleanup(c)
 
@@ -553,7 +563,9 @@ class InstanceState:
             return
         ev = r.event
         upper = ev.upper if isinstance(ev, SubscribeBatch) else Frontier.empty()
+        before = len(c.frontiers.regressions)
         advanced = c.frontiers.observe(replica, upper, upper, upper)
+        self.regression_count += len(c.frontiers.regressions) - before
         merger = c.subscribe
         was_finished = merger.finished
         batch = merger.absorb(ev)
