@@ -45,7 +45,7 @@ from twofold.protocol import ComputeCommand, ComputeResponse, Frontiers, GlobalI
 
 log = logging.getLogger(__name__)
 
-BUFFER_LIMIT: Final = 512
+BUFFER_LIMIT: Final = 1024
 """Responses a pump buffers per runtime before it waits for the consumer (backpressure)."""
 
 
@@ -94,6 +94,25 @@ class _Side:
         self.space: asyncio.Future[None] | None = None
         self.pump: asyncio.Task[None] | None = None
         self.other: _Side = self
+
+
+def _take(
+    buf: deque[ComputeResponse],
+    item: ComputeResponse,
+    nowait: Callable[[], ComputeResponse | None] | None,
+) -> None:
+    """Buffer `item`, then drain what the client already has, without awaiting, up to the
+    limit. Safe for order: the pump calls this only while none of the client's `recv`s is
+    pending."""
+    append = buf.append
+    append(item)
+    if nowait is None:
+        return
+    while len(buf) < BUFFER_LIMIT:
+        more = nowait()
+        if more is None:
+            return
+        append(more)
 
 
 class Multiplexer:
@@ -265,10 +284,9 @@ class Multiplexer:
         nowait: Callable[[], ComputeResponse | None] | None = (
             client.recv_nowait if isinstance(client, SupportsRecvNowait) else None
         )
-        # Only interactive `Frontiers` can be foreign (see `Router.screen`); everything else
-        # skips the router on this path.
+        # Only interactive `Frontiers` can be foreign (see `Router.screen`); maintenance's
+        # responses skip the router.
         screens = side.runtime is INTERACTIVE
-        screen = self._router.screen
         loop = asyncio.get_running_loop()
         wake = self._wake
         try:
@@ -282,27 +300,10 @@ class Multiplexer:
                     side.mark = _Mark(None, final=True)
                     wake()
                     return
-                while item is not None:
-                    if not screens or type(item) is not Frontiers:
-                        buf.append(item)
-                    else:
-                        try:
-                            violation = screen(INTERACTIVE, item)
-                        except ProtocolViolation as exc:
-                            # Strict: `recv` raises it after the responses before it, and the
-                            # pump waits until it has, so the ones after it stay behind it.
-                            side.mark = _Mark(exc, final=False)
-                            side.resume = loop.create_future()
-                            break
-                        if violation is None:
-                            buf.append(item)
-                        else:
-                            log.warning("dropped a response: %s", violation.message)
-                    # Drain what is already available without awaiting. Safe for order: no
-                    # `recv` of this client is pending here.
-                    if nowait is None or len(buf) >= BUFFER_LIMIT:
-                        break
-                    item = nowait()
+                if screens:
+                    self._take_screened(side, item, nowait)
+                else:
+                    _take(side.buffer, item, nowait)
                 wake()
                 resume = side.resume
                 if resume is not None:
@@ -320,6 +321,39 @@ class Multiplexer:
         except Exception as exc:  # handed to `recv` in order, after what came before it
             side.mark = _Mark(exc, final=True)
             wake()
+
+    def _take_screened(
+        self,
+        side: _Side,
+        item: ComputeResponse,
+        nowait: Callable[[], ComputeResponse | None] | None,
+    ) -> None:
+        """`_take` for interactive, whose `Frontiers` reports pass `Router.screen`. A strict
+        violation becomes `side`'s mark: `recv` raises it after the responses before it, and
+        the pump waits until it has, so the ones after it stay behind it."""
+        buf = side.buffer
+        append = buf.append
+        screen = self._router.screen
+        while True:
+            if type(item) is not Frontiers:
+                append(item)
+            else:
+                try:
+                    violation = screen(INTERACTIVE, item)
+                except ProtocolViolation as exc:
+                    side.mark = _Mark(exc, final=False)
+                    side.resume = asyncio.get_running_loop().create_future()
+                    return
+                if violation is None:
+                    append(item)
+                else:
+                    log.warning("dropped a response: %s", violation.message)
+            if nowait is None or len(buf) >= BUFFER_LIMIT:
+                return
+            next_item = nowait()
+            if next_item is None:
+                return
+            item = next_item
 
     # -- lifecycle ----------------------------------------------------------------------------
 
