@@ -16,6 +16,7 @@ when the error collection is non-empty at `t`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -40,8 +41,10 @@ from twofold.engine.frames import (
     updates_from_rows,
 )
 from twofold.engine.hashing import KEY_MASK, ROW_MASK, row_hash, scalar_row_hash
-from twofold.protocol import Frontier, RelationDesc
+from twofold.protocol import ColumnType, Frontier, RelationDesc
 
+_KEY_MASK = int(KEY_MASK)
+_ROW_MASK = int(ROW_MASK)
 _FEW_KEYS = 16  # up to this many keys, a lookup walks batches in Python: no frame overheads
 
 Updates: TypeAlias = (
@@ -110,6 +113,12 @@ def _collect(batches: Sequence[Batch], sch: dict[str, pl.DataType], **bounds: in
 def _accumulate(updates: pl.DataFrame, cols: Sequence[str]) -> pl.DataFrame:
     """A collection frame (`cols`, `diff`) summing `updates` over all their times."""
     return consolidate(updates.select([*cols, DIFF]), cols)
+
+
+@functools.lru_cache(maxsize=256)
+def _key_dtypes(types: tuple[ColumnType, ...], key: tuple[int, ...]) -> list[pl.DataType]:
+    sch = schema(types)
+    return [sch[f"c{i}"] for i in key]
 
 
 def gather_keys(batches: Sequence[Batch], keys: pl.DataFrame
@@ -238,23 +247,24 @@ class ArrangementSnapshot:
                       key=lambda rd: [(v is None, v) for v in rd[0]])
 
     def _lookup_few(self, keys: set[tuple[Any, ...]], t: int) -> dict[tuple[Any, ...], int]:
-        sch = schema(self.desc.types)
-        dtypes = [sch[f"c{i}"] for i in self.key]
+        dtypes = _key_dtypes(tuple(self.desc.types), self.key)
         acc: dict[tuple[Any, ...], int] = {}
+        positions = list(enumerate(self.key))
         for key in keys:
-            if any(v is None for v in key):
+            if None in key:
                 continue  # SQL equality: a NULL key matches nothing
-            h = scalar_row_hash(key, dtypes) & int(KEY_MASK)
-            lo, hi = np.uint64(h), np.uint64(h | int(ROW_MASK))
+            h = scalar_row_hash(key, dtypes) & _KEY_MASK
+            lo, hi = np.uint64(h), np.uint64(h | _ROW_MASK)
             for b in self.data:
                 start = int(b.codes.searchsorted(lo, "left"))
                 end = int(b.codes.searchsorted(hi, "right"))
                 if end == start:
                     continue
-                for row in b.data.slice(start, end - start).iter_rows():
+                rows = ([b.data.row(start)] if end - start == 1
+                        else b.data.slice(start, end - start).rows())
+                for row in rows:
                     # row is (*columns, time, diff)
-                    if row[-2] <= t and all(row[i] == v for i, v in zip(self.key, key,
-                                                                         strict=True)):
+                    if row[-2] <= t and all(row[i] == key[j] for j, i in positions):
                         acc[row[:-2]] = acc.get(row[:-2], 0) + row[-1]
         return acc
 
