@@ -221,17 +221,23 @@ class Churn:
                 await self.proc.wait()
 
 
+def child(*args: str, ready: str) -> contextlib.AbstractContextManager[
+        tuple[subprocess.Popen[str], str]]:
+    """`child_of` for `python this_file *args` (this file's subcommands)."""
+    return child_of([sys.executable, __file__, *args], ready=ready)
+
+
 @contextlib.contextmanager
-def child(*args: str, ready: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """Start `python this_file *args`, wait for a stdout line starting with `ready`, and stop
-    it (by its own pid) on exit."""
-    proc = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True)
+def child_of(cmd: list[str], *, ready: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """Start `cmd`, wait for a stdout line starting with `ready`, and stop it (by its own pid)
+    on exit."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         while True:
             line = proc.stdout.readline()
             if not line:
-                raise RuntimeError(f"child {args[0]} exited before it was ready")
+                raise RuntimeError(f"child {cmd[2:3]} exited before it was ready")
             if line.startswith(ready):
                 break
         yield proc, line.strip()

@@ -1,0 +1,288 @@
+"""Benchmark: the cost of serving a long scan to an index's freshness, one runtime vs two (E13).
+
+A small table is written 10 times a second (one row per write, by a separate writer process)
+and indexed; a large indexed table is scanned in full (a peek whose filter matches nothing, so
+the cost is the walk, not the result) every few seconds. We record the small index's write
+frontier as the controller receives it and reconstruct its lag behind the wall clock on a 10 ms
+grid, `lag(W) = W - max{frontier_i : received_i <= W}` — between reports the lag keeps growing,
+so a frozen frontier shows as a ramp. The replica runs in its own process over TCP.
+
+Per arm (`one`, `two`): the baseline lag (mean over a quiet period before the scans), the peak
+lag and the mean lag during the scans, the debt per scan (integral of lag above baseline, ms·s,
+divided by the number of scans), the largest gap between frontier advances, and the scan times.
+Bar (E13: peak lag 2340 ms inline vs ~110 ms with two runtimes over a 55 ms baseline): the
+`two` arm's peak lag <= 2x its baseline lag. A plot of lag over time for both arms is saved to
+`bench/out/freshness_lag.png`.
+
+Run: `python bench/freshness.py` (`--quick` for a short smoke run). Not part of the test suite.
+The internal subcommand `writer` is the 10 Hz writer process it starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from twofold.protocol import (
+    Call,
+    Column,
+    GlobalId,
+    MapFilterProject,
+    PeekRows,
+    Schedule,
+)
+from twofold.protocol import Literal as Lit
+from twofold.storage import open_storage
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from isolation import (
+    DESC,
+    OUT,
+    Mode,
+    block,
+    child,
+    index_dataflow,
+    session,
+)
+
+TICKS_SRC, TICKS_IDX = GlobalId.user(1), GlobalId.user(2)
+BIG_SRC, BIG_IDX = GlobalId.user(3), GlobalId.user(4)
+NOTHING = MapFilterProject(filter=[Call("lt", [Column(1), Lit(-1)])])
+"""A filter no row passes: the scan walks the whole index and returns nothing."""
+
+
+def writer_main(url: str, table: str, hz: float) -> int:
+    """The writer process: one row every 1/hz seconds, on a fixed schedule, until killed."""
+    storage = open_storage(url)
+    t = storage.table(table)
+    period = 1.0 / hz
+    start = time.perf_counter()
+    print("WRITING", flush=True)
+    i = 0
+    while True:
+        i += 1
+        print(t.insert([[i, i]]), flush=True)
+        delay = start + i * period - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+
+
+@dataclass
+class Arm:
+    name: str
+    start: float  # wall clock (s) when measurement began
+    scans_from: float  # wall clock (s) when the first scan began
+    end: float
+    reports: list[tuple[float, int]]  # (received wall s, frontier ms)
+    writes: list[tuple[float, int]]  # (acknowledged wall s, write timestamp ms)
+    scan_ms: list[float]
+    scan_rows: list[int]
+
+
+def _step_function(points: list[tuple[float, int]], grid: np.ndarray) -> np.ndarray:
+    """The running maximum of `points` (time, value) sampled on `grid` (NaN before the first)."""
+    at = np.array([t for t, _ in points])
+    value = np.maximum.accumulate(np.array([v for _, v in points], dtype=np.float64))
+    idx = np.searchsorted(at, grid, side="right") - 1
+    out = np.full(grid.shape, np.nan)
+    out[idx >= 0] = value[idx[idx >= 0]]
+    return out
+
+
+def lag_series(arm: Arm, step: float = 0.01) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """On a `step`-second grid: the index's lag (ms) behind the wall clock (E13's measure), and
+    behind the table's own upper as the writer acknowledged it (the replica's share alone: a
+    writer delayed by a busy machine shows in the first, not in the second)."""
+    grid = np.arange(arm.start, arm.end, step)
+    frontier = _step_function(arm.reports, grid)
+    upper = _step_function([(t, ts + 1) for t, ts in arm.writes], grid)
+    return grid, grid * 1000 - frontier, np.clip(upper - frontier, 0, None)
+
+
+async def run_arm(mode: Mode, url: str, args: argparse.Namespace, big_name: str,
+                  ticks_name: str) -> Arm:
+    storage = open_storage(url)
+    big, ticks = storage.table(big_name), storage.table(ticks_name)
+    up = big.upper.time
+    assert up is not None
+    scan_ts = up - 1
+    with child("serve", url, mode, ready="LISTENING") as (_, line):
+        _, host, port = line.split()
+        async with session(host, int(port), step_log=False) as s:
+            await s.conn.send(index_dataflow("big", big, BIG_SRC, BIG_IDX))
+            await s.conn.send(Schedule(BIG_IDX))
+            await s.conn.send(index_dataflow("ticks", ticks, TICKS_SRC, TICKS_IDX))
+            await s.conn.send(Schedule(TICKS_IDX))
+            await s.caught_up(BIG_IDX, big)
+            await s.caught_up(TICKS_IDX, ticks)
+            # One scan before measuring, so neither arm pays first-touch costs in the window.
+            await s.peek(BIG_IDX, scan_ts, mfp=NOTHING, timeout=120)
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, str(Path(__file__).resolve()), "writer", url, ticks_name,
+                str(args.hz), stdout=asyncio.subprocess.PIPE)
+            assert proc.stdout is not None
+            assert (await proc.stdout.readline()).startswith(b"WRITING")
+            writes: list[tuple[float, int]] = []
+
+            async def acks() -> None:
+                assert proc.stdout is not None
+                async for line in proc.stdout:
+                    writes.append((time.time(), int(line)))
+
+            ack_task = asyncio.create_task(acks())
+            try:
+                s.frontier_log.clear()
+                start = time.time()
+                await asyncio.sleep(args.quiet)  # the quiet baseline period (pacing)
+                scans_from = time.time()
+                scan_ms, scan_rows = [], []
+                for i in range(args.scans):
+                    due = scans_from + i * args.every
+                    delay = due - time.time()
+                    if delay > 0:
+                        await asyncio.sleep(delay)  # pacing the scan schedule
+                    t0 = time.perf_counter()
+                    r = await s.peek(BIG_IDX, scan_ts, mfp=NOTHING, timeout=300)
+                    scan_ms.append((time.perf_counter() - t0) * 1000)
+                    scan_rows.append(len(r.result.rows) if isinstance(r.result, PeekRows)
+                                     else -1)
+                await asyncio.sleep(args.every)  # let the last scan's effect show, then stop
+                end = time.time()
+            finally:
+                proc.terminate()
+                await proc.wait()
+                ack_task.cancel()
+            reports = [(w, f.time) for w, gid, f in s.frontier_log
+                       if gid == TICKS_IDX and f.time is not None]
+    storage.close()
+    return Arm(mode, start, scans_from, end, reports, writes, scan_ms, scan_rows)
+
+
+def summarize(arm: Arm) -> dict[str, float]:
+    grid, lag, behind = lag_series(arm)
+    quiet = (grid < arm.scans_from) & ~np.isnan(lag)
+    busy = (grid >= arm.scans_from) & ~np.isnan(lag)
+    baseline = float(np.mean(lag[quiet]))
+    above = np.clip(lag[busy] - baseline, 0, None)
+    recv = np.array([r for r, _ in arm.reports if r >= arm.start])
+    ok = ~np.isnan(behind)
+    return {
+        "baseline": baseline,
+        "quiet_max": float(np.max(lag[quiet])),
+        "peak": float(np.max(lag[busy])),
+        "mean_busy": float(np.mean(lag[busy])),
+        "behind_quiet": float(np.max(behind[quiet & ok])),
+        "behind_busy": float(np.max(behind[busy & ok])),
+        "debt": float(np.sum(above) * 0.01 / max(len(arm.scan_ms), 1)),
+        "gap": float(np.max(np.diff(recv)) * 1000) if len(recv) > 1 else float("nan"),
+        "scan_p50": float(np.median(arm.scan_ms)),
+        "scan_max": float(np.max(arm.scan_ms)),
+    }
+
+
+def report(arms: list[Arm], args: argparse.Namespace) -> None:
+    from rich.console import Console
+    from rich.table import Table as RichTable
+
+    console = Console(width=140)
+    tbl = RichTable(title=f"index freshness under full scans: {args.rows:,}-row scan every "
+                          f"{args.every} s x {args.scans}, writes at {args.hz:g}/s")
+    cols = ["arm", "baseline ms", "quiet max ms", "peak lag ms", "mean lag (scans) ms",
+            "debt/scan ms·s", "amplification", "max progress gap ms", "scan p50/max ms",
+            "max behind table quiet/scans ms"]
+    for c in cols:
+        tbl.add_column(c, justify="left" if c == "arm" else "right")
+    sums = {}
+    for arm in arms:
+        m = sums[arm.name] = summarize(arm)
+        tbl.add_row(arm.name, f"{m['baseline']:.0f}", f"{m['quiet_max']:.0f}",
+                    f"{m['peak']:.0f}", f"{m['mean_busy']:.0f}", f"{m['debt']:.0f}",
+                    f"{m['peak'] / m['baseline']:.1f}", f"{m['gap']:.0f}",
+                    f"{m['scan_p50']:.0f}/{m['scan_max']:.0f}",
+                    f"{m['behind_quiet']:.0f}/{m['behind_busy']:.0f}")
+    console.print(tbl)
+    one, two = sums["one"], sums["two"]
+    ok = two["peak"] <= 2 * two["baseline"]
+    for line in [
+        f"ratio two peak / two baseline = {two['peak'] / two['baseline']:.2f}  "
+        f"(bar <= 2.0: {'PASS' if ok else 'FAIL'})",
+        f"ratio one peak / two peak = {one['peak'] / two['peak']:.2f}; "
+        f"one debt / two debt = {one['debt'] / max(two['debt'], 1e-9):.1f}",
+        "E13 anchor: baseline 55 ms; peak 2340 ms inline vs 102-119 ms two-runtime "
+        "(amplification 42.7 vs 1.8-2.1)",
+    ]:
+        console.print(line)
+    plot(arms)
+
+
+def plot(arms: list[Arm]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(10, 8), sharex=True)
+    for arm in arms:
+        grid, lag, behind = lag_series(arm)
+        label = "one runtime" if arm.name == "one" else "two runtimes"
+        ax.plot(grid - arm.scans_from, lag, label=label, linewidth=0.8)
+        ax2.plot(grid - arm.scans_from, behind, label=label, linewidth=0.8)
+    for a in (ax, ax2):
+        a.axvline(0, color="grey", linestyle=":", linewidth=0.8)
+        a.legend()
+        a.grid(True, which="both", alpha=0.3)
+    ax.set_ylabel("index lag behind wall clock (ms)")
+    ax.set_yscale("log")
+    ax.set_title("freshness of a 10 Hz index while a large index is scanned")
+    ax2.set_ylabel("index behind the table's upper (ms)")
+    ax2.set_xlabel("seconds since the first scan (scans start at 0)")
+    path = OUT / "freshness_lag.png"
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    print(f"saved {path}")
+
+
+async def main(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="tf-freshness-") as tmp:
+        url = f"sqlite:///{tmp}/freshness.db"
+        storage = open_storage(url)
+        big = storage.create_table("big", DESC)
+        for start in range(0, args.rows, 250_000):
+            big.insert(block(start, min(250_000, args.rows - start)))
+        arms = []
+        for n, mode in enumerate(("one", "two")):
+            ticks = storage.create_table(f"ticks{n}", DESC)
+            ticks.insert([[0, 0]])
+            print(f"[{mode}] big {args.rows:,} rows; {os.cpu_count()} cpus, load average "
+                  f"{os.getloadavg()[0]:.1f}", flush=True)
+            arms.append(await run_arm(mode, url, args, "big", ticks.name))  # type: ignore[arg-type]
+        storage.close()
+    report(arms, args)
+
+
+def cli() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "writer":
+        sys.exit(writer_main(sys.argv[2], sys.argv[3], float(sys.argv[4])))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    parser.add_argument("--rows", type=int, default=1_000_000, help="rows in the scanned index")
+    parser.add_argument("--hz", type=float, default=10.0, help="writes per second")
+    parser.add_argument("--every", type=float, default=4.0, help="seconds between scans")
+    parser.add_argument("--scans", type=int, default=8, help="scans per arm")
+    parser.add_argument("--quiet", type=float, default=5.0, help="quiet baseline seconds")
+    args = parser.parse_args()
+    if args.quick:
+        args.rows, args.scans, args.every, args.quiet = 300_000, 3, 2.0, 3.0
+    asyncio.run(main(args))
+
+
+if __name__ == "__main__":
+    cli()
