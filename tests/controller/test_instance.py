@@ -282,3 +282,17 @@ def test_replay_refreshes_source_uppers() -> None:
     replay, _ = s.connect_replica(1)
     (created,) = [c for c in replay if isinstance(c, CreateDataflow)]
     assert created.dataflow.source_imports[src].upper == at(42)
+
+
+def test_schedule_waits_for_dependencies_to_be_scheduled() -> None:
+    s = started()
+    s.create_dataflow(index_dataflow(U1, as_of=5))
+    s.create_dataflow(index_dataflow(U2, [U1], as_of=5))
+    s.create_dataflow(index_dataflow(U3, [U2], as_of=5))
+    # U2 is readable past 5, but not scheduled yet: U3 must wait for it.
+    fx = s.absorb(1, Frontiers(id=U2, write_frontier=at(6)))
+    assert not any(isinstance(c, Schedule) for c in fx.commands)
+    fx = s.absorb(1, Frontiers(id=U1, write_frontier=at(6)))
+    assert [c for c in fx.commands if isinstance(c, Schedule)] == [
+        Schedule(id=U2), Schedule(id=U3),
+    ]

@@ -197,6 +197,7 @@ class InstanceState:
         self.history = CommandHistory()
         self.collections: dict[GlobalId, CollectionState] = {}
         self.peeks: dict[UUID, PendingPeek] = {}
+        self._unscheduled: dict[GlobalId, None] = {}  # an ordered set: creation order
         self.replicas: set[ReplicaId] = set()
         self.regression_count = 0
         """Frontier reports that would have moved a frontier backwards (logged, not applied)."""
@@ -358,11 +359,17 @@ class InstanceState:
         return True
 
     def _schedule_ready(self) -> None:
+        # Only unscheduled collections are looked at, so a frontier report costs nothing once
+        # everything is running.
         progress = True
-        while progress:  # scheduling one collection can make its dependents ready
+        while progress and self._unscheduled:  # scheduling one can make its dependents ready
             progress = False
-            for c in list(self.collections.values()):
-                if not c.scheduled and not c.dropped and self._ready(c):
+            for id in list(self._unscheduled):
+                c = self.collections.get(id)
+                if c is None or c.dropped:
+                    del self._unscheduled[id]
+                elif self._ready(c):
+                    del self._unscheduled[id]
                     c.scheduled = True
                     progress = True
                     self._send(Schedule(id=c.id))
@@ -422,6 +429,7 @@ class InstanceState:
                 self.collections[e].scheduled = True
                 self._send(Schedule(id=e))
         else:
+            self._unscheduled.update(dict.fromkeys(exports))
             self._schedule_ready()
         for e in desc.persist_sink_ids():
             self._send(AllowWrites(id=e))
