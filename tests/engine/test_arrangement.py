@@ -224,3 +224,31 @@ def test_lookup_batched_across_keys_and_batches() -> None:
     assert sorted(r[:-1] for r in found.rows()) == sorted(tuple(r) for r in want)
     with pytest.raises(InputError):
         snap.lookup([["k1"]], 19)
+
+
+def test_snapshot_read_on_another_thread_while_writer_merges() -> None:
+    import threading
+
+    arr = Arrangement(DESC_INT, [0])
+    arr.insert([([k, k], 0, 1) for k in range(50)], Frontier.at(1))
+    snap = arr.snapshot()
+    expected = snap.read_rows(0)
+    taken = threading.Event()
+    results: list[object] = []
+
+    def reader() -> None:
+        taken.set()
+        for _ in range(20):
+            results.append(snap.read_rows(0) == expected and
+                           snap.lookup_rows([[3]], 0) == [([3, 3], 1)])
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    taken.wait()
+    for t in range(1, 40):
+        arr.insert([([t % 50, t % 50], t, -1)], Frontier.at(t + 1))
+        arr.compact(Frontier.at(t))
+    arr.merge_all()
+    thread.join()
+    assert results and all(results)
+    assert arr.snapshot().lookup_rows([[3]], 39) == []
