@@ -8,16 +8,20 @@ Invariants it protects:
 - Nothing is lost or duplicated. One long-lived pump task per runtime moves that runtime's
   responses, in order, into a bounded per-runtime buffer; only `recv` takes from the buffers,
   and it never awaits between taking a response and returning it, so cancelling `recv` at any
-  point loses nothing. The pumps are never cancelled while the multiplexer is open, and a
-  runtime's `recv` is cancel-safe anyway.
+  point loses nothing. The pumps are cancelled only once the merge is over (`aclose`, or a
+  runtime's end), and a runtime's `recv` is cancel-safe anyway.
 - Per runtime, responses keep their order (one pump per runtime, FIFO buffers). A pump may
   drain extra responses without awaiting through an optional `recv_nowait()`, which it calls
   only between its own `recv`s, so order holds.
 - Fairness: when both buffers hold a response, successive `recv`s alternate between runtimes.
   A flooding runtime fills only its own bounded buffer, whose pump then waits for space.
 - Shared fate: when either runtime's stream ends (`None`) the multiplexer's `recv` returns
-  `None` from then on; when either raises, `recv` raises that error from then on. Each side's
-  responses sent before its end are still delivered first.
+  `None` from then on; when either raises, `recv` raises that error from then on. A runtime's
+  end is reported in its turn, after the responses it sent before it; what the other runtime
+  still has buffered then is discarded, as its stream ends with it.
+- Frontier filter: interactive `Frontiers` pass `Router.screen` in the pump. A dropped one is
+  logged and counted; in strict mode the `ProtocolViolation` is raised by `recv` in the
+  response's place, and the responses after it follow.
 - No task without an owner: `aclose()` (or leaving `async with`) cancels and awaits the pumps.
 """
 
