@@ -262,9 +262,11 @@ class Driver:
 
     async def index_on_table(self, table: Table, *, as_of: int | None = None,
                              key: list[int] | None = None, schedule: bool = True,
+                             ids: tuple[GlobalId, GlobalId] | None = None,
                              ) -> tuple[GlobalId, GlobalId]:
-        """Create (and schedule) an index over `table`; returns (source id, index id)."""
-        src, idx = self.next_id(), self.next_id()
+        """Create (and schedule) an index over `table`; returns (source id, index id).
+        `ids` replays an earlier create (after a `Hello`) under the same ids."""
+        src, idx = ids or (self.next_id(), self.next_id())
         if as_of is None:
             up = table.upper.time
             assert up is not None

@@ -431,3 +431,26 @@ async def test_bad_plans_do_not_crash_the_replica(mode: Mode, transport: Transpo
         assert as_multiset(rows_of(await d.peek(good, ts))) == {(1, "a"): 1, (0, "z"): 1}
 
 
+
+
+@both
+@transports
+async def test_replay_after_hello_answers_from_the_republished_index(
+        mode: Mode, transport: Transport) -> None:
+    """A reconnecting controller replays creates and peeks in one burst after `Hello`: the
+    replayed peek (which may reach interactive before maintenance republishes) waits and
+    answers from the new iteration's index, never from an empty placeholder."""
+    async with replica(mode, transport) as (d, storage):
+        t = table(storage, [[1, "a"]])
+        t0 = complete_time(t)
+        await d.start()
+        src, idx = await d.index_on_table(t, as_of=t0)
+        t1 = t.insert([[2, "b"]])
+        assert as_multiset(rows_of(await d.peek(idx, t1))) == {(1, "a"): 1, (2, "b"): 1}
+        t2 = t.delete([[1, "a"]])
+        for _ in range(3):
+            await d.start()  # Hello, CreateInstance, InitializationComplete
+            await d.index_on_table(t, as_of=t0, ids=(src, idx))  # the replayed create
+            pending = [await d.send_peek(idx, ts) for ts in (t0, t1, t2)]
+            got = [as_multiset(rows_of(await d.result(u))) for u in pending]
+            assert got == [{(1, "a"): 1}, {(1, "a"): 1, (2, "b"): 1}, {(2, "b"): 1}]
