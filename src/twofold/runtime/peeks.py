@@ -42,15 +42,20 @@ class PendingPeek:
     received: float = field(default_factory=time.perf_counter)
 
 
-def answer_from_snapshot(p: Peek, snap: ArrangementSnapshot,
-                         max_result_size: int | None) -> PeekResponse:
-    """Answer `p` from `snap`, or raise `Waiting` if `snap` is not complete at its time."""
+def answer_from_snapshot(p: Peek, snap: ArrangementSnapshot, max_result_size: int | None,
+                         since: Frontier | None = None) -> PeekResponse:
+    """Answer `p` from `snap`, or raise `Waiting` if `snap` is not complete at its time.
+
+    `since` is the compaction the runtime has applied from its command stream; it may run
+    ahead of the snapshot's own `since` (compaction is lazy), and a peek before either fails.
+    """
     t = p.timestamp
+    effective = snap.since if since is None else snap.since.join(since)
+    if not effective.contains(t):
+        return PeekResponse(p.uuid, PeekError(
+            f"peek at {t} on {p.target.id} is before its since {effective}"))
     if snap.upper.contains(t):
         raise Waiting
-    if not snap.since.contains(t):
-        return PeekResponse(p.uuid, PeekError(
-            f"peek at {t} on {p.target.id} is before its since {snap.since}"))
     rows = peek(snap, t, literal_constraints=p.literal_constraints, mfp=p.mfp,
                 finishing=p.finishing, max_result_size=max_result_size)
     return PeekResponse(p.uuid, PeekRows(rows))

@@ -50,11 +50,13 @@ Waker = Callable[[GlobalId], None]
 
 
 class PublicationClosed(LookupError):
-    """The publication was dropped; reads of it fail instead of hanging."""
+    """The publication was dropped (or its dataflow failed); reads of it fail instead of
+    hanging."""
 
-    def __init__(self, id: GlobalId) -> None:
-        super().__init__(f"collection {id} was dropped")
+    def __init__(self, id: GlobalId, reason: str | None = None) -> None:
+        super().__init__(reason or f"collection {id} was dropped")
         self.id = id
+        self.reason = reason
 
 
 class PublicationRegistry(Generic[S]):
@@ -63,7 +65,7 @@ class PublicationRegistry(Generic[S]):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._snapshots: dict[GlobalId, S] = {}
-        self._closed: set[GlobalId] = set()
+        self._closed: dict[GlobalId, str | None] = {}
         self._standing: dict[GlobalId, Frontier] = {}
         self._reader_wakers: list[Waker] = []
         self._hold_wakers: list[Waker] = []
@@ -101,23 +103,24 @@ class PublicationRegistry(Generic[S]):
     def publish(self, id: GlobalId, snapshot: S) -> None:
         """Atomically replace `id`'s snapshot (creating the publication on first use)."""
         with self._lock:
-            self._closed.discard(id)
+            self._closed.pop(id, None)
             if id not in self._snapshots and id not in self._standing:
                 self._standing[id] = snapshot.since
             self._snapshots[id] = snapshot
         self._wake(id)
 
-    def close(self, id: GlobalId) -> None:
-        """`id` was dropped: readers get `PublicationClosed` from now on."""
+    def close(self, id: GlobalId, reason: str | None = None) -> None:
+        """`id` was dropped (or its dataflow failed, `reason` says how): readers get
+        `PublicationClosed` from now on."""
         with self._lock:
             self._snapshots.pop(id, None)
-            self._closed.add(id)
+            self._closed[id] = reason
         self._wake(id)
 
     def reset(self) -> None:
         """Forget every publication and tombstone (standing holds stay)."""
         with self._lock:
-            ids = set(self._snapshots) | self._closed
+            ids = set(self._snapshots) | set(self._closed)
             self._snapshots.clear()
             self._closed.clear()
         for id in ids:
@@ -136,7 +139,7 @@ class PublicationRegistry(Generic[S]):
         with self._lock:
             snap = self._snapshots.get(id)
             if snap is None and id in self._closed:
-                raise PublicationClosed(id)
+                raise PublicationClosed(id, self._closed[id])
             return snap
 
     def apply_standing_hold(self, id: GlobalId, frontier: Frontier) -> None:

@@ -103,6 +103,7 @@ class ComputeWorker:
         self.peeks = PeekBook()
         self.reporter = FrontierReporter()
         self.published: dict[GlobalId, tuple[Frontier, Frontier]] = {}
+        self.failed_published: set[GlobalId] = set()
         self.out: list[ComputeResponse] = []
         self.step_count = 0
         self.last_step_seconds = 0.0
@@ -168,6 +169,7 @@ class ComputeWorker:
         self.peeks.clear()
         self.reporter.reset()
         self.published.clear()
+        self.failed_published.clear()
         self.intro_allowed.clear()
         self.introspection = None
         if self.role == "maintenance" and self.registry is not None:
@@ -211,6 +213,7 @@ class ComputeWorker:
 
     def _dropped(self, gid: GlobalId) -> None:
         self.published.pop(gid, None)
+        self.failed_published.discard(gid)
         if self.role == "maintenance" and self.registry is not None:
             self.registry.close(gid)
         closed = self.reporter.close(gid)
@@ -276,7 +279,19 @@ class ComputeWorker:
                                                   f"exist"))
         if snap is None:
             raise Waiting
-        return answer_from_snapshot(p, snap, self.max_result_size)
+        return answer_from_snapshot(p, snap, self.max_result_size,
+                                    since=self._applied_since(gid, hosted))
+
+    def _applied_since(self, gid: GlobalId, hosted: HostedDataflow | None) -> Frontier:
+        """The compaction this runtime's own command stream has allowed for `gid`: a peek
+        before it is refused even if the arrangement has not been compacted that far yet."""
+        if hosted is not None:
+            return hosted.allowed.get(gid, Frontier.minimum())
+        if gid in self.intro_allowed:
+            return self.intro_allowed[gid]
+        if self.role == "interactive" and self.registry is not None:
+            return self.registry.standing_hold(gid) or Frontier.minimum()
+        return Frontier.minimum()
 
     def _peek_done(self, pp: PendingPeek, response: PeekResponse) -> None:
         self.out.append(response)
@@ -325,7 +340,9 @@ class ComputeWorker:
                 self.out.extend(sub.finish_at(df.frontier.meet(up_to)))
         for gid, mv in hosted.mvs.items():
             mv.on_chunks(df.drain_sink(gid))
-            report = self.reporter.observe(gid, mv.upper, hosted.input_frontier())
+            # A fresh shard's upper may lie below the view's as_of; reports start at as_of.
+            written = mv.upper.join(Frontier.at(hosted.as_of))
+            report = self.reporter.observe(gid, written, hosted.input_frontier())
             if report is not None and gid in hosted.live_exports:
                 self.out.append(report)
         for gid, copy in hosted.copy_tos.items():
@@ -350,6 +367,8 @@ class ComputeWorker:
         for gid in list(hosted.desc.index_exports):
             if gid not in hosted.live_exports:
                 continue
+            if hosted.failed is not None:
+                self._publish_failure(gid, hosted.failed)
             arr = hosted.export(gid)
             if arr is None:
                 continue
@@ -360,6 +379,15 @@ class ComputeWorker:
             report = self.reporter.observe(gid, hosted.frontier, hosted.input_frontier())
             if report is not None and self._reports_frontiers(gid):
                 self.out.append(report)
+
+    def _publish_failure(self, gid: GlobalId, reason: str) -> None:
+        # A failed maintained index is never published; readers waiting on it (interactive)
+        # must get the failure instead of waiting forever.
+        if self.role != "maintenance" or self.registry is None:
+            return
+        if gid not in self.failed_published:
+            self.failed_published.add(gid)
+            self.registry.close(gid, reason)
 
     def _publish(self, gid: GlobalId, arr: Arrangement) -> None:
         if self.role != "maintenance" or self.registry is None:
