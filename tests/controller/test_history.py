@@ -188,7 +188,7 @@ REPLAY_RANK = {
 }
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(histories())
 def test_reduced_history_is_equivalent_to_full_history(
     h: tuple[list[ComputeCommand], set[UUID]],
@@ -229,7 +229,7 @@ def live_size(model: ReplicaModel) -> int:
     return 4 + 4 * n_live + n_peeks
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(st.data())
 def test_size_tracks_live_state_not_traffic(data: st.DataObject) -> None:
     history = CommandHistory()

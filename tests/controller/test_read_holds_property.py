@@ -69,7 +69,7 @@ class Checker:
                 self.since[c.id] = f
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_compaction_never_passes_what_readers_need(data: st.DataObject) -> None:
     s = InstanceState(read_policy=LagWindow(data.draw(st.integers(0, 3))))
