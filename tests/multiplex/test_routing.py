@@ -417,3 +417,10 @@ def test_screen_lenient_drops_and_counts_foreign_interactive_frontiers() -> None
     violation = router.screen(INTER, Frontiers(U1, write_frontier=Frontier.at(1)))
     assert violation is not None and violation.kind is ViolationKind.FOREIGN_FRONTIERS
     assert router.violations == {**NO_VIOLATIONS, "foreign_frontiers": 1}
+
+
+def test_the_table_is_read_only_from_outside() -> None:
+    router = declared(maintained_index(U1))
+    with pytest.raises(TypeError):
+        router.collections[U2] = Collection(MAINT, True)  # type: ignore[index]
+    assert U2 not in router.collections

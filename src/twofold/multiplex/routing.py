@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Final
 
 from twofold.protocol import (
@@ -257,18 +258,19 @@ def _new_counts() -> dict[str, int]:
 class Router:
     """The routing table of one multiplexer. See the module docstring."""
 
-    __slots__ = ("_collections", "strict", "violations")
+    __slots__ = ("_collections", "_view", "strict", "violations")
 
     def __init__(self, *, strict: bool = False) -> None:
         self.strict = strict
         self._collections: dict[GlobalId, Collection] = {}
+        self._view = MappingProxyType(self._collections)
         self.violations: dict[str, int] = _new_counts()
         """Cumulative violation counts (never reset by `Hello`), keyed by `ViolationKind`."""
 
     @property
     def collections(self) -> Mapping[GlobalId, Collection]:
-        """A read-only view of the live collections."""
-        return self._collections
+        """A live, read-only view of the live collections."""
+        return self._view
 
     def route(self, command: ComputeCommand) -> Routing:
         """Decide where `command` goes and apply its table effect.
