@@ -16,6 +16,7 @@ from twofold.client import ComputeClient
 from twofold.multiplex import BUFFER_LIMIT, Multiplexer, ProtocolViolation, ViolationKind
 from twofold.protocol import (
     AllowCompaction,
+    ComputeCommand,
     ComputeResponse,
     CopyToResponse,
     CopyToRowCount,
@@ -129,6 +130,28 @@ async def test_failing_send_to_the_only_target_is_raised() -> None:
     async with Multiplexer(maintenance=ChannelRuntime(), interactive=i) as mux:
         with pytest.raises(BrokenPipeError):
             await mux.send(Peek(new_uuid(), IndexTarget(U1), 1))
+
+
+async def test_concurrent_sends_keep_every_runtime_in_routing_order() -> None:
+    release = asyncio.Event()
+
+    class SlowMaintenance(ChannelRuntime):
+        async def send(self, command: ComputeCommand) -> None:
+            await release.wait()  # e.g. a transport waiting for its buffer to drain
+            await super().send(command)
+
+    m, i = SlowMaintenance(), ChannelRuntime()
+    hello, peek = Hello(new_uuid()), Peek(new_uuid(), IndexTarget(U1), 1)
+    async with Multiplexer(maintenance=m, interactive=i) as mux:
+        first = asyncio.create_task(mux.send(hello))
+        await settle()
+        second = asyncio.create_task(mux.send(peek))
+        await settle()
+        assert i.sent == []  # the peek waits for the Hello to reach both runtimes
+        release.set()
+        await asyncio.gather(first, second)
+    assert m.sent == [hello]
+    assert i.sent == [hello, peek]
 
 
 # -- merge ----------------------------------------------------------------------------------

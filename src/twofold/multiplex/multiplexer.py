@@ -122,8 +122,8 @@ def _take(
 class Multiplexer:
     """A `ComputeClient` over a maintenance and an interactive `ComputeClient`.
 
-    Use it from one event loop; `send` is not meant to be called concurrently with itself (the
-    controller sends in order), and `recv` serves one consumer at a time.
+    Use it from one event loop. Concurrent `send`s are serialised in call order; `recv` is meant
+    for one consumer (concurrent callers each get distinct responses).
     """
 
     def __init__(
@@ -141,6 +141,7 @@ class Multiplexer:
         self._sides = (m, i)
         self._turn = m  # the side `recv` tries first
         self._waiters: list[asyncio.Future[None]] = []
+        self._send_lock = asyncio.Lock()
         self._started = False
         self._closed = False
         # The first end `recv` reported; sticky, because the runtimes share fate.
@@ -171,12 +172,15 @@ class Multiplexer:
         Raises `ProtocolViolation` (strict mode) before anything is forwarded, and whatever a
         runtime's `send` raises (the multiplexer must then not be used further).
         """
-        routing = self._router.route(command)
-        for violation in routing.violations:
-            log.warning("protocol violation (%s): %s", violation.kind.value, violation.message)
-        clients = self._clients
-        for runtime, delivered in routing.deliveries:
-            await clients[runtime].send(delivered)
+        # One send at a time, routing included: the table's order is then every runtime's
+        # order, even when concurrent senders' deliveries would suspend (a slow transport).
+        async with self._send_lock:
+            routing = self._router.route(command)
+            for violation in routing.violations:
+                log.warning("protocol violation (%s): %s", violation.kind.value, violation.message)
+            clients = self._clients
+            for runtime, delivered in routing.deliveries:
+                await clients[runtime].send(delivered)
 
     # -- responses ----------------------------------------------------------------------------
 
