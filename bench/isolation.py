@@ -367,6 +367,22 @@ def diff_buckets(after: list[tuple[int, int]], before: list[tuple[int, int]],
     return [(le, c - b.get(le, 0)) for le, c in after if c - b.get(le, 0) > 0]
 
 
+async def settle(s: Session, long_us: int = 32_768, window: float = 1.0,
+                 limit: float = 60.0) -> float:
+    """Wait until a `window` passes with no step of `long_us` or more on any runtime (the
+    arrangement's post-hydration merges are done), so no arm measures hydration leftovers."""
+    start = time.perf_counter()
+    before = await step_durations(s)
+    while time.perf_counter() - start < limit:
+        await asyncio.sleep(window)  # an observation window, not synchronisation
+        after = await step_durations(s)
+        new = [le for rt, b in after.items() for le, _ in diff_buckets(b, before.get(rt, []))]
+        if not any(le >= long_us for le in new):
+            break
+        before = after
+    return time.perf_counter() - start
+
+
 # -- one arm ---------------------------------------------------------------------------------------
 
 
@@ -416,6 +432,8 @@ async def run_arm(name: str, mode: Mode, url: str, big: Table, small: Table, sma
             await s.caught_up(GlobalId.user(2), big)
             await s.caught_up(GlobalId.user(4), small)
             print(f"  [{name}] hydrated in {time.perf_counter() - t0:.1f} s", flush=True)
+            quiet_after = await settle(s)
+            print(f"  [{name}] quiescent after {quiet_after:.1f} s more", flush=True)
             before = await step_durations(s)
             churn: contextlib.AbstractAsyncContextManager[object] = (
                 contextlib.nullcontext() if name == "idle" else
