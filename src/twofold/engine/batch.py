@@ -1,11 +1,9 @@
 """Immutable, consolidated batches of updates: the unit an arrangement's spine is made of.
 
 A `Batch` holds an update frame (`c*`, `time`, `diff`) sorted by each row's *sort code*
-(`hashing.sort_code`: key hash high, (row, time) hash low), the sorted codes as a read-only
-numpy array for binary search, and each row's value hash (kept so a merge that advances times
-recomputes codes without rehashing rows). It is consolidated: identical `(row, time)` updates
-appear once with their summed, non-zero diff (up to the astronomically rare interleaving of two
-distinct rows with equal codes, which readers' own consolidation absorbs). Its description is
+(`hashing.sort_code`: key hash high, row hash low) and then by time, the sorted codes as a
+read-only numpy array for binary search, and each row's value hash. It is consolidated:
+identical `(row, time)` updates appear once with their summed, non-zero diff. Its description is
 `[lower, upper)` (`upper is None`: the empty frontier) and `since`, the time its times were
 advanced to.
 
@@ -62,26 +60,23 @@ def build_batch(updates: pl.DataFrame, key_cols: Sequence[str], lower: int, uppe
     frame = advance_times(updates, since) if since > 0 else updates
     cols = [c for c in frame.columns if c not in (TIME, DIFF)]
     hashes = row_hash(frame, cols)
-    keys = row_hash(frame, key_cols)
-    codes = sort_code(keys, hashes, frame.get_column(TIME).to_numpy())
+    codes = sort_code(row_hash(frame, key_cols), hashes)
+    times = frame.get_column(TIME).to_numpy()
+    if frame.height > 1 and times.min() != times.max():
+        # Order by time first; the stable sort by code in consolidation keeps it within codes.
+        by_time = np.argsort(times, kind="stable")
+        frame, codes, hashes = frame[by_time], codes[by_time], hashes[by_time]
     return _sorted_consolidated(frame, codes, hashes, lower, upper, since)
 
 
 def merge_batches(batches: Sequence[Batch], since: int) -> Batch:
-    """One batch equal (at every time `>= since`) to the union of adjacent `batches`."""
-    frames, codes, hashes = [], [], []
-    for b in batches:
-        frame, code = b.data, b.codes
-        if b.since < since and len(b):
-            times = frame.get_column(TIME).to_numpy()
-            if times.min() < since:
-                frame = advance_times(frame, since)
-                code = sort_code(code, b.hashes, frame.get_column(TIME).to_numpy())
-        frames.append(frame)
-        codes.append(code)
-        hashes.append(b.hashes)
+    """One batch equal (at every time `>= since`) to the union of adjacent `batches`, given in
+    time order (so each code's rows stay in time order after the stable sort)."""
+    frames = [advance_times(b.data, since) if b.since < since and len(b) else b.data
+              for b in batches]
     frame = pl.concat(frames, how="vertical", rechunk=True)
-    return _sorted_consolidated(frame, np.concatenate(codes), np.concatenate(hashes),
+    return _sorted_consolidated(frame, np.concatenate([b.codes for b in batches]),
+                                np.concatenate([b.hashes for b in batches]),
                                 batches[0].lower, batches[-1].upper, since)
 
 

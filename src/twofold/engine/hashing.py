@@ -6,9 +6,11 @@ lookup probe hashes exactly like the arranged rows it should find. Fixed-width c
 numpy (splitmix64 over the value bits); strings and bytes use polars' value hash.
 
 An arranged row's *sort code* puts the key hash in the high `KEY_BITS` bits and a hash of the
-whole row and its time in the low bits. Sorting by the code groups each key's rows into one
-contiguous range (found by binary search between `key & KEY_MASK` and `key | ROW_MASK`) and
-makes identical `(row, time)` updates adjacent, so consolidation is one linear pass. Distinct
+whole row in the low bits. Sorting by (code, time) groups each key's rows into one contiguous
+range (found by binary search between `key & KEY_MASK` and `key | ROW_MASK`) and makes identical
+`(row, time)` updates adjacent, so consolidation is one linear pass. Codes do not depend on
+time, so advancing times (compaction) never reorders a batch and a merge of batches in time
+order is a merge of sorted runs. Distinct
 keys or rows may share bits: every reader filters by exact equality, so a collision costs time,
 never correctness.
 """
@@ -67,11 +69,9 @@ def row_hash(frame: pl.DataFrame, cols: Sequence[str]) -> np.ndarray:
     return h
 
 
-def sort_code(key_hash: np.ndarray, row_hash_: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """The sort code: key hash in the high bits, hash of (row, time) in the low bits."""
-    with np.errstate(over="ignore"):
-        low = mix(row_hash_ ^ (times.astype(np.uint64) * _GOLDEN)) & ROW_MASK
-    return (key_hash & KEY_MASK) | low
+def sort_code(key_hash: np.ndarray, row_hash_: np.ndarray) -> np.ndarray:
+    """The sort code: key hash in the high bits, row hash in the low bits."""
+    return (key_hash & KEY_MASK) | (mix(row_hash_) & ROW_MASK)
 
 
 def key_range(key_hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

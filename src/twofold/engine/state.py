@@ -14,13 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import polars as pl
 
 from twofold.engine.arrangement import Spine, gather_keys
 from twofold.engine.consolidation import consolidate, consolidate_sorted
 from twofold.engine.frames import DIFF, TIME, empty, schema
-from twofold.engine.hashing import sort_code
 from twofold.protocol import ColumnType
 
 
@@ -58,9 +56,8 @@ class KeyedState:
         if found is None:
             return self._empty()
         frame, codes, hashes = found
-        # Accumulating over all times: recompute codes as if every time were 0, so updates of
-        # one row at different times become adjacent and sum.
-        codes = sort_code(codes, hashes, np.zeros(len(codes), dtype=np.uint64))
+        # Codes ignore time, so updates of one row at different times become adjacent and
+        # sum once `time` is dropped.
         out, _, _ = consolidate_sorted(frame.select([*self.cols, DIFF]), codes, hashes)
         return out
 
