@@ -424,3 +424,13 @@ async def test_a_runtime_recv_cancelled_from_inside_is_raised_not_hung() -> None
     async with Multiplexer(maintenance=ChannelRuntime(), interactive=Vanishing()) as mux:
         with pytest.raises(RuntimeError, match="interactive runtime's recv was cancelled"):
             await mux.recv()
+
+
+@KINDS
+async def test_recv_after_close_returns_none_even_after_a_failure(kind: str) -> None:
+    mux, m, _ = make_mux(kind)
+    m.fail(RuntimeError("crashed"))
+    with pytest.raises(RuntimeError):
+        await mux.recv()
+    await mux.aclose()
+    assert await mux.recv() is None

@@ -206,11 +206,11 @@ class Multiplexer:
 
     async def _recv_slow(self) -> ComputeResponse | None:
         while True:
+            if self._closed:
+                return None
             item = self._poll()
             if item is not _NOTHING:
                 return item
-            if self._closed:
-                return None
             if not self._started:
                 self._start()
                 continue
@@ -312,7 +312,8 @@ class Multiplexer:
                     self._take_screened(side, item, nowait)
                 else:
                     _take(side.buffer, item, nowait)
-                wake()
+                if self._waiters:
+                    wake()
                 resume = side.resume
                 if resume is not None:
                     await resume
