@@ -156,3 +156,15 @@ def test_join_of_int_and_float_keys_compares_numerically() -> None:
     res = run_plan_at_times(Join(Get(f), Get(i), [0], [0]), inputs, [0])
     assert res[0] == [([1.0, 1], 1)]
 
+
+def test_negative_zero_joins_and_groups_with_zero() -> None:
+    from twofold.protocol import ColumnType, RelationDesc
+
+    fdesc = RelationDesc(["f"], [ColumnType("float")])
+    f, g = GlobalId.user(5), GlobalId.user(6)
+    inputs = {f: (fdesc, [([0.0], 0, 1)]), g: (fdesc, [([-0.0], 0, 1)])}
+    joined = run_plan_at_times(Join(Get(f), Get(g), [0], [0]), inputs, [0])[0]
+    assert isinstance(joined, list) and len(joined) == 1
+    grouped = run_plan_at_times(Distinct(UnionAll([Get(f), Get(g)])), inputs, [0])[0]
+    assert isinstance(grouped, list) and len(grouped) == 1
+

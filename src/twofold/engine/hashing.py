@@ -50,6 +50,10 @@ def column_hash(series: pl.Series) -> np.ndarray:
     if series.dtype in _FIXED and series.dtype != pl.Int128:
         if series.dtype == pl.Boolean:
             bits = series.fill_null(False).to_numpy().astype(np.uint64)
+        elif series.dtype == pl.Float64:
+            # SQL equality: -0.0 = 0.0 (adding 0.0 turns -0.0 into 0.0), and one NaN.
+            floats = series.fill_null(0.0).fill_nan(np.nan).to_numpy() + 0.0
+            bits = floats.view(np.uint64)
         else:
             bits = series.fill_null(0).to_numpy().view(np.uint64)
         out = mix(bits ^ _GOLDEN)
@@ -104,7 +108,7 @@ def _scalar_hash(value: object, dtype: pl.DataType) -> int:
     if dtype == pl.Int64:
         return _mix_int((int(value) & _U64) ^ _PGOLDEN)  # type: ignore[call-overload]
     if dtype == pl.Float64:
-        bits = int(np.array([value], dtype=np.float64).view(np.uint64)[0])
+        bits = int((np.array([value], dtype=np.float64) + 0.0).view(np.uint64)[0])
         return _mix_int(bits ^ _PGOLDEN)
     return int(column_hash(pl.Series([value], dtype=dtype))[0])
 
