@@ -74,7 +74,7 @@ def merge_batches(batches: Sequence[Batch], since: int) -> Batch:
     time order (so each code's rows stay in time order after the stable sort)."""
     frames = [advance_times(b.data, since) if b.since < since and len(b) else b.data
               for b in batches]
-    frame = pl.concat(frames, how="vertical", rechunk=True)
+    frame = pl.concat(frames, how="vertical", rechunk=False)
     return _sorted_consolidated(frame, np.concatenate([b.codes for b in batches]),
                                 np.concatenate([b.hashes for b in batches]),
                                 batches[0].lower, batches[-1].upper, since)
