@@ -2,11 +2,12 @@
 subscribes and copy-tos, and the async `Controller` driving several replicas of one instance.
 
 Decisions live in sans-IO state machines (`history`, `frontiers`, `holds`, `subscribes`,
-`instance`, `backoff`); asyncio lives only in `replica` and `controller`.
+`instance` with its values in `state`, `backoff`); asyncio lives only in `replica`,
+`controller` and `subscription`. `dataflows` builds peek, subscribe and copy-to dataflows.
 """
 
 from twofold.controller.backoff import Backoff
-from twofold.controller.controller import Controller, Subscription
+from twofold.controller.controller import Controller
 from twofold.controller.dataflows import copy_to_dataflow, peek_dataflow, subscribe_dataflow
 from twofold.controller.errors import (
     CollectionExists,
@@ -36,6 +37,7 @@ from twofold.controller.holds import (
 from twofold.controller.instance import Effects, InstanceState
 from twofold.controller.replica import ConnectFactory, ReplicaConnection
 from twofold.controller.subscribes import SubscribeMerger
+from twofold.controller.subscription import Subscription
 
 __all__ = [
     "DEFAULT_READ_POLICY",

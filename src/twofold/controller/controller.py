@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from uuid import UUID, uuid4
@@ -46,6 +45,7 @@ from twofold.controller.instance import (
     SubscribeDelivered,
 )
 from twofold.controller.replica import ConnectFactory, ReplicaConnection, Sleep
+from twofold.controller.subscription import Subscription
 from twofold.protocol import (
     ComputeCommand,
     ComputeParameters,
@@ -68,58 +68,9 @@ from twofold.protocol import (
     Row,
     RowSetFinishing,
     SourceImport,
-    SubscribeBatch,
 )
 
 log = logging.getLogger(__name__)
-
-
-class Subscription:
-    """An async iterator over one subscribe's batches, `[lower, upper)`, contiguous and exactly
-    once. Ends when the subscribe completes; raises `SubscribeFailed` on an error batch or an
-    external drop. `aclose()` (or leaving `async with`) drops the subscribe."""
-
-    def __init__(self, controller: Controller, id: GlobalId) -> None:
-        self.id = id
-        self._controller = controller
-        self._items: deque[SubscribeBatch | BaseException | None] = deque()
-        self._wake = asyncio.Event()
-        self._done = False
-
-    def _push(self, item: SubscribeBatch | BaseException | None) -> None:
-        self._items.append(item)
-        self._wake.set()
-
-    def __aiter__(self) -> Subscription:
-        return self
-
-    async def __anext__(self) -> SubscribeBatch:
-        while not self._items:
-            if self._done:
-                raise StopAsyncIteration
-            self._wake.clear()
-            await self._wake.wait()
-        item = self._items.popleft()
-        if isinstance(item, SubscribeBatch):
-            return item
-        self._done = True
-        if item is None:
-            raise StopAsyncIteration
-        raise item
-
-    async def aclose(self) -> None:
-        self._done = True
-        self._controller._subscriptions.pop(self.id, None)
-        if self.id in self._controller.state.collections:
-            await self._controller.drop(self.id)
-
-    async def __aenter__(self) -> Subscription:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
 
 class Controller:
