@@ -18,6 +18,18 @@ import polars as pl
 from twofold.engine.frames import DIFF
 from twofold.engine.hashing import mix, row_hash
 
+_NUMPY_EXACT = (pl.Int64, pl.UInt64, pl.Boolean)
+
+
+def _equal_to_previous(col: pl.Series, rows: np.ndarray) -> np.ndarray:
+    """Whether `col[rows[i]]` equals `col[rows[i] - 1]` (NULL equal to NULL)."""
+    if col.dtype in _NUMPY_EXACT and col.null_count() == 0:
+        values = col.to_numpy()
+        eq: np.ndarray = values[rows] == values[rows - 1]
+        return eq
+    idx = pl.Series(rows)
+    return col.gather(idx).eq_missing(col.gather(idx - 1)).to_numpy()
+
 
 def consolidate_sorted(frame: pl.DataFrame, codes: np.ndarray, hashes: np.ndarray
                        ) -> tuple[pl.DataFrame, np.ndarray, np.ndarray]:
@@ -44,11 +56,10 @@ def consolidate_sorted(frame: pl.DataFrame, codes: np.ndarray, hashes: np.ndarra
             codes, hashes, frame = codes[order], hashes[order], frame[order]
             diffs = frame.get_column(DIFF).to_numpy()
         if len(cand):
-            cur, prev = frame[cand], frame[cand - 1]
             same = np.ones(len(cand), dtype=bool)
             for c in frame.columns:
                 if c != DIFF:
-                    same &= cur.get_column(c).eq_missing(prev.get_column(c)).to_numpy()
+                    same &= _equal_to_previous(frame.get_column(c), cand)
             starts_mask = np.ones(n, dtype=bool)
             starts_mask[cand[same]] = False
             starts = np.flatnonzero(starts_mask)
