@@ -57,6 +57,8 @@ PLANS: dict[str, Plan] = {
     "reduce_distinct": Reduce(Get(A), [1], [Aggregate("count", 0, distinct=True),
                                             Aggregate("sum", 0, distinct=True)]),
     "reduce_global": Reduce(Get(A), [], [Aggregate("count"), Aggregate("sum", 0)]),
+    "reduce_keys_only": Reduce(Get(A), [], []),
+    "reduce_min_only": Reduce(Get(A), [], [Aggregate("min", 1)]),
     "reduce_strings": Reduce(Get(B), [1], [Aggregate("min", 0), Aggregate("max", 0)]),
     "distinct": Distinct(Mfp(Get(A), project=[0])),
     "threshold": Threshold(UnionAll([Get(A), Negate(Mfp(Get(A), filter=[

@@ -107,7 +107,8 @@ class AccumulateReduceOp(Operator):
             if a.func == "sum":
                 value = pl.when(pl.col(f"n{j}") > 0).then(value).otherwise(None)
             cols.append(value.alias(f"c{self.k + j}"))
-        out = acc.select(*cols, pl.lit(sign, pl.Int64).alias(DIFF))
+        # with_columns, not select: a lone literal would make one row of an empty frame.
+        out = acc.with_columns(pl.lit(sign, pl.Int64).alias(DIFF)).select(*cols, DIFF)
         return self.conform(out), errors
 
     def step(self, t: int, inputs: Mapping[GlobalId, Delta]) -> Delta:

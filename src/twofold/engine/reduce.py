@@ -141,7 +141,9 @@ class ReduceOp(KeyedOp):
                                        DIFF: [1] * int(flagged.sum())},
                                       schema={ERROR: pl.String, DIFF: pl.Int64})
                 grouped = grouped.filter(~flagged)
-        out = grouped.select([*self.out_cols, pl.lit(1, pl.Int64).alias(DIFF)])
+        # with_columns, not select: a lone literal would make one row of an empty frame.
+        out = grouped.with_columns(pl.lit(1, pl.Int64).alias(DIFF)).select(
+            [*self.out_cols, DIFF])
         return self.conform(out), errors
 
 
