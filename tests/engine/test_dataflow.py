@@ -205,3 +205,14 @@ def test_unknown_snapshot_and_bad_plan_are_plan_errors() -> None:
         Dataflow(DataflowDescription("x"), {IDX: base.snapshot()})
     with pytest.raises(PlanError):
         source_dataflow(Mfp(Get(SRC), filter=[Literal(1)]))
+
+
+def test_sink_updates_are_consolidated() -> None:
+    from twofold.protocol import Negate, UnionAll
+
+    df = source_dataflow(UnionAll([Get(SRC), Negate(Get(SRC)), Get(SRC)]), sink=True)
+    df.push(SRC, [([1, 1], 0, 1), ([2, 2], 0, 1)])
+    df.advance_source(SRC, Frontier.at(1))
+    df.step()
+    (chunk,) = df.drain_sink(SINK)
+    assert sorted(chunk.updates.rows()) == [(1, 1, 0, 1), (2, 2, 0, 1)]

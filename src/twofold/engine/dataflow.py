@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from twofold.engine.arrangement import Arrangement, ArrangementSnapshot, Updates, as_update_frame
+from twofold.engine.consolidation import consolidate
 from twofold.engine.errors import InputError, PlanError
-from twofold.engine.frames import DIFF, TIME, empty, error_schema, update_schema
+from twofold.engine.frames import DIFF, ERROR, TIME, empty, error_schema, update_schema
 from twofold.engine.operator import EMPTY_ERRORS, Delta, Operator, empty_delta
 from twofold.engine.render import render_plan
 from twofold.engine.typecheck import typecheck_dataflow
@@ -201,6 +202,9 @@ class Dataflow:
                 drop.append(pl.col(TIME) < sink.up_to.time)
             if drop:
                 data, errs = data.filter(*drop), errs.filter(*drop)
+            # Subscribers expect consolidated updates; operator outputs need not be.
+            data = consolidate(data, [*data.columns[:-2], TIME])
+            errs = consolidate(errs, [ERROR, TIME])
             self._sinks[gid].append(SinkChunk(lower, upper, data, errs))
         self._frontier = upper
         return True
