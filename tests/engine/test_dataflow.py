@@ -216,3 +216,17 @@ def test_sink_updates_are_consolidated() -> None:
     df.step()
     (chunk,) = df.drain_sink(SINK)
     assert sorted(chunk.updates.rows()) == [(1, 1, 0, 1), (2, 2, 0, 1)]
+
+
+def test_driver_chosen_as_of_when_the_description_has_none() -> None:
+    desc = DataflowDescription(
+        "no as_of", source_imports={SRC: SourceImport("shard", DESC)},
+        objects_to_build=[BuildDesc(OUT, Get(SRC))],
+        index_exports={OUT: (IndexDesc(OUT, [0]), DESC)})
+    df = Dataflow(desc, as_of=4)
+    df.push(SRC, [([1, 1], 2, 1)])
+    df.advance_source(SRC, Frontier.at(6))
+    df.step()
+    snap = df.export(OUT).snapshot()
+    assert snap.since == Frontier.at(4)
+    assert snap.read_rows(4) == [([1, 1], 1)]

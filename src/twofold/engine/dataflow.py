@@ -65,7 +65,10 @@ class Dataflow:
     """A rendered `DataflowDescription`; single-threaded, driven by a runtime."""
 
     def __init__(self, desc: DataflowDescription,
-                 index_imports: Mapping[GlobalId, ArrangementSnapshot] | None = None) -> None:
+                 index_imports: Mapping[GlobalId, ArrangementSnapshot] | None = None, *,
+                 as_of: int | None = None) -> None:
+        """`as_of` overrides a description without one (`desc.as_of is None`: the driver
+        chose it, e.g. from its inputs' sinces); otherwise it is `desc.as_of`, or 0."""
         snaps = dict(index_imports or {})
         unknown = set(snaps) - set(desc.index_imports)
         if unknown:
@@ -73,10 +76,13 @@ class Dataflow:
                             f"import: {sorted(unknown)}")
         self.desc = desc
         self.known = typecheck_dataflow(desc)
-        as_of = desc.as_of if desc.as_of is not None else Frontier.minimum()
-        self.as_of = as_of.time if as_of.time is not None else 0
+        if desc.as_of is not None:
+            start = desc.as_of
+        else:
+            start = Frontier.at(as_of) if as_of is not None else Frontier.minimum()
+        self.as_of = start.time if start.time is not None else 0
         self.until = desc.until
-        self._frontier = as_of
+        self._frontier = start
         self._started = False
         self._sources = {gid: _Source(s.desc) for gid, s in desc.source_imports.items()}
         self._indexes = {gid: _IndexInput(i.relation) for gid, i in desc.index_imports.items()}
@@ -86,7 +92,7 @@ class Dataflow:
             (b.id, render_plan(b.plan, self.known, self.as_of)) for b in desc.objects_to_build
         ]
         self._exports = {
-            gid: Arrangement(rel, idx.key, since=as_of)
+            gid: Arrangement(rel, idx.key, since=start)
             for gid, (idx, rel) in desc.index_exports.items()
         }
         self._sinks: dict[GlobalId, list[SinkChunk]] = {gid: [] for gid in desc.sink_exports}
