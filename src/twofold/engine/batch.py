@@ -69,10 +69,17 @@ def build_batch(updates: pl.DataFrame, key_cols: Sequence[str], lower: int, uppe
     return _sorted_consolidated(frame, codes, hashes, lower, upper, since)
 
 
+def _needs_advance(batch: Batch, since: int) -> bool:
+    if batch.since >= since or len(batch) == 0:
+        return False
+    earliest = batch.data.get_column(TIME).min()
+    return isinstance(earliest, int) and earliest < since
+
+
 def merge_batches(batches: Sequence[Batch], since: int) -> Batch:
     """One batch equal (at every time `>= since`) to the union of adjacent `batches`, given in
     time order (so each code's rows stay in time order after the stable sort)."""
-    frames = [advance_times(b.data, since) if b.since < since and len(b) else b.data
+    frames = [advance_times(b.data, since) if _needs_advance(b, since) else b.data
               for b in batches]
     frame = pl.concat(frames, how="vertical", rechunk=False)
     return _sorted_consolidated(frame, np.concatenate([b.codes for b in batches]),
