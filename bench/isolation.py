@@ -102,7 +102,8 @@ class Sampler:
         while not self._stop.is_set():
             t0 = time.perf_counter()
             time.sleep(self.interval)
-            self.late.append(time.perf_counter() - t0 - self.interval)
+            late = time.perf_counter() - t0 - self.interval
+            self.late.append(late)
             names = {t.ident: t.name for t in threading.enumerate()}
             for ident, frame in sys._current_frames().items():
                 name = names.get(ident, "?")
@@ -111,6 +112,9 @@ class Sampler:
                 stack = traceback.extract_stack(frame)
                 where = [f"{Path(f.filename).name}:{f.name}" for f in stack[-4:]]
                 self.counts[(name, " < ".join(reversed(where)))] += 1
+                if late > 0.02:
+                    # Where a thread stands right after a long GIL hold (or a scheduling gap).
+                    self.counts[(f"LATE>20ms {name}", " < ".join(reversed(where)))] += 1
 
     def dump(self) -> None:
         self._stop.set()
@@ -128,6 +132,9 @@ def serve_main(url: str, mode: Mode) -> int:
     """The replica process: serve on a free loopback port, print it, run until killed."""
     from twofold.replica import serve_replica
 
+    switch = os.environ.get("TWOFOLD_BENCH_SWITCH_INTERVAL")
+    if switch:
+        sys.setswitchinterval(float(switch))
     profile = os.environ.get("TWOFOLD_BENCH_PROFILE")
     if profile:
         sampler = Sampler(profile)
@@ -421,6 +428,7 @@ async def run_arm(name: str, mode: Mode, url: str, big: Table, small: Table, sma
                   args: argparse.Namespace) -> Arm:
     env_profile = f"{OUT}/isolation_profile_{name.replace(' ', '_')}.txt" if args.profile else ""
     os.environ["TWOFOLD_BENCH_PROFILE"] = env_profile
+    os.environ["TWOFOLD_BENCH_SWITCH_INTERVAL"] = str(args.switch_interval or "")
     with child("serve", url, mode, ready="LISTENING") as (_, line):
         _, host, port = line.split()
         async with session(host, int(port)) as s:
@@ -561,6 +569,8 @@ def cli() -> None:
     parser.add_argument("--samples", type=int, default=2_000, help="lookups per arm")
     parser.add_argument("--arms", nargs="*", choices=["idle", "one", "two"],
                         help="run only these arms (diagnostics; the report needs all three)")
+    parser.add_argument("--switch-interval", type=float, default=None,
+                        help="sys.setswitchinterval in the replica process (experiment)")
     parser.add_argument("--profile", action="store_true",
                         help="sample the replica's runtime threads (bench/out/*_profile_*.txt)")
     args = parser.parse_args()
