@@ -220,3 +220,22 @@ def test_single_class_strategies(name: str, cls_name: str) -> None:
 def test_id_strategies_of_one_kind(factory: Any, kind: IdKind) -> None:
     assert {g.kind for g in sample(factory(), 20)} == {kind}
     assert all(not g.is_transient for g in sample(s.durable_ids(), 20))
+
+
+POOL = [GlobalId.user(1), GlobalId.transient(2)]
+
+
+def _named_ids(msg: Any) -> list[GlobalId]:
+    from twofold.protocol import CreateDataflow, Peek
+
+    if isinstance(msg, CreateDataflow):
+        return msg.dataflow.export_ids()
+    if isinstance(msg, Peek):
+        return [msg.target.id]
+    return [msg.id] if isinstance(getattr(msg, "id", None), GlobalId) else []
+
+
+@settings(max_examples=60)
+@given(st.one_of(s.commands(st.sampled_from(POOL)), s.responses(st.sampled_from(POOL))))
+def test_messages_name_only_ids_from_the_pool(msg: Any) -> None:
+    assert set(_named_ids(msg)) <= set(POOL)

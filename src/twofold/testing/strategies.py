@@ -115,9 +115,10 @@ def _memo(factory: Callable[P, T]) -> Callable[P, T]:
     Hypothesis validates a strategy object on first draw, and for `st.builds` over msgspec
     classes that means resolving type hints; a strategy rebuilt inside every composite draw
     pays that each time (it made dataflow generation ~5x slower). Strategies are immutable,
-    so sharing one object is safe. Arguments must be hashable (strategies hash by identity).
+    so sharing one object is safe. Arguments must be hashable (strategies hash by identity);
+    the cache is bounded, since callers may pass a fresh strategy object on every call.
     """
-    cached: Callable[..., T] = functools.cache(factory)
+    cached: Callable[..., T] = functools.lru_cache(maxsize=256)(factory)
 
     @functools.wraps(factory)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
@@ -185,6 +186,11 @@ def global_ids(kinds: Sequence[IdKind] | None = None) -> S[GlobalId]:
 @_memo
 def _global_ids(kinds: tuple[IdKind, ...]) -> S[GlobalId]:
     return st.builds(GlobalId, st.sampled_from(kinds), id_numbers())
+
+
+@_memo
+def _ids(ids: S[GlobalId] | None) -> S[GlobalId]:
+    return global_ids() if ids is None else ids
 
 
 @_memo
@@ -682,42 +688,43 @@ def create_dataflows(dataflows: S[DataflowDescription] | None = None) -> S[Creat
 
 
 @_memo
-def schedules() -> S[Schedule]:
-    return st.builds(Schedule, global_ids())
+def schedules(ids: S[GlobalId] | None = None) -> S[Schedule]:
+    return st.builds(Schedule, _ids(ids))
 
 
 @_memo
-def allow_writes() -> S[AllowWrites]:
-    return st.builds(AllowWrites, global_ids())
+def allow_writes(ids: S[GlobalId] | None = None) -> S[AllowWrites]:
+    return st.builds(AllowWrites, _ids(ids))
 
 
 @_memo
-def allow_compactions() -> S[AllowCompaction]:
-    return st.builds(AllowCompaction, global_ids(), frontiers())
+def allow_compactions(ids: S[GlobalId] | None = None) -> S[AllowCompaction]:
+    return st.builds(AllowCompaction, _ids(ids), frontiers())
 
 
 @_memo
-def index_targets() -> S[IndexTarget]:
-    return st.builds(IndexTarget, global_ids())
+def index_targets(ids: S[GlobalId] | None = None) -> S[IndexTarget]:
+    return st.builds(IndexTarget, _ids(ids))
 
 
 @_memo
-def storage_targets() -> S[StorageTarget]:
-    return st.builds(StorageTarget, global_ids(), _names)
+def storage_targets(ids: S[GlobalId] | None = None) -> S[StorageTarget]:
+    return st.builds(StorageTarget, _ids(ids), _names)
 
 
 @_memo
-def peek_targets() -> S[PeekTarget]:
-    return st.one_of(index_targets(), storage_targets())
+def peek_targets(ids: S[GlobalId] | None = None) -> S[PeekTarget]:
+    return st.one_of(index_targets(ids), storage_targets(ids))
 
 
 @_memo
-def peeks() -> S[Peek]:
-    """`Peek`s; `literal_constraints` is `None` or a non-empty list of key rows."""
+def peeks(ids: S[GlobalId] | None = None) -> S[Peek]:
+    """`Peek`s (of targets named by `ids`); `literal_constraints` is `None` or a non-empty
+    list of key rows."""
     return st.builds(
         Peek,
         uuid=st.uuids(),
-        target=peek_targets(),
+        target=peek_targets(ids),
         timestamp=timestamps(),
         literal_constraints=st.one_of(st.none(), _small_lists(rows(), 3, min_size=1)),
         mfp=map_filter_projects(),
@@ -732,8 +739,11 @@ def cancel_peeks() -> S[CancelPeek]:
 
 
 @_memo
-def commands() -> S[ComputeCommand]:
-    """Every `ComputeCommand` variant."""
+def commands(ids: S[GlobalId] | None = None) -> S[ComputeCommand]:
+    """Every `ComputeCommand` variant. With `ids`, every id a command names (dataflow exports,
+    `Schedule`, `AllowWrites`, `AllowCompaction`, peek targets) is drawn from it, so a small
+    pool makes commands refer to each other."""
+    dataflows = None if ids is None else dataflow_descriptions(export_ids=ids)
     return cast(
         S[ComputeCommand],
         st.one_of(
@@ -741,11 +751,11 @@ def commands() -> S[ComputeCommand]:
             create_instances(),
             initialization_completes(),
             update_configurations(),
-            create_dataflows(),
-            schedules(),
-            allow_writes(),
-            allow_compactions(),
-            peeks(),
+            create_dataflows(dataflows),
+            schedules(ids),
+            allow_writes(ids),
+            allow_compactions(ids),
+            peeks(ids),
             cancel_peeks(),
         ),
     )
@@ -755,10 +765,10 @@ def commands() -> S[ComputeCommand]:
 
 
 @_memo
-def frontiers_responses() -> S[Frontiers]:
+def frontiers_responses(ids: S[GlobalId] | None = None) -> S[Frontiers]:
     """`Frontiers` reports (each kind `None` = unchanged, or a frontier)."""
     maybe = st.one_of(st.none(), frontiers())
-    return st.builds(Frontiers, global_ids(), maybe, maybe, maybe)
+    return st.builds(Frontiers, _ids(ids), maybe, maybe, maybe)
 
 
 @_memo
@@ -827,8 +837,9 @@ def subscribe_events() -> S[SubscribeEvent]:
 
 
 @_memo
-def subscribe_responses() -> S[SubscribeResponse]:
-    return st.builds(SubscribeResponse, transient_ids(), subscribe_events())
+def subscribe_responses(ids: S[GlobalId] | None = None) -> S[SubscribeResponse]:
+    """Subscribe responses for `ids` (transient ids when `None`)."""
+    return st.builds(SubscribeResponse, transient_ids() if ids is None else ids, subscribe_events())
 
 
 @_memo
@@ -852,8 +863,9 @@ def copy_to_results() -> S[CopyToResult]:
 
 
 @_memo
-def copy_to_responses() -> S[CopyToResponse]:
-    return st.builds(CopyToResponse, transient_ids(), copy_to_results())
+def copy_to_responses(ids: S[GlobalId] | None = None) -> S[CopyToResponse]:
+    """Copy-to responses for `ids` (transient ids when `None`)."""
+    return st.builds(CopyToResponse, transient_ids() if ids is None else ids, copy_to_results())
 
 
 @_memo
@@ -862,15 +874,16 @@ def statuses() -> S[Status]:
 
 
 @_memo
-def responses() -> S[ComputeResponse]:
-    """Every `ComputeResponse` variant."""
+def responses(ids: S[GlobalId] | None = None) -> S[ComputeResponse]:
+    """Every `ComputeResponse` variant; with `ids`, every id a response names is drawn from
+    it (by default subscribe and copy-to responses name transient ids)."""
     return cast(
         S[ComputeResponse],
         st.one_of(
-            frontiers_responses(),
+            frontiers_responses(ids),
             peek_responses(),
-            subscribe_responses(),
-            copy_to_responses(),
+            subscribe_responses(ids),
+            copy_to_responses(ids),
             statuses(),
         ),
     )
