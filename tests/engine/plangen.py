@@ -83,8 +83,10 @@ def pick(draw: Draw, options: Sequence[T]) -> T:
 
 
 def values(typ: str, nullable: bool) -> st.SearchStrategy[Any]:
-    pool = POOLS[typ] + ([None] if nullable else [])
-    return st.sampled_from(pool)
+    # Mostly the first few pool values, so joins match, groups collide and rows repeat.
+    pool = POOLS[typ]
+    choices = [st.sampled_from(pool[:3]), st.sampled_from(pool)]
+    return st.one_of(st.none(), *choices) if nullable else st.one_of(*choices)
 
 
 def rows(types: Sequence[ColumnType]) -> st.SearchStrategy[list[Any]]:
@@ -299,8 +301,9 @@ class PlanGen:
     expr_depth: int = 2
     stats: Counter[str] = field(default_factory=Counter)
 
-    def plan(self, depth: int) -> tuple[Plan, list[str]]:
-        if depth <= 0 or self.draw(st.integers(0, 4)) == 0:
+    def plan(self, depth: int, *, root: bool = False) -> tuple[Plan, list[str]]:
+        """A plan of at most `depth` operators deep; the root is never a bare leaf."""
+        if depth <= 0 or (not root and self.draw(st.integers(0, 4)) == 0):
             return self.leaf()
         kind = pick(
             self.draw,
@@ -359,10 +362,15 @@ class PlanGen:
     def join(self, depth: int) -> Plan:
         draw = self.draw
         (left, lt), (right, rt) = self.plan(depth), self.plan(depth)
+        if draw(st.integers(0, 9)) == 0:
+            return Join(left, right, [], [])  # a cross join
         pairs = [(i, j) for i, a in enumerate(lt) for j, b in enumerate(rt) if a == b]
-        keys: list[tuple[int, int]] = []
-        if pairs and draw(st.integers(0, 9)) > 0:
-            keys = draw(st.lists(st.sampled_from(pairs), min_size=1, max_size=2))
+        if not pairs and lt:
+            # No column types in common: derive a right-hand key column of a left key's type.
+            i = draw(st.integers(0, len(lt) - 1))
+            right = Mfp(right, map=[exprs(draw, rt, lt[i], draw(st.integers(0, 1)))])
+            pairs = [(i, len(rt))]
+        keys = draw(st.lists(st.sampled_from(pairs), min_size=1, max_size=2)) if pairs else []
         return Join(left, right, [a for a, _ in keys], [b for _, b in keys])
 
     def reduce(self, depth: int) -> Plan:
@@ -371,7 +379,7 @@ class PlanGen:
         idx = list(range(len(cols)))
         group_key = draw(st.lists(st.sampled_from(idx), max_size=2)) if idx else []
         aggs = []
-        for _ in range(draw(st.integers(0, 3))):
+        for _ in range(pick(draw, [1, 2, 3, 0, 1, 2])):
             func = pick(draw, ["count", "sum", "min", "max"])
             usable = [i for i in idx if func != "sum" or cols[i] in ("int", "float")]
             if func == "count" and (not usable or draw(st.booleans())):
@@ -391,7 +399,7 @@ class PlanGen:
             OrderKey(pick(draw, idx), desc=draw(st.booleans()), nulls_last=draw(st.booleans()))
             for _ in range(draw(st.integers(0, 2)) if idx else 0)
         ]
-        limit = draw(st.one_of(st.none(), st.integers(0, 3)))
+        limit = pick(draw, [1, 2, None, 0, 3])
         return TopK(plan, group_key, order_by, limit=limit, offset=draw(st.integers(0, 2)))
 
     def aligned(self, depth: int, want: list[str]) -> Plan:
@@ -428,7 +436,7 @@ class PlanGen:
 @st.composite
 def plans(draw: Draw, env: dict[GlobalId, list[str]], max_depth: int = 3) -> Plan:
     """A well-typed, error-free, non-negative-where-required plan over `env`."""
-    return PlanGen(draw, env).plan(max_depth)[0]
+    return PlanGen(draw, env).plan(max_depth, root=True)[0]
 
 
 @dataclass(frozen=True)

@@ -199,6 +199,7 @@ def _env_inputs(s: Scenario) -> dict[GlobalId, tuple[list[str], list[Any]]]:
     return {g: ([t.scalar for t in d.types], u) for g, (d, u) in s.inputs.items()}
 
 
+@pytest.mark.timeout(max(120, 2 * EXAMPLES))
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
