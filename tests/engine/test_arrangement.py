@@ -24,13 +24,16 @@ from twofold.engine import Arrangement, EvalError, InputError, NotReadableError
 from twofold.protocol import ColumnType, Frontier, RelationDesc
 
 DESC_INT = RelationDesc(["k", "v"], [ColumnType("int"), ColumnType("int")])
-DESC_STR = RelationDesc(["k", "n", "v"], [ColumnType("str"), ColumnType("int"),
-                                          ColumnType("float")])
+DESC_STR = RelationDesc(
+    ["k", "n", "v"], [ColumnType("str"), ColumnType("int"), ColumnType("float")]
+)
 keys_int = st.one_of(st.none(), st.integers(-4, 4))
 rows_int = st.tuples(keys_int, st.integers(0, 3)).map(list)
-rows_str = st.tuples(st.one_of(st.none(), st.sampled_from(["a", "b", "ü", ""])),
-                     st.one_of(st.none(), st.integers(0, 2)),
-                     st.sampled_from([0.5, -1.0])).map(list)
+rows_str = st.tuples(
+    st.one_of(st.none(), st.sampled_from(["a", "b", "ü", ""])),
+    st.one_of(st.none(), st.integers(0, 2)),
+    st.sampled_from([0.5, -1.0]),
+).map(list)
 
 
 def naive(updates: list[tuple[list[Any], int, int]], t: int) -> list[tuple[list[Any], int]]:
@@ -84,19 +87,24 @@ def run_script(desc: RelationDesc, key: list[int], ops: list[tuple[str, Any]]) -
         for t in range(since, upper):
             assert snap.read_rows(t) == naive(hist, t)
             if key == [0]:
-                probe: list[list[Any]] = [[None], ["a"], ["ü"]] if desc is DESC_STR else [
-                    [None], [1], [2]]
+                probe: list[list[Any]] = (
+                    [[None], ["a"], ["ü"]] if desc is DESC_STR else [[None], [1], [2]]
+                )
                 found = snap.lookup(probe, t)
                 got = sorted(repr(tuple(r)) for r in found.iter_rows())
-                want = sorted(repr((*r, d)) for r, d in naive(hist, t)
-                              if r[0] is not None and [r[0]] in probe)
+                want = sorted(
+                    repr((*r, d)) for r, d in naive(hist, t) if r[0] is not None and [r[0]] in probe
+                )
                 assert got == want
-                want_rows = [(r, d) for r, d in naive(hist, t)
-                             if r[0] is not None and [r[0]] in probe]
+                want_rows = [
+                    (r, d) for r, d in naive(hist, t) if r[0] is not None and [r[0]] in probe
+                ]
                 assert snap.lookup_rows(probe, t) == want_rows
                 assert snap.lookup_rows(probe * 10 + [[k] for k in range(-30, 30)], t) == [
-                    rd for rd in naive(hist, t) if rd[0][0] is not None and (
-                        [rd[0][0]] in probe or isinstance(rd[0][0], int))]
+                    rd
+                    for rd in naive(hist, t)
+                    if rd[0][0] is not None and ([rd[0][0]] in probe or isinstance(rd[0][0], int))
+                ]
         for bad in (since - 1, upper):
             if bad >= 0:
                 with pytest.raises(NotReadableError):
@@ -167,25 +175,37 @@ def test_insert_outside_window_is_refused_and_changes_nothing() -> None:
 
 def test_arrow_and_frame_inputs() -> None:
     arr = Arrangement(DESC_INT, [0])
-    table = pa.table({"k": pa.array([1, 2], pa.int64()), "v": pa.array([5, 6], pa.int64()),
-                      "time": pa.array([0, 1], pa.uint64()),
-                      "diff": pa.array([1, 1], pa.int64())})
+    table = pa.table(
+        {
+            "k": pa.array([1, 2], pa.int64()),
+            "v": pa.array([5, 6], pa.int64()),
+            "time": pa.array([0, 1], pa.uint64()),
+            "diff": pa.array([1, 1], pa.int64()),
+        }
+    )
     arr.insert(table, Frontier.at(2))
     batch = pa.RecordBatch.from_pydict(
-        {"k": [1], "v": [5], "time": pa.array([2], pa.uint64()), "diff": [-1]})
+        {"k": [1], "v": [5], "time": pa.array([2], pa.uint64()), "diff": [-1]}
+    )
     arr.insert(batch, Frontier.at(3))
     assert arr.snapshot().read_rows(2) == [([2, 6], 1)]
     with pytest.raises(InputError):
-        arr.insert(pa.table({"k": [1], "time": pa.array([3], pa.uint64()), "diff": [1]}),
-                   Frontier.at(4))
+        arr.insert(
+            pa.table({"k": [1], "time": pa.array([3], pa.uint64()), "diff": [1]}), Frontier.at(4)
+        )
     with pytest.raises(InputError):
         arr.insert(pl.DataFrame({"x": [1]}), Frontier.at(4))
 
 
 def test_errors_are_seen_by_reads() -> None:
     arr = Arrangement(DESC_INT, [0])
-    errs = pl.DataFrame({"error": ["division by zero", "division by zero"],
-                         "time": pl.Series([1, 2], dtype=pl.UInt64), "diff": [1, -1]})
+    errs = pl.DataFrame(
+        {
+            "error": ["division by zero", "division by zero"],
+            "time": pl.Series([1, 2], dtype=pl.UInt64),
+            "diff": [1, -1],
+        }
+    )
     arr.insert([([1, 1], 0, 1)], Frontier.at(3), errors=errs)
     snap = arr.snapshot()
     assert snap.read_rows(0) == [([1, 1], 1)]
@@ -239,8 +259,9 @@ def test_snapshot_read_on_another_thread_while_writer_merges() -> None:
     def reader() -> None:
         taken.set()
         for _ in range(20):
-            results.append(snap.read_rows(0) == expected and
-                           snap.lookup_rows([[3]], 0) == [([3, 3], 1)])
+            results.append(
+                snap.read_rows(0) == expected and snap.lookup_rows([[3]], 0) == [([3, 3], 1)]
+            )
 
     thread = threading.Thread(target=reader)
     thread.start()
@@ -252,3 +273,12 @@ def test_snapshot_read_on_another_thread_while_writer_merges() -> None:
     thread.join()
     assert results and all(results)
     assert arr.snapshot().lookup_rows([[3]], 39) == []
+
+
+def test_closed_arrangement_refuses_updates() -> None:
+    arr = Arrangement(DESC_INT, [0])
+    arr.insert([([1, 1], 0, 1)], Frontier.empty())
+    arr.advance_upper(Frontier.empty())
+    with pytest.raises(InputError, match="closed"):
+        arr.insert([([1, 1], 5, 1)], Frontier.empty())
+    assert arr.snapshot().read_rows(7) == [([1, 1], 1)]

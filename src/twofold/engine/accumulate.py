@@ -137,7 +137,8 @@ class AccumulateReduceOp(Operator):
         ], how="vertical"))
         old_out, old_err = self._outputs(old, -1)
         new_out, new_err = self._outputs(new, 1)
-        out = consolidate(pl.concat([old_out, new_out], how="vertical"),
-                          [f"c{i}" for i in range(len(self.types))])
+        # Not consolidated: an unchanged group's -old/+new pair is harmless downstream (every
+        # consumer consolidates: arrangements, sinks, keyed operators), and this is a hot path.
+        out = pl.concat([old_out, new_out], how="vertical")
         own = consolidate(pl.concat([old_err, new_err], how="vertical"), [ERROR])
         return self.conform(out), concat_errors([errs, own])

@@ -359,6 +359,9 @@ class Arrangement:
                         f"{what} times [{tmin}, {tmax}] lie outside [{lower}, {upper})"
                     )
         if lower.is_empty:
+            if frame.height or err.height:
+                raise InputError("the arrangement is closed (its upper is empty): no updates "
+                                 "may follow")
             return
         up = upper.time
         self._data.insert(frame, lo, up)
