@@ -22,6 +22,7 @@ from twofold.protocol import (
     GlobalId,
     Hello,
     InitializationComplete,
+    Peek,
     Schedule,
     Status,
 )
@@ -235,7 +236,7 @@ def _peek(**extra: Any) -> dict[str, Any]:
     ],
 )
 def test_structurally_invalid_values_raise_decode_error(extra: dict[str, Any]) -> None:
-    assert isinstance(decode_command(msgspec.msgpack.encode(_peek())), object)
+    assert isinstance(decode_command(msgspec.msgpack.encode(_peek())), Peek)
     with pytest.raises(DecodeError):
         decode_command(msgspec.msgpack.encode(_peek(**extra)))
 
