@@ -257,3 +257,22 @@ def test_recv_is_cancel_safe_under_random_schedules(schedule: list[Op], fail: bo
         assert received == sent
 
     run(main())
+
+
+async def _recv_nowait_case() -> None:
+    from twofold.client import channel_pair
+    from twofold.protocol import Status
+
+    controller, replica = channel_pair()
+    assert controller.recv_nowait() is None
+    await replica.send(Status("a"))
+    await replica.send(Status("b"))
+    assert controller.recv_nowait() == Status("a")
+    assert await controller.recv() == Status("b")
+    assert controller.recv_nowait() is None
+
+
+def test_recv_nowait_takes_only_what_is_queued() -> None:
+    import asyncio
+
+    asyncio.run(_recv_nowait_case())

@@ -115,6 +115,11 @@ class _End(Generic[T]):
     async def recv(self) -> T | None:
         return await self._inbox.get()
 
+    def recv_nowait(self) -> T | None:
+        """A message already queued, else `None` (also at the end of the stream). Never blocks;
+        the multiplexer's fast path uses it."""
+        return self._inbox.get_nowait()
+
     def close(self) -> None:
         """End this side's outgoing stream; the peer's `recv` returns `None` after draining."""
         self._outbox.close()
