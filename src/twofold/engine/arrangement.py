@@ -225,6 +225,10 @@ class ArrangementSnapshot:
         found = lookup_batches(self.data, key_cols, probe, le=t)
         if found is None:
             return empty({**schema(self.desc.types), DIFF: pl.Int64()})
+        times = found.get_column(TIME)
+        if len(self.data) == 1 and times.min() == times.max():
+            # One consolidated batch, one time: every row is already distinct.
+            return found.drop(TIME)
         return _accumulate(found, self.columns)
 
     def lookup_rows(self, keys: Sequence[Sequence[Any]], t: int) -> list[tuple[list[Any], int]]:
