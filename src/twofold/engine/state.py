@@ -46,8 +46,9 @@ class KeyedState:
         """Add the collection frame `delta` (the change at `t`)."""
         if delta.height == 0:
             return
-        self.spine.since = t
-        self.spine.insert(delta.with_columns(pl.lit(t, pl.UInt64).alias(TIME)), t, t + 1)
+        # Only the accumulation matters, never when: storing every update at time 0 lets
+        # merges cancel retractions without ever advancing times.
+        self.spine.insert(delta.with_columns(pl.lit(0, pl.UInt64).alias(TIME)), t, t + 1)
 
     def lookup(self, keys: pl.DataFrame) -> pl.DataFrame:
         """Candidate accumulated rows (collection frame, consolidated) of the key rows in
