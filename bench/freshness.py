@@ -214,6 +214,9 @@ def report(arms: list[Arm], args: argparse.Namespace) -> None:
     for line in [
         f"ratio two peak / two baseline = {two['peak'] / two['baseline']:.2f}  "
         f"(bar <= 2.0: {'PASS' if ok else 'FAIL'})",
+        f"ratio two peak (scans) / two quiet max = {two['peak'] / two['quiet_max']:.2f}; "
+        f"one: {one['peak'] / one['quiet_max']:.2f}  (what the scans add over this machine's "
+        f"own noise)",
         f"ratio one peak / two peak = {one['peak'] / two['peak']:.2f}; "
         f"one debt / two debt = {one['debt'] / max(two['debt'], 1e-9):.1f}",
         "E13 anchor: baseline 55 ms; peak 2340 ms inline vs 102-119 ms two-runtime "
@@ -273,10 +276,10 @@ def cli() -> None:
         sys.exit(writer_main(sys.argv[2], sys.argv[3], float(sys.argv[4])))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
-    parser.add_argument("--rows", type=int, default=1_000_000, help="rows in the scanned index")
+    parser.add_argument("--rows", type=int, default=3_000_000, help="rows in the scanned index")
     parser.add_argument("--hz", type=float, default=10.0, help="writes per second")
-    parser.add_argument("--every", type=float, default=4.0, help="seconds between scans")
-    parser.add_argument("--scans", type=int, default=8, help="scans per arm")
+    parser.add_argument("--every", type=float, default=5.0, help="seconds between scans")
+    parser.add_argument("--scans", type=int, default=6, help="scans per arm")
     parser.add_argument("--quiet", type=float, default=5.0, help="quiet baseline seconds")
     args = parser.parse_args()
     if args.quick:

@@ -565,7 +565,7 @@ def cli() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows in the big table")
     parser.add_argument("--churn", type=int, default=200_000, help="rows per churn block")
     parser.add_argument("--small", type=int, default=1_000, help="rows in the small table")
-    parser.add_argument("--rate", type=float, default=100.0, help="lookups per second")
+    parser.add_argument("--rate", type=float, default=40.0, help="lookups per second (E12: 40)")
     parser.add_argument("--samples", type=int, default=2_000, help="lookups per arm")
     parser.add_argument("--arms", nargs="*", choices=["idle", "one", "two"],
                         help="run only these arms (diagnostics; the report needs all three)")
