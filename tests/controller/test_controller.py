@@ -390,3 +390,16 @@ async def test_commands_during_an_outage_arrive_by_replay_not_by_queue() -> None
                    for e in x.dataflow.index_exports]
         assert created == ids
     await fake.stop()
+
+
+async def test_close_right_after_start_never_loses_the_cancellation() -> None:
+    # asyncio.wait_for (3.11) can swallow a cancellation that races with its inner future's
+    # completion; a connection task that missed its cancel would make close() hang forever.
+    for attempt in range(50):
+        fake = FakeReplica()
+        c = controller(fake)
+        await c.start()
+        for _ in range(attempt % 4):
+            await asyncio.sleep(0)  # vary the point where close() lands (not synchronisation)
+        await c.close()
+        await fake.stop()

@@ -353,7 +353,9 @@ class Controller:
         self._peeks[uuid] = fut
         self._apply(fx)
         try:
-            result = await asyncio.wait_for(asyncio.shield(fut), timeout)
+            # `asyncio.timeout`, not `wait_for`: the latter can lose a racing cancellation.
+            async with asyncio.timeout(timeout):
+                result = await asyncio.shield(fut)
         except TimeoutError:
             self._abandon_peek(uuid)
             raise PeekTimeout(uuid, target.id, timeout or 0.0) from None
@@ -464,7 +466,8 @@ class Controller:
         try:
             await self.create_dataflow(desc)
             try:
-                return await asyncio.wait_for(asyncio.shield(fut), timeout)
+                async with asyncio.timeout(timeout):
+                    return await asyncio.shield(fut)
             except TimeoutError:
                 raise CopyToFailed(ids[0], f"no result within {timeout} s") from None
         finally:

@@ -101,10 +101,10 @@ class ReplicaConnection:
             await self._sleep(delay)
 
     async def _session(self) -> None:
-        if self._connect_timeout is None:
+        # Not `asyncio.wait_for`: on 3.11 it can swallow a cancellation that races with the
+        # connect completing, and a task that missed its cancel would make `close()` hang.
+        async with asyncio.timeout(self._connect_timeout):
             client = await self._connect()
-        else:
-            client = await asyncio.wait_for(self._connect(), self._connect_timeout)
         try:
             self.epoch += 1
             epoch = self.epoch
