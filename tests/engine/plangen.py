@@ -19,8 +19,9 @@ Invariants the generated plans keep (what the oracles require):
   only from digit literals or `cast_str` of ints; floats are never cast to strings. Residual
   risk (integer overflow through deep multiplication chains) is detected by the reference
   evaluator, and tests discard those examples.
-- No untyped values: no NULL literals, no empty or all-NULL-column `Constant`s, since the
-  protocol gives neither a type.
+- No untyped values: a NULL literal appears only as an argument whose sibling fixes the call's
+  type (`coalesce(NULL, x)`, `if(c, NULL, x)`, `eq(x, NULL)`, `add(x, NULL)`), never as a whole
+  column; no empty or all-NULL-column `Constant`s, since the protocol gives them no type.
 """
 
 from __future__ import annotations
@@ -164,6 +165,12 @@ def exprs(draw: Draw, cols: Sequence[str], want: str, depth: int) -> Expr:
     return expr
 
 
+def _or_null(draw: Draw, expr: Expr) -> Expr:
+    """Sometimes an untyped NULL literal instead of `expr`, used only where a sibling argument
+    fixes the call's type (so the expression keeps its type)."""
+    return Literal(None) if draw(st.integers(0, 7)) == 0 else expr
+
+
 def _any_type_expr(draw: Draw, cols: Sequence[str], d: int) -> Expr:
     return exprs(draw, cols, pick(draw, SCALARS), d)
 
@@ -173,7 +180,7 @@ def _bool_compare(draw: Draw, cols: Sequence[str], d: int) -> Expr:
     typ = pick(draw, [*SCALARS, "mixed"])
     if typ == "mixed":  # int vs float compares numerically
         return _call(func, exprs(draw, cols, "int", d), exprs(draw, cols, "float", d))
-    return _call(func, exprs(draw, cols, typ, d), exprs(draw, cols, typ, d))
+    return _call(func, exprs(draw, cols, typ, d), _or_null(draw, exprs(draw, cols, typ, d)))
 
 
 def _bool_logic(draw: Draw, cols: Sequence[str], d: int) -> Expr:
@@ -198,12 +205,11 @@ def _if(want: str) -> Callable[[Draw, Sequence[str], int], Expr]:
         a_type = b_type = want
         if want == "float":  # an int branch is promoted
             a_type, b_type = pick(draw, [("float", "float"), ("int", "float"), ("float", "int")])
-        return _call(
-            "if",
-            exprs(draw, cols, "bool", d),
-            exprs(draw, cols, a_type, d),
-            exprs(draw, cols, b_type, d),
-        )
+        branches = [exprs(draw, cols, a_type, d), exprs(draw, cols, b_type, d)]
+        if want != "float":  # a float `if` needs its float branch typed
+            i = draw(st.integers(0, 1))
+            branches[i] = _or_null(draw, branches[i])
+        return _call("if", exprs(draw, cols, "bool", d), *branches)
 
     return build
 
@@ -215,7 +221,10 @@ def _coalesce(want: str) -> Callable[[Draw, Sequence[str], int], Expr]:
         if want == "float" and n > 1:
             types[draw(st.integers(0, n - 1))] = "int"
             types[draw(st.integers(0, n - 1))] = "float"
-        return _call("coalesce", *(exprs(draw, cols, t, d) for t in types))
+        args = [exprs(draw, cols, t, d) for t in types]
+        if want != "float" and n > 1:
+            args[0] = _or_null(draw, args[0])
+        return _call("coalesce", *args)
 
     return build
 
@@ -233,7 +242,7 @@ def _int_arith(draw: Draw, cols: Sequence[str], d: int) -> Expr:
         y = exprs(draw, cols, "int", d)
         guarded = _call("if", _call("eq", y, Literal(0)), Literal(1), y)
         return _call(func, a, guarded)
-    return _call(func, a, exprs(draw, cols, "int", d))
+    return _call(func, a, _or_null(draw, exprs(draw, cols, "int", d)))
 
 
 def _int_misc(draw: Draw, cols: Sequence[str], d: int) -> Expr:
