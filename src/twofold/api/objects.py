@@ -147,7 +147,7 @@ class MaterializedView(Relation):
     """A relation maintained into its own storage shard; reads like a table."""
 
     def __init__(self, db: AsyncDatabase, name: str, id: GlobalId, read_id: GlobalId,
-                 shard: str, schema: Schema, source: Relation) -> None:
+                 shard: str, schema: Schema, source: Relation, as_of: int) -> None:
         inp = Input(name=name, kind="view", id=read_id,
                     schema=schema, shard=shard)
         super().__init__(db, Get(id=read_id), schema, {read_id: inp})
@@ -156,6 +156,8 @@ class MaterializedView(Relation):
         """The id of the view's sink (what the controller maintains)."""
         self.shard = shard
         self.source = source
+        self.as_of = as_of
+        """The first time the view is defined at: it reads from here on."""
 
     def __repr__(self) -> str:
         return f"<MaterializedView {self.name!r} {self.schema.as_dict()}>"

@@ -1,0 +1,48 @@
+"""Fixtures for the API tests: an embedded database per test (memory storage, fast ticks), and
+`async def` tests run on a fresh event loop (no pytest-asyncio dependency)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import twofold
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    if inspect.iscoroutinefunction(pyfuncitem.obj):
+        names = pyfuncitem._fixtureinfo.argnames
+        kwargs: dict[str, Any] = {n: pyfuncitem.funcargs[n] for n in names}
+        asyncio.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), timeout=60))
+        return True
+    return None
+
+
+@pytest.fixture
+def db() -> Iterator[twofold.Database]:
+    with twofold.open(tick_interval=0.01, timeout=20) as database:
+        yield database
+
+
+ORDERS = [
+    (1, 10, 5.0, "first"), (2, 10, 7.5, None), (3, 11, 1.0, "Rush"), (4, 12, 20.0, "gift"),
+    (5, 11, 2.5, None), (6, 13, 7.5, "rush order"), (7, 10, -3.0, "refund"), (8, 14, 0.5, "x"),
+]  # fmt: skip
+CUSTOMERS = [(10, "ann", "nl"), (11, "bob", "de"), (12, "cy", "nl"), (13, "di", None),
+             (15, "eve", "fr")]
+
+
+@pytest.fixture
+def shop(db: twofold.Database) -> tuple[twofold.Database, twofold.Table, twofold.Table]:
+    orders = db.create_table("orders", {"id": int, "customer": int, "amount": float,
+                                        "note": str}, nullable=["note"])
+    customers = db.create_table("customers", {"id": int, "name": str, "country": str},
+                                nullable=["country"])
+    orders.insert(ORDERS)
+    customers.insert(CUSTOMERS)
+    return db, orders, customers
