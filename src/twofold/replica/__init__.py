@@ -2,6 +2,12 @@
 the multiplexer — in process (`Replica`) or served over TCP (`serve_replica`, `twofold replica`).
 """
 
-from twofold.replica.assembly import Replica, RuntimesMode, StorageCache, serve_replica
+from twofold.replica.assembly import (
+    LocalConnection,
+    Replica,
+    RuntimesMode,
+    StorageCache,
+    serve_replica,
+)
 
-__all__ = ["Replica", "RuntimesMode", "StorageCache", "serve_replica"]
+__all__ = ["LocalConnection", "Replica", "RuntimesMode", "StorageCache", "serve_replica"]

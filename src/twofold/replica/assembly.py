@@ -60,6 +60,40 @@ class StorageCache:
             self._open.clear()
 
 
+class LocalConnection:
+    """An in-process connection to a replica endpoint (see `Replica.connect`)."""
+
+    def __init__(self, endpoint: ComputeClient) -> None:
+        self._endpoint = endpoint
+        self._closed = asyncio.Event()
+
+    async def send(self, command: ComputeCommand) -> None:
+        if self._closed.is_set():
+            raise ConnectionError("connection closed")
+        await self._endpoint.send(command)
+
+    async def recv(self) -> ComputeResponse | None:
+        if self._closed.is_set():
+            return None
+        recv = asyncio.ensure_future(self._endpoint.recv())
+        closed = asyncio.ensure_future(self._closed.wait())
+        try:
+            await asyncio.wait({recv, closed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closed.cancel()
+            if not recv.done():
+                recv.cancel()  # the endpoint's recv is cancel-safe: nothing is lost
+        if recv.done() and not recv.cancelled():
+            return recv.result()
+        return None
+
+    def close(self) -> None:
+        self._closed.set()
+
+    async def aclose(self) -> None:
+        self.close()
+
+
 class Replica:
     """An in-process replica. `async with Replica(url) as endpoint:` gives its endpoint."""
 
@@ -78,6 +112,7 @@ class Replica:
         self.runtimes: dict[Role, RuntimeClient] = {}
         self.endpoint: ComputeClient | None = None
         self._mux: Multiplexer | None = None
+        self._current: LocalConnection | None = None
 
     def _runtime(self, role: Role) -> RuntimeClient:
         worker = ComputeWorker(role, open_storage=self.storage, registry=self.registry,
@@ -116,6 +151,16 @@ class Replica:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    async def connect(self) -> LocalConnection:
+        """A fresh in-process connection to this replica's endpoint, for a controller's connect
+        factory: closing it ends only that connection, never the replica. As over TCP, one
+        connection is current at a time and a new one supersedes the old."""
+        endpoint = await self.start()
+        if self._current is not None:
+            self._current.close()
+        self._current = LocalConnection(endpoint)
+        return self._current
 
     # A Replica is itself usable as a ComputeClient once started.
     async def send(self, command: ComputeCommand) -> None:
