@@ -158,7 +158,7 @@ def test_drop_index_and_view(shop: Any) -> None:
 
 
 def test_write_errors_write_nothing(shop: Any) -> None:
-    db, orders, _ = shop
+    _db, orders, _ = shop
     before = orders.upper
     with pytest.raises(twofold.InvalidRows, match="orders"):
         orders.insert([(1, 2)])

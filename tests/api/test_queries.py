@@ -92,7 +92,7 @@ def oracle() -> duckdb.DuckDBPyConnection:
 
 
 def test_dsl_queries_match_duckdb(shop: Any, oracle: duckdb.DuckDBPyConnection) -> None:
-    db, orders, customers = shop
+    _db, orders, customers = shop
     for name, build, sql in CASES:
         rel = build(orders, customers)
         got = rel.collect()
@@ -123,7 +123,7 @@ def test_queries_over_indexes_and_views_match_duckdb(
 
 
 def test_results_as_dicts_and_polars(shop: Any) -> None:
-    db, orders, _ = shop
+    _db, orders, _ = shop
     res = orders.filter(col("id") == 2).collect()
     assert res.dicts() == [{"id": 2, "customer": 10, "amount": 7.5, "note": None}]
     frame = orders.collect().to_polars()
@@ -133,6 +133,6 @@ def test_results_as_dicts_and_polars(shop: Any) -> None:
 
 
 def test_evaluation_errors_are_query_failed(shop: Any) -> None:
-    db, orders, _ = shop
+    _db, orders, _ = shop
     with pytest.raises(twofold.QueryFailed, match="division by zero"):
         orders.select((col("id") // 0).alias("x")).collect()

@@ -112,3 +112,29 @@ def replica(
 
 def main() -> None:
     app()
+
+
+@app.command()
+def demo(
+    duration: Annotated[float, typer.Option(help="Total seconds (split over both phases).")]
+    = 30.0,
+    customers: Annotated[int, typer.Option(help="Number of customers.")] = 1000,
+    seed: Annotated[int, typer.Option(help="Random seed of the workload.")] = 0,
+    live: Annotated[bool | None, typer.Option(help="Live view (default: on a terminal).")]
+    = None,
+) -> None:
+    """Run a live orders workload on the embedded default, once with one runtime and once
+    with two, and compare point-lookup latency."""
+    from rich.console import Console as StdoutConsole
+
+    from twofold.cli.demo import ratio_line, run_demo, summary_table
+
+    if duration <= 0 or customers <= 0:
+        raise typer.BadParameter("--duration and --customers must be positive")
+    out = StdoutConsole()
+    if not out.is_terminal:
+        out = StdoutConsole(width=120)  # a log or a pipe: room for the summary's columns
+    report = asyncio.run(run_demo(duration, customers=customers, seed=seed, console=out,
+                                  live=out.is_terminal if live is None else live))
+    out.print(summary_table(report))
+    out.print(ratio_line(report))

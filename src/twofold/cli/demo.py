@@ -1,0 +1,272 @@
+"""`twofold demo`: a bounded, self-contained workload on the embedded default, with a live view
+and a summary comparing reads on one runtime and on two.
+
+Contract: `run_demo(duration)` runs the same workload twice — on a replica with one runtime
+(`solo`: maintenance and reads share a thread) and on one with two (maintenance + interactive) —
+for half of `duration` each, and returns a `DemoReport` with per-phase lookup latencies measured
+by the client, peek and step durations recorded by the replica (`ReplicaMetrics`), and counts.
+The workload: customers and a stream of orders (inserts, updates, deletes) with a churning
+maintained aggregate (revenue per customer, an index) and a revenue-per-region materialized
+view, while a reader does point lookups on the revenue index as fast as it can. Needs nothing
+but the installed package; everything lives in memory and is gone when it returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table as RichTable
+from rich.text import Text
+
+import twofold
+from twofold import col, count, sum
+
+REGIONS = ("north", "south", "east", "west", "central")
+
+
+def percentile(samples: list[float], q: float) -> float:
+    """The `q`-quantile (0..1) of `samples` by nearest rank; NaN when empty."""
+    if not samples:
+        return float("nan")
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def ms(seconds: float) -> str:
+    return "-" if seconds != seconds else f"{seconds * 1000:.2f}"
+
+
+@dataclass
+class PhaseStats:
+    """What one phase measured."""
+
+    mode: str
+    lookups: list[float] = field(default_factory=list)
+    """Client-side lookup latencies (s)."""
+    peeks: dict[str, list[float]] = field(default_factory=dict)
+    """Replica-side peek durations per runtime (s)."""
+    steps: dict[str, list[float]] = field(default_factory=dict)
+    """Replica-side maintenance step durations per runtime (s)."""
+    writes: int = 0
+    rows_written: int = 0
+    elapsed: float = 0.0
+    collections: list[tuple[str, str, int | None]] = field(default_factory=list)
+    """(name, kind, lag behind now in ms)."""
+    revenue_rows: int = 0
+
+
+@dataclass
+class DemoReport:
+    phases: list[PhaseStats]
+
+    def phase(self, mode: str) -> PhaseStats:
+        return next(p for p in self.phases if p.mode == mode)
+
+
+class Workload:
+    """Orders and customers with a churning aggregate; one instance per phase."""
+
+    def __init__(self, db: twofold.AsyncDatabase, rng: random.Random, customers: int) -> None:
+        self.db = db
+        self.rng = rng
+        self.n_customers = customers
+        self.next_order = 1
+        self.live: list[tuple[int, int, float, str]] = []
+
+    async def setup(self, seed_orders: int) -> twofold.Index:
+        db = self.db
+        self.customers = db.create_table(
+            "customers", {"id": int, "name": str, "region": str}, nullable=False)
+        self.orders = db.create_table(
+            "orders", {"id": int, "customer": int, "amount": float, "status": str},
+            nullable=False)
+        self.customers.insert([(i, f"customer-{i}", REGIONS[i % len(REGIONS)])
+                               for i in range(self.n_customers)])
+        self.orders.insert(self.new_orders(seed_orders))
+        revenue = self.orders.filter(col("status") != "cancelled").group_by("customer").agg(
+            sum("amount").alias("revenue"), count().alias("orders"))
+        self.revenue = await db.create_index("revenue_by_customer", revenue, key="customer")
+        await db.create_index("customers_by_id", self.customers, key="id")
+        by_region = (self.orders.join(self.customers, left_on="customer", right_on="id")
+                     .group_by("region").agg(sum("amount").alias("revenue"), count()))
+        await db.create_materialized_view("revenue_by_region", by_region)
+        return self.revenue
+
+    def new_orders(self, n: int) -> list[tuple[int, int, float, str]]:
+        rows = []
+        for _ in range(n):
+            rows.append((self.next_order, self.rng.randrange(self.n_customers),
+                         round(self.rng.uniform(1, 500), 2), "open"))
+            self.next_order += 1
+        self.live.extend(rows)
+        return rows
+
+    def churn(self, batch: int) -> int:
+        """One write: new orders, some cancelled (updated), some deleted. Returns rows."""
+        new = self.new_orders(batch)
+        self.orders.insert(new)
+        k = min(len(self.live) // 4, batch // 4)
+        picks = self.rng.sample(range(len(self.live)), 2 * k) if k else []
+        updated = [self.live[i] for i in picks[:k]]
+        deleted = [self.live[i] for i in picks[k:]]
+        if updated:
+            cancelled = [(o, c, a, "cancelled") for o, c, a, _ in updated]
+            self.orders.update(updated, cancelled)
+        if deleted:
+            self.orders.delete(deleted)
+        gone = set(picks)
+        kept = [r for i, r in enumerate(self.live) if i not in gone]
+        kept.extend((o, c, a, "cancelled") for o, c, a, _ in updated)
+        self.live = kept
+        return len(new) + 2 * len(updated) + len(deleted)
+
+
+def _roles(mode: str) -> list[str]:
+    return ["solo"] if mode == "one" else ["maintenance", "interactive"]
+
+
+def snapshot(db: twofold.AsyncDatabase, stats: PhaseStats) -> None:
+    """Copy the replica's metrics and the collections' frontiers into `stats`."""
+    replica = db.replica
+    assert replica is not None
+    for role in _roles(stats.mode):
+        stats.peeks[role] = replica.metrics.peek_durations.recent(role)
+        stats.steps[role] = replica.metrics.step_durations.recent(role)
+    now = db.now()
+    stats.collections = []
+    for name in ("orders", "customers", "revenue_by_customer", "customers_by_id",
+                 "revenue_by_region"):
+        obj = db.get(name)
+        kind = type(obj).__name__
+        upper = db.frontier(obj).time
+        stats.collections.append((name, kind, None if upper is None else max(0, now - upper)))
+
+
+def live_view(stats: PhaseStats, duration: float) -> Group:
+    head = Text.assemble(
+        ("twofold demo ", "bold"), (f"phase: runtimes={stats.mode}  ", "cyan"),
+        f"{stats.elapsed:4.1f}/{duration:.0f} s  writes {stats.writes} "
+        f"({stats.rows_written} rows)  lookups {len(stats.lookups)}")
+    coll = RichTable(title="collections", expand=False)
+    coll.add_column("name")
+    coll.add_column("kind")
+    coll.add_column("frontier lag (ms)", justify="right")
+    for name, kind, lag in stats.collections:
+        coll.add_row(name, kind, "-" if lag is None else str(lag))
+    rt = RichTable(title="runtimes (replica metrics, recent samples)")
+    for c in ("runtime", "peeks", "peek p50 ms", "peek p99 ms", "steps", "step p50 ms",
+              "step p99 ms"):
+        rt.add_column(c, justify="right" if c != "runtime" else "left")
+    for role in _roles(stats.mode):
+        p, s = stats.peeks.get(role, []), stats.steps.get(role, [])
+        rt.add_row(role, str(len(p)), ms(percentile(p, 0.5)), ms(percentile(p, 0.99)),
+                   str(len(s)), ms(percentile(s, 0.5)), ms(percentile(s, 0.99)))
+    look = Text(f"client lookups: p50 {ms(percentile(stats.lookups, 0.5))} ms, "
+                f"p99 {ms(percentile(stats.lookups, 0.99))} ms")
+    return Group(head, coll, rt, look)
+
+
+async def run_phase(mode: str, duration: float, *, customers: int, seed: int,
+                    batch: int = 50, write_interval: float = 0.05,
+                    on_update: Callable[[PhaseStats], None] | None = None) -> PhaseStats:
+    """Run the workload for `duration` seconds on a replica with `mode` runtimes."""
+    stats = PhaseStats(mode)
+    rng = random.Random(seed)
+    # Lookups read the latest complete time: they never wait for maintenance to catch up,
+    # which is exactly what two runtimes are for.
+    async with twofold.open_async(runtimes=mode, consistency="latest",  # type: ignore[arg-type]
+                                  tick_interval=0.02, timeout=30) as db:
+        work = Workload(db, rng, customers)
+        index = await work.setup(seed_orders=customers * 5)
+        await db.lookup(index, 0)  # the index is readable before the clock starts
+        stop = asyncio.Event()
+        start = time.perf_counter()
+
+        async def writer() -> None:
+            while not stop.is_set():
+                stats.rows_written += await asyncio.to_thread(work.churn, batch)
+                stats.writes += 1
+                await asyncio.sleep(write_interval)
+
+        async def reader() -> None:
+            keys = random.Random(seed + 1)
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                await db.lookup(index, keys.randrange(customers))
+                stats.lookups.append(time.perf_counter() - t0)
+
+        tasks = [asyncio.create_task(writer()), asyncio.create_task(reader())]
+        try:
+            while (elapsed := time.perf_counter() - start) < duration:
+                stats.elapsed = elapsed
+                snapshot(db, stats)
+                if on_update is not None:
+                    on_update(stats)
+                await asyncio.sleep(0.25)
+        finally:
+            stop.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        stats.elapsed = time.perf_counter() - start
+        snapshot(db, stats)
+        for t in tasks:
+            if t.exception() is not None:
+                raise t.exception()  # type: ignore[misc]
+    return stats
+
+
+async def run_demo(duration: float = 30.0, *, customers: int = 1000, seed: int = 0,
+                   console: Console | None = None, live: bool = True) -> DemoReport:
+    """Both phases, one after the other, each for half of `duration`."""
+    logging.getLogger("twofold").setLevel(logging.ERROR)
+    console = console or Console()
+    phases = []
+    for mode in ("one", "two"):
+        if live:
+            with Live(console=console, refresh_per_second=4, transient=False) as view:
+                stats = await run_phase(
+                    mode, duration / 2, customers=customers, seed=seed,
+                    on_update=lambda s: view.update(live_view(s, duration / 2)))
+                view.update(live_view(stats, duration / 2))
+        else:
+            console.print(f"phase runtimes={mode}: running {duration / 2:.1f} s ...")
+            stats = await run_phase(mode, duration / 2, customers=customers, seed=seed)
+        phases.append(stats)
+    return DemoReport(phases)
+
+
+def summary_table(report: DemoReport) -> RichTable:
+    table = RichTable(title="Summary: point lookups on a churning index, one runtime vs two",
+                      caption="lookups: client-side latency; steps: the maintaining runtime")
+    for c in ("runtimes", "lookups", "per s", "p50 ms", "p99 ms", "max ms",
+              "writes", "rows", "step p50 ms", "step p99 ms"):
+        table.add_column(c, justify="right" if c != "runtimes" else "left")
+    for p in report.phases:
+        steps = p.steps.get("solo" if p.mode == "one" else "maintenance", [])
+        table.add_row(
+            p.mode, str(len(p.lookups)), f"{len(p.lookups) / max(p.elapsed, 1e-9):.0f}",
+            ms(percentile(p.lookups, 0.5)), ms(percentile(p.lookups, 0.99)),
+            ms(max(p.lookups, default=float("nan"))), str(p.writes), str(p.rows_written),
+            ms(percentile(steps, 0.5)), ms(percentile(steps, 0.99)))
+    return table
+
+
+def ratio_line(report: DemoReport) -> str:
+    one, two = report.phase("one"), report.phase("two")
+    parts = []
+    for q, label in ((0.5, "p50"), (0.99, "p99")):
+        a, b = percentile(one.lookups, q), percentile(two.lookups, q)
+        if a == a and b == b and b > 0:
+            parts.append(f"{label} one/two = {a / b:.2f}x")
+    return "lookup latency ratio (same run, same workload): " + (", ".join(parts) or "n/a")
+
+
+def median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000 if samples else float("nan")
