@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 
-.PHONY: test check lint typecheck bench clean
+.PHONY: test check lint typecheck bench clean demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 check: lint typecheck test
+
+# The first quickstart command: a fresh venv with the package, then the live demo.
+demo: $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	$(BIN)/twofold demo
 
 bench: $(STAMP)
 	$(BIN)/python bench/mux.py
