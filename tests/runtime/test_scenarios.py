@@ -46,6 +46,7 @@ from twofold.protocol import (
     GlobalId,
     IndexDesc,
     InstanceConfig,
+    LoggingConfig,
     MapFilterProject,
     MaterializedViewSink,
     Mfp,
@@ -454,3 +455,29 @@ async def test_replay_after_hello_answers_from_the_republished_index(
             pending = [await d.send_peek(idx, ts) for ts in (t0, t1, t2)]
             got = [as_multiset(rows_of(await d.result(u))) for u in pending]
             assert got == [{(1, "a"): 1}, {(1, "a"): 1, (2, "b"): 1}, {(2, "b"): 1}]
+
+
+@both
+@transports
+async def test_introspection_indexes_are_peekable_and_droppable(mode: Mode,
+                                                                transport: Transport) -> None:
+    async with replica(mode, transport) as (d, storage):
+        t = table(storage, [[1, "a"]])
+        log = GlobalId.introspection(1)
+        await d.start(InstanceConfig(logging=LoggingConfig(
+            interval_ms=20, enable_logging=True, index_logs={"frontiers": log})))
+        _, idx = await d.index_on_table(t)
+        await d.frontier_reaches(idx, t.upper)
+
+        def logged() -> bool:
+            return d.check.last(log) is not None and len(d.check.distinct(log)) >= 3
+
+        await d.until(logged, "the frontiers log to advance a few times")
+        at = d.check.distinct(log)[-1].time
+        assert at is not None
+        rows = as_multiset(rows_of(await d.peek(log, at - 1)))
+        assert any(row[0] == str(idx) for row in rows), rows
+        await d.send(AllowCompaction(log, Frontier.empty()))
+        await d.frontier_reaches(log, Frontier.empty())
+        # A round trip after the drop: the checker fails on any later report for the log.
+        await d.peek(idx, complete_time(t))
