@@ -37,3 +37,18 @@ def test_ratio_line_compares_phases() -> None:
                          PhaseStats("two", lookups=[0.001] * 10)])
     assert "p50 one/two = 4.00x" in ratio_line(report)
     assert "n/a" in ratio_line(DemoReport([PhaseStats("one"), PhaseStats("two")]))
+
+
+def test_live_view_renders_collections_and_runtimes() -> None:
+    from rich.console import Console
+
+    from twofold.cli.demo import live_view
+
+    stats = PhaseStats("two", lookups=[0.001, 0.002], peeks={"interactive": [0.0005]},
+                       steps={"maintenance": [0.05]}, writes=3, rows_written=150, elapsed=1.0,
+                       collections=[("orders", "Table", 12), ("revenue", "Index", None)])
+    console = Console(record=True, width=120)
+    console.print(live_view(stats, 15))
+    text = console.export_text()
+    for needle in ("runtimes=two", "orders", "revenue", "interactive", "maintenance", "p50"):
+        assert needle in text
