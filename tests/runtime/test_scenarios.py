@@ -130,6 +130,25 @@ async def test_peek_before_since_errors(mode: Mode, transport: Transport) -> Non
 
 @both
 @transports
+async def test_peek_right_behind_allow_compaction_errors(mode: Mode,
+                                                         transport: Transport) -> None:
+    """The since a peek is gated on includes every compaction applied before it on the same
+    stream, even before the arrangement has physically compacted (was runtime bug B1)."""
+    async with replica(mode, transport) as (d, storage):
+        t = table(storage, [[1, "a"]])
+        t1 = complete_time(t)
+        await d.start()
+        _, idx = await d.index_on_table(t, as_of=t1)
+        t2 = t.insert([[2, "b"]])
+        await d.frontier_reaches(idx, Frontier.at(t2 + 1))
+        for _ in range(5):
+            await d.send(AllowCompaction(idx, Frontier.at(t2)))
+            result = await d.peek(idx, t1)
+            assert isinstance(result, PeekError) and "since" in result.message, result
+
+
+@both
+@transports
 async def test_lookups_mfp_and_finishing(mode: Mode, transport: Transport) -> None:
     async with replica(mode, transport) as (d, storage):
         t = table(storage, [[k, f"v{k % 3}"] for k in range(20)] + [[5, "v2"], [7, None]])
@@ -281,9 +300,6 @@ async def test_materialized_view_writes_only_after_allow_writes(mode: Mode,
         await d.send(CreateDataflow(_source_dataflow(
             "mv", t, src, t0,
             sink_exports={mv: SinkDesc(src, KV, MaterializedViewSink(shard_id))})), Schedule(mv))
-        # The view's first report is checked by test_materialized_view_first_report_is_at_as_of
-        # (runtime bug B2); here only its writes are.
-        d.check.as_of.pop(mv)
         # An index created after the view, on the same input: once it has caught up, the view's
         # dataflow (stepped before it, on the same runtime) has computed up to there as well.
         _, idx = await d.index_on_table(t, as_of=t0)
@@ -304,9 +320,6 @@ async def test_materialized_view_writes_only_after_allow_writes(mode: Mode,
 
 
 @both
-@pytest.mark.xfail(strict=True, reason="runtime bug B2 (runtime-bugs.md): a materialized view "
-                   "reports its fresh shard's upper at(0) as its first write frontier, below "
-                   "its as_of")
 async def test_materialized_view_first_report_is_at_as_of(mode: Mode) -> None:
     async with replica(mode) as (d, storage):
         t = table(storage, [[1, "a"]])
@@ -388,14 +401,8 @@ async def test_cancels_racing_completions_get_exactly_one_response(mode: Mode,
 _TYPE_ERROR = Call("add", [Column(1), Lit(1)])  # str + int
 _DIV_ZERO = Call("div", [Lit(1), Column(0)])  # 1 / 0 on the row with k = 0
 
-_b3 = pytest.mark.xfail(strict=True, reason="runtime bug B3 (runtime-bugs.md): with two "
-                        "runtimes a peek of a maintained index whose dataflow failed waits "
-                        "forever instead of erroring")
-
-
 @pytest.mark.parametrize("mode,case", [
-    ("one", "type-error"), pytest.param("two", "type-error", marks=_b3),
-    ("one", "div-zero"), ("two", "div-zero")])
+    ("one", "type-error"), ("two", "type-error"), ("one", "div-zero"), ("two", "div-zero")])
 async def test_reads_of_bad_plans_error(mode: Mode, case: str) -> None:
     async with replica(mode) as (d, storage):
         t = table(storage, [[1, "a"], [0, "z"]])
@@ -409,6 +416,25 @@ async def test_reads_of_bad_plans_error(mode: Mode, case: str) -> None:
             index_exports={idx: (IndexDesc(mid, [0]), out)})), Schedule(idx))
         result = await d.peek(idx, ts, timeout=5.0)
         assert isinstance(result, PeekError), result
+
+
+@pytest.mark.parametrize("mode", [
+    "one", pytest.param("two", marks=pytest.mark.xfail(
+        strict=True, reason="runtime bug B4 (runtime-bugs.md): interactive replaces the failed "
+        "publication's reason with 'dropped or does not exist'"))])
+async def test_reads_of_a_failed_dataflow_name_the_failure(mode: Mode) -> None:
+    async with replica(mode) as (d, storage):
+        t = table(storage, [[1, "a"]])
+        ts = complete_time(t)
+        await d.start()
+        src, mid, idx = d.next_id(), d.next_id(GlobalId.transient), d.next_id()
+        out = KV.__class__(["k", "v", "x"], [*KV.types, KV.types[0]])
+        await d.send(CreateDataflow(_source_dataflow(
+            "type-error", t, src, ts,
+            objects_to_build=[BuildDesc(mid, Mfp(input=Get(src), map=[_TYPE_ERROR]))],
+            index_exports={idx: (IndexDesc(mid, [0]), out)})), Schedule(idx))
+        result = await d.peek(idx, ts, timeout=5.0)
+        assert isinstance(result, PeekError) and "argument 0 is str" in result.message, result
 
 
 @both

@@ -291,8 +291,6 @@ def test_without_the_standing_hold_the_race_is_caught(world: World,
 # -- the since gate --------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="runtime bug B1 (runtime-bugs.md): AllowCompaction takes "
-                   "effect at the next step, so a Peek right behind it is answered below since")
 @pytest.mark.parametrize("mode", ["one", "two"])
 def test_peek_right_behind_allow_compaction_errors(mode: Mode) -> None:
     with world_of(mode) as world:
