@@ -439,6 +439,32 @@ async def test_reads_of_a_failed_dataflow_name_the_failure(mode: Mode) -> None:
 
 @both
 @transports
+async def test_cancels_racing_peeks_that_become_ready(mode: Mode, transport: Transport) -> None:
+    """Peeks at future times become ready one by one (the table advances) while cancels for
+    them arrive: each still gets exactly one response, and any rows it gets are right."""
+    async with replica(mode, transport) as (d, storage):
+        t = table(storage, [[1, "a"]])
+        ts = complete_time(t)
+        await d.start()
+        _, idx = await d.index_on_table(t, as_of=ts)
+        peeks = [(await d.send_peek(idx, ts + i), ts + i) for i in range(1, 41)]
+        for i, (u, at) in enumerate(peeks):
+            t.advance_to(Frontier.at(at + 1))  # makes this peek (and earlier ones) ready
+            if i % 2 == 0:
+                await d.send(CancelPeek(u))
+        t.advance_to(Frontier.at(ts + 100))
+        for u, _ in peeks:
+            await d.result(u)
+        for i, (u, _) in enumerate(peeks):
+            r = d.check.peek_results[u]
+            if i % 2:
+                assert isinstance(r, PeekRows) and as_multiset(r.rows) == {(1, "a"): 1}, r
+            else:
+                assert isinstance(r, PeekCanceled) or as_multiset(rows_of(r)) == {(1, "a"): 1}
+
+
+@both
+@transports
 async def test_bad_plans_do_not_crash_the_replica(mode: Mode, transport: Transport) -> None:
     async with replica(mode, transport) as (d, storage):
         t = table(storage, [[1, "a"], [0, "z"]])
