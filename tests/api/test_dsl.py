@@ -178,3 +178,15 @@ def test_collect_without_database_is_a_typed_error() -> None:
 def test_schema_roundtrips_to_relation_desc() -> None:
     s = parse_schema({"a": int, "b": str}, nullable=["b"])
     assert Schema.of(s.desc()) == s
+
+
+def test_sort_and_limit_validate() -> None:
+    r = rel()
+    with pytest.raises(twofold.ColumnNotFound, match="sort"):
+        r.sort("nope")
+    with pytest.raises(twofold.InvalidArgument):
+        r.limit(-1)
+    with pytest.raises(twofold.InvalidArgument):
+        r.sort([])
+    limited = r.sort("amount", descending=True).limit(2)
+    assert [k.column for k in limited.order] == [1] and limited.order[0].desc

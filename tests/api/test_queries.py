@@ -136,3 +136,33 @@ def test_evaluation_errors_are_query_failed(shop: Any) -> None:
     _db, orders, _ = shop
     with pytest.raises(twofold.QueryFailed, match="division by zero"):
         orders.select((col("id") // 0).alias("x")).collect()
+
+
+ORDERED: list[tuple[str, Build, str]] = [
+    ("sort", lambda o, c: o.sort("amount", descending=True),
+     "SELECT * FROM orders ORDER BY amount DESC, id, customer, note NULLS LAST"),
+    ("sort-nulls", lambda o, c: o.sort(["note", "id"]),
+     "SELECT * FROM orders ORDER BY note NULLS LAST, id"),
+    ("sort-limit", lambda o, c: o.filter(col("amount") > 0).sort("customer").limit(3, offset=1),
+     "SELECT * FROM orders WHERE amount > 0 ORDER BY customer, id LIMIT 3 OFFSET 1"),
+    ("agg-sort", lambda o, c: o.group_by("customer").agg(sum("amount").alias("total"))
+     .sort("total", descending=True).limit(2),
+     "SELECT customer, sum(amount) AS total FROM orders GROUP BY customer "
+     "ORDER BY total DESC, customer LIMIT 2"),
+]
+
+
+def test_ordered_reads_match_duckdb_in_order(shop: Any,
+                                             oracle: duckdb.DuckDBPyConnection) -> None:
+    _db, orders, customers = shop
+    for name, build, sql in ORDERED:
+        got = build(orders, customers).collect().rows
+        assert got == oracle.execute(sql).fetchall(), name
+
+
+def test_an_index_reads_in_sort_order(shop: Any) -> None:
+    db, orders, _ = shop
+    idx = db.create_index("by_id", orders, key="id")
+    assert [r[0] for r in idx.sort("id", descending=True).collect().rows] == list(range(8, 0, -1))
+    # Any further operation drops the order: a collection itself is unordered.
+    assert idx.sort("id").filter(col("id") > 0).order == []

@@ -92,6 +92,9 @@ class Relation:
         self.schema = schema
         self.inputs = dict(inputs)
         """The stored collections this relation reads, by id."""
+        self.order: list[OrderKey] = []
+        """How reads of this relation order their rows (set by `sort`; a collection itself
+        is unordered, so any further operation drops it, as a SQL subquery would)."""
 
     # -- introspection ----------------------------------------------------------------------
 
@@ -258,13 +261,7 @@ class Relation:
             raise InvalidArgument(f"top_k: k must be a non-negative int or None, got {k!r}")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise InvalidArgument(f"top_k: offset must be a non-negative int, got {offset!r}")
-        by_names = _names(by, "top_k by")
-        desc = [descending] * len(by_names) if isinstance(descending, bool) else list(descending)
-        if len(desc) != len(by_names):
-            raise InvalidArgument(f"top_k: {len(by_names)} sort columns but "
-                                  f"{len(desc)} descending flags")
-        order = [OrderKey(column=self.schema.index(n, "top_k"), desc=d, nulls_last=nulls_last)
-                 for n, d in zip(by_names, desc, strict=True)]
+        order = self._order_keys(by, descending, nulls_last, "top_k")
         groups = [self.schema.index(n, "top_k (group_by)") for n in _names(group_by, "top_k")]
         plan = TopK(input=self.plan, group_key=groups, order_by=order, limit=k, offset=offset)
         return self._derive(plan, self.schema)
@@ -291,6 +288,40 @@ class Relation:
             inputs.update(o.inputs)
         plan = UnionAll(inputs=[self.plan, *(o.plan for o in others)])
         return self._derive(plan, Schema(self.schema.names, tuple(types)), inputs)
+
+    def _order_keys(self, by: str | Sequence[str], descending: bool | Sequence[bool],
+                    nulls_last: bool, operation: str) -> list[OrderKey]:
+        by_names = _names(by, operation)
+        if not by_names:
+            raise InvalidArgument(f"{operation}: needs at least one column")
+        desc = [descending] * len(by_names) if isinstance(descending, bool) else list(descending)
+        if len(desc) != len(by_names):
+            raise InvalidArgument(f"{operation}: {len(by_names)} sort columns but "
+                                  f"{len(desc)} descending flags")
+        return [OrderKey(column=self.schema.index(n, operation), desc=d, nulls_last=nulls_last)
+                for n, d in zip(by_names, desc, strict=True)]
+
+    def sort(self, by: str | Sequence[str], *, descending: bool | Sequence[bool] = False,
+             nulls_last: bool = True) -> Relation:
+        """The same rows, read in this order (ties broken by every column). Follow with
+        `limit(n)` for the first `n`."""
+        out = self._derive(self.plan, self.schema)
+        out.order = self._order_keys(by, descending, nulls_last, "sort")
+        return out
+
+    def limit(self, n: int, *, offset: int = 0) -> Relation:
+        """The first `n` rows (after `offset`) in `sort` order — or in the order of every
+        column when unsorted. A real operator: the result can be indexed or joined."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise InvalidArgument(f"limit: n must be a non-negative int, got {n!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidArgument(f"limit: offset must be a non-negative int, got {offset!r}")
+        out = self._derive(TopK(input=self.plan, group_key=[], order_by=list(self.order),
+                                limit=n, offset=offset), self.schema)
+        out.order = list(self.order)
+        return out
+
+    head = limit
 
     def distinct(self) -> Relation:
         """Each distinct row once."""

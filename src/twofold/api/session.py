@@ -70,6 +70,7 @@ from twofold.protocol import (
     IndexImport,
     InstanceConfig,
     MaterializedViewSink,
+    RowSetFinishing,
     SinkDesc,
     SourceImport,
     StorageTarget,
@@ -540,20 +541,22 @@ class AsyncDatabase:
         t = self._choose_time(rel, as_of)
         timeout = self.timeout if timeout is None else timeout
         name = self._name_of(rel)
+        finishing = RowSetFinishing(order_by=rel.order) if rel.order else None
         with translate(name):
             if isinstance(rel.plan, Get) and len(rel.inputs) == 1:
                 inp = rel.inputs[rel.plan.id]
                 if inp.kind == "index":
-                    rows = await ctl.peek(inp.id, timestamp=t, timeout=timeout)
+                    rows = await ctl.peek(inp.id, timestamp=t, finishing=finishing,
+                                          timeout=timeout)
                 else:
                     assert inp.shard is not None
                     rows = await ctl.peek(StorageTarget(id=inp.id, shard=inp.shard),
-                                          timestamp=t, timeout=timeout)
+                                          timestamp=t, finishing=finishing, timeout=timeout)
             else:
                 indexes, sources = self._imports(rel)
                 rows = await ctl.peek_query(rel.plan, rel.schema.desc(), index_imports=indexes,
                                             source_imports=sources, timestamp=t,
-                                            timeout=timeout)
+                                            finishing=finishing, timeout=timeout)
         return Result(rel.schema, t, expand(rows))
 
     async def lookup(self, index: Index, *keys: Any, as_of: int | None = None,
