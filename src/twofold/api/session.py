@@ -12,6 +12,18 @@ Contract:
   every write that returned before it. `consistency="latest"` never waits for maintenance.
 - Plain index reads and key lookups are peeks of the index; anything else is a peek dataflow.
 - Every failure surfaces as a `TwofoldError` subclass (see `twofold.api.errors`).
+- Table writes (`Table.insert`...) are short blocking storage calls usable from any thread; on a
+  busy event loop, run them with `await asyncio.to_thread(table.insert, rows)`.
+
+Example:
+
+    async with twofold.open_async() as db:
+        t = db.create_table("t", {"k": int, "v": float})
+        t.insert([(1, 2.5)])
+        idx = await db.create_index("by_k", t, key="k")
+        rows = (await db.lookup(idx, 1)).rows          # [(1, 2.5)]
+        async with await db.subscribe(idx) as sub:
+            async for batch in sub: ...
 """
 
 from __future__ import annotations
