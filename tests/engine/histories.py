@@ -20,8 +20,7 @@ Update = tuple[list[Any], int, int]
 
 
 @st.composite
-def history(draw: st.DrawFn, row: st.SearchStrategy[list[Any]], max_time: int = 4
-            ) -> list[Update]:
+def history(draw: st.DrawFn, row: st.SearchStrategy[list[Any]], max_time: int = 4) -> list[Update]:
     """Inserts and retractions of live rows at times 0..max_time, several per time."""
     live: list[list[Any]] = []
     out: list[Update] = []

@@ -108,8 +108,7 @@ def eval_expr(e: Expr, row: tuple[Any, ...]) -> Any:
             return _int(q) if f == "div" else a - b * q
         return a / b if f == "div" else math.fmod(a, b)
     if f in ("eq", "ne", "lt", "le", "gt", "ge"):
-        return {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b,
-                "ge": a >= b}[f]
+        return {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b}[f]
     if f == "not":
         return not a
     if f == "concat":
@@ -134,7 +133,8 @@ def eval_expr(e: Expr, row: tuple[Any, ...]) -> Any:
         return int(a)
     if f == "cast_float":
         if isinstance(a, str) and not re.fullmatch(
-                r"\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*", a):
+            r"\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*", a
+        ):
             raise NaiveError("invalid input for float")
         return float(a)
     if f == "cast_str":
@@ -255,8 +255,11 @@ def eval_plan(plan: Plan, colls: Mapping[GlobalId, Coll], errors: Coll) -> Coll:
                 vals.append(sum(d for _, d in items))
             elif agg.func == "sum":
                 total = sum(v * d for v, d in items) if items else None
-                if isinstance(total, int) and not isinstance(total, bool) and not (
-                        I64_MIN <= total <= I64_MAX):
+                if (
+                    isinstance(total, int)
+                    and not isinstance(total, bool)
+                    and not (I64_MIN <= total <= I64_MAX)
+                ):
                     failed = True
                 vals.append(total)
             else:
@@ -277,8 +280,9 @@ def collections_at(updates: list[tuple[list[Any], int, int]], t: int) -> Coll:
     return Counter({r: d for r, d in out.items() if d != 0})
 
 
-def naive_at(plan: Plan, inputs: Mapping[GlobalId, tuple[Any, list[tuple[list[Any], int, int]]]],
-             t: int) -> list[tuple[list[Any], int]] | str:
+def naive_at(
+    plan: Plan, inputs: Mapping[GlobalId, tuple[Any, list[tuple[list[Any], int, int]]]], t: int
+) -> list[tuple[list[Any], int]] | str:
     """What `run_plan_at_times` must return for `t`."""
     colls = {gid: collections_at(ups, t) for gid, (_, ups) in inputs.items()}
     errors: Coll = Counter()

@@ -14,10 +14,12 @@ from hypothesis import strategies as st
 from twofold.engine.consolidation import consolidate, consolidate_sorted
 from twofold.engine.hashing import row_hash, scalar_row_hash
 
-values = st.tuples(st.one_of(st.none(), st.integers(-2**63, 2**63 - 1)),
-                   st.one_of(st.none(), st.text(max_size=3)),
-                   st.one_of(st.none(), st.floats(allow_nan=False)),
-                   st.one_of(st.none(), st.booleans()))
+values = st.tuples(
+    st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)),
+    st.one_of(st.none(), st.text(max_size=3)),
+    st.one_of(st.none(), st.floats(allow_nan=False)),
+    st.one_of(st.none(), st.booleans()),
+)
 SCHEMA = {"c0": pl.Int64, "c1": pl.String, "c2": pl.Float64, "c3": pl.Boolean}
 
 
@@ -31,12 +33,14 @@ def test_scalar_and_vector_row_hashes_agree(rows: list[tuple[Any, ...]]) -> None
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-2, 2)), max_size=30),
-       st.integers(1, 3))
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-2, 2)), max_size=30), st.integers(1, 3))
 def test_consolidation_is_exact_even_when_every_code_collides(
-        rows: list[tuple[int, int]], distinct_codes: int) -> None:
-    frame = pl.DataFrame({"c0": [r for r, _ in rows], "diff": [d for _, d in rows]},
-                         schema={"c0": pl.Int64, "diff": pl.Int64})
+    rows: list[tuple[int, int]], distinct_codes: int
+) -> None:
+    frame = pl.DataFrame(
+        {"c0": [r for r, _ in rows], "diff": [d for _, d in rows]},
+        schema={"c0": pl.Int64, "diff": pl.Int64},
+    )
     # Codes that collide across distinct rows (only `distinct_codes` values for 4 rows).
     codes = np.array([r % distinct_codes for r, _ in rows], dtype=np.uint64)
     hashes = np.array([r * 7919 + 1 for r, _ in rows], dtype=np.uint64)

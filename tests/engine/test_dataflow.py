@@ -40,15 +40,25 @@ DESC = RelationDesc(["k", "v"], [INT, INT])
 SUM_DESC = RelationDesc(["k", "sum"], [INT, INT])
 
 
-def source_dataflow(plan: Plan, rel: RelationDesc = DESC, *, as_of: int = 0,
-                    until: Frontier | None = None, sink: bool = False) -> Dataflow:
-    return Dataflow(DataflowDescription(
-        "test",
-        source_imports={SRC: SourceImport("shard", DESC)},
-        objects_to_build=[BuildDesc(OUT, plan)],
-        index_exports={OUT: (IndexDesc(OUT, [0]), rel)},
-        sink_exports={SINK: SinkDesc(OUT, rel, SubscribeSink())} if sink else {},
-        as_of=Frontier.at(as_of), until=until or Frontier.empty()))
+def source_dataflow(
+    plan: Plan,
+    rel: RelationDesc = DESC,
+    *,
+    as_of: int = 0,
+    until: Frontier | None = None,
+    sink: bool = False,
+) -> Dataflow:
+    return Dataflow(
+        DataflowDescription(
+            "test",
+            source_imports={SRC: SourceImport("shard", DESC)},
+            objects_to_build=[BuildDesc(OUT, plan)],
+            index_exports={OUT: (IndexDesc(OUT, [0]), rel)},
+            sink_exports={SINK: SinkDesc(OUT, rel, SubscribeSink())} if sink else {},
+            as_of=Frontier.at(as_of),
+            until=until or Frontier.empty(),
+        )
+    )
 
 
 def test_frontier_advances_exactly_as_far_as_inputs_allow() -> None:
@@ -70,8 +80,9 @@ def test_frontier_advances_exactly_as_far_as_inputs_allow() -> None:
 
 
 def test_as_of_advances_earlier_updates_and_until_suppresses_later_ones() -> None:
-    df = source_dataflow(Reduce(Get(SRC), [0], [Aggregate("sum", 1)]), SUM_DESC,
-                         as_of=5, until=Frontier.at(8))
+    df = source_dataflow(
+        Reduce(Get(SRC), [0], [Aggregate("sum", 1)]), SUM_DESC, as_of=5, until=Frontier.at(8)
+    )
     df.push(SRC, [([1, 1], 0, 1), ([1, 2], 4, 1), ([1, 10], 6, 1), ([1, 100], 8, 1)])
     df.advance_source(SRC, Frontier.at(10))
     df.step()
@@ -93,9 +104,14 @@ def test_single_time_peek_dataflow_reads_one_time() -> None:
 
 
 def test_constant_appears_at_as_of_without_inputs() -> None:
-    df = Dataflow(DataflowDescription(
-        "const", objects_to_build=[BuildDesc(OUT, Constant([([1, 2], 3)]))],
-        index_exports={OUT: (IndexDesc(OUT, []), DESC)}, as_of=Frontier.at(7)))
+    df = Dataflow(
+        DataflowDescription(
+            "const",
+            objects_to_build=[BuildDesc(OUT, Constant([([1, 2], 3)]))],
+            index_exports={OUT: (IndexDesc(OUT, []), DESC)},
+            as_of=Frontier.at(7),
+        )
+    )
     assert df.step()
     assert df.frontier.is_empty
     assert df.export(OUT).snapshot().read_rows(7) == [([1, 2], 3)]
@@ -109,7 +125,8 @@ def index_import_dataflow(
         index_imports={IDX: IndexImport(IndexDesc(GlobalId.user(10), snapshot_key), DESC)},
         objects_to_build=[BuildDesc(OUT, plan)],
         index_exports={OUT: (IndexDesc(OUT, [0]), SUM_DESC)},
-        as_of=Frontier.at(as_of))
+        as_of=Frontier.at(as_of),
+    )
 
 
 def test_index_import_reads_snapshot_at_as_of_then_later_batches() -> None:
@@ -151,8 +168,10 @@ def test_sink_export_streams_contiguous_chunks() -> None:
     df.advance_source(SRC, Frontier.at(2))
     df.step()
     chunks = df.drain_sink(SINK)
-    assert [(c.lower, c.upper) for c in chunks] == [(Frontier.at(0), Frontier.at(1)),
-                                                     (Frontier.at(1), Frontier.at(2))]
+    assert [(c.lower, c.upper) for c in chunks] == [
+        (Frontier.at(0), Frontier.at(1)),
+        (Frontier.at(1), Frontier.at(2)),
+    ]
     assert chunks[0].updates.rows() == [(1, 1, 0, 1)]
     assert sorted(chunks[1].updates.rows()) == [(1, 1, 1, -1), (1, 3, 1, 1)]
     assert df.drain_sink(SINK) == []
@@ -190,10 +209,13 @@ def test_bad_input_is_refused_and_loses_nothing() -> None:
 
 
 def test_arrow_updates_feed_sources() -> None:
-    df = source_dataflow(Join(Get(SRC), Get(SRC), [0], [0]),
-                         RelationDesc(["a", "b", "c", "d"], [INT, INT, INT, INT]))
-    df.push(SRC, pa.table({"k": [1, 1], "v": [1, 2], "time": pa.array([0, 0], pa.uint64()),
-                           "diff": [1, 1]}))
+    df = source_dataflow(
+        Join(Get(SRC), Get(SRC), [0], [0]), RelationDesc(["a", "b", "c", "d"], [INT, INT, INT, INT])
+    )
+    df.push(
+        SRC,
+        pa.table({"k": [1, 1], "v": [1, 2], "time": pa.array([0, 0], pa.uint64()), "diff": [1, 1]}),
+    )
     df.advance_source(SRC, Frontier.at(1))
     df.step()
     assert len(df.export(OUT).snapshot().read_rows(0)) == 4
@@ -220,9 +242,11 @@ def test_sink_updates_are_consolidated() -> None:
 
 def test_driver_chosen_as_of_when_the_description_has_none() -> None:
     desc = DataflowDescription(
-        "no as_of", source_imports={SRC: SourceImport("shard", DESC)},
+        "no as_of",
+        source_imports={SRC: SourceImport("shard", DESC)},
         objects_to_build=[BuildDesc(OUT, Get(SRC))],
-        index_exports={OUT: (IndexDesc(OUT, [0]), DESC)})
+        index_exports={OUT: (IndexDesc(OUT, [0]), DESC)},
+    )
     df = Dataflow(desc, as_of=4)
     df.push(SRC, [([1, 1], 2, 1)])
     df.advance_source(SRC, Frontier.at(6))

@@ -43,26 +43,41 @@ from twofold.protocol import (
 )
 
 PLANS: dict[str, Plan] = {
-    "mfp": Mfp(Get(A), map=[Call("add", [Column(0), Column(1)])],
-               filter=[Call("gt", [Column(2), Literal(-2)])], project=[2, 0]),
+    "mfp": Mfp(
+        Get(A),
+        map=[Call("add", [Column(0), Column(1)])],
+        filter=[Call("gt", [Column(2), Literal(-2)])],
+        project=[2, 0],
+    ),
     "mfp_error": Mfp(Get(A), map=[Call("div", [Literal(6), Column(1)])]),
-    "negate_union": UnionAll([Get(A), Negate(Mfp(Get(A), filter=[
-        Call("eq", [Column(0), Literal(1)])]))]),
+    "negate_union": UnionAll(
+        [Get(A), Negate(Mfp(Get(A), filter=[Call("eq", [Column(0), Literal(1)])]))]
+    ),
     "join": Join(Get(A), Get(B), [0], [0]),
     "join_chain": Join(Join(Get(A), Get(B), [0], [0]), Get(B), [3], [1]),
     "join_two_keys": Join(Get(A), Get(A), [0, 1], [1, 0]),
-    "reduce": Reduce(Get(A), [0], [Aggregate("count"), Aggregate("count", 1),
-                                   Aggregate("sum", 1), Aggregate("min", 1),
-                                   Aggregate("max", 1)]),
-    "reduce_distinct": Reduce(Get(A), [1], [Aggregate("count", 0, distinct=True),
-                                            Aggregate("sum", 0, distinct=True)]),
+    "reduce": Reduce(
+        Get(A),
+        [0],
+        [
+            Aggregate("count"),
+            Aggregate("count", 1),
+            Aggregate("sum", 1),
+            Aggregate("min", 1),
+            Aggregate("max", 1),
+        ],
+    ),
+    "reduce_distinct": Reduce(
+        Get(A), [1], [Aggregate("count", 0, distinct=True), Aggregate("sum", 0, distinct=True)]
+    ),
     "reduce_global": Reduce(Get(A), [], [Aggregate("count"), Aggregate("sum", 0)]),
     "reduce_keys_only": Reduce(Get(A), [], []),
     "reduce_min_only": Reduce(Get(A), [], [Aggregate("min", 1)]),
     "reduce_strings": Reduce(Get(B), [1], [Aggregate("min", 0), Aggregate("max", 0)]),
     "distinct": Distinct(Mfp(Get(A), project=[0])),
-    "threshold": Threshold(UnionAll([Get(A), Negate(Mfp(Get(A), filter=[
-        Call("gt", [Column(1), Literal(0)])]))])),
+    "threshold": Threshold(
+        UnionAll([Get(A), Negate(Mfp(Get(A), filter=[Call("gt", [Column(1), Literal(0)])]))])
+    ),
     "topk": TopK(Get(A), [0], [OrderKey(1, desc=True, nulls_last=False)], limit=2, offset=1),
     "topk_global": TopK(Get(B), [], [OrderKey(1)], limit=3),
     "topk_no_limit": TopK(Get(A), [1], [OrderKey(0)], offset=1),
@@ -81,7 +96,8 @@ def from_scratch(plan: Plan, inputs: dict[GlobalId, Any], t: int) -> list[Any] |
         source_imports={g: SourceImport(str(g), d) for g, (d, _) in inputs.items()},
         objects_to_build=[BuildDesc(out, plan)],
         index_exports={out: (IndexDesc(out, []), rel)},
-        as_of=Frontier.at(t), until=Frontier.at(t + 1),
+        as_of=Frontier.at(t),
+        until=Frontier.at(t + 1),
     )
     df = Dataflow(desc)
     for g, (_, ups) in inputs.items():
@@ -169,4 +185,3 @@ def test_negative_zero_joins_and_groups_with_zero() -> None:
     assert isinstance(joined, list) and len(joined) == 1
     grouped = run_plan_at_times(Distinct(UnionAll([Get(f), Get(g)])), inputs, [0])[0]
     assert isinstance(grouped, list) and len(grouped) == 1
-

@@ -26,8 +26,9 @@ from twofold.protocol import (
     RowSetFinishing,
 )
 
-DESC = RelationDesc(["k", "name", "score"],
-                    [ColumnType("int"), ColumnType("str"), ColumnType("float")])
+DESC = RelationDesc(
+    ["k", "name", "score"], [ColumnType("int"), ColumnType("str"), ColumnType("float")]
+)
 ROWS = [([1, "a", 0.5], 2), ([2, "b", None], 1), ([3, "c", 2.0], 1), ([None, "n", 1.0], 1)]
 
 
@@ -52,9 +53,11 @@ def test_literal_constraints_are_key_lookups(snap: ArrangementSnapshot) -> None:
 
 
 def test_mfp_then_finishing(snap: ArrangementSnapshot) -> None:
-    mfp = MapFilterProject(map=[Call("concat", [Column(1), Literal("!")])],
-                           filter=[Call("ne", [Column(1), Literal("n")])],
-                           project=[3, 2])
+    mfp = MapFilterProject(
+        map=[Call("concat", [Column(1), Literal("!")])],
+        filter=[Call("ne", [Column(1), Literal("n")])],
+        project=[3, 2],
+    )
     finishing = RowSetFinishing(order_by=[OrderKey(1, desc=True, nulls_last=False)])
     got = peek(snap, 0, mfp=mfp, finishing=finishing)
     assert got == [(["b!", None], 1), (["c!", 2.0], 1), (["a!", 0.5], 2)]
@@ -78,8 +81,7 @@ def test_mfp_errors_and_collection_errors_fail_the_peek(snap: ArrangementSnapsho
     with pytest.raises(EvalError, match="division by zero"):
         peek(snap, 0, mfp=mfp)
     arr = Arrangement(DESC, [0])
-    errs = pl.DataFrame({"error": ["boom"], "time": pl.Series([0], dtype=pl.UInt64),
-                         "diff": [1]})
+    errs = pl.DataFrame({"error": ["boom"], "time": pl.Series([0], dtype=pl.UInt64), "diff": [1]})
     arr.insert([([1, "a", 0.5], 0, 1)], Frontier.at(1), errors=errs)
     with pytest.raises(EvalError, match="boom"):
         peek(arr.snapshot(), 0, literal_constraints=[[1]])
