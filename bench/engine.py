@@ -44,14 +44,21 @@ KV = RelationDesc(["k", "v"], [INT, INT])
 SV = RelationDesc(["k", "v"], [STR, INT])
 
 
-def updates(rng: np.random.Generator, n: int, keys: int, t: int, *, strings: bool = False
-            ) -> pl.DataFrame:
+def updates(
+    rng: np.random.Generator, n: int, keys: int, t: int, *, strings: bool = False
+) -> pl.DataFrame:
     """`n` updates at time `t`: 80% inserts, 20% retractions (as in the reference workload)."""
     k = rng.integers(0, keys, n)
     diff = np.where(rng.random(n) < 0.8, 1, -1)
     col = pl.Series("c0", k).cast(pl.String) if strings else pl.Series("c0", k)
-    return pl.DataFrame({"c0": col, "c1": rng.integers(0, 1000, n),
-                         TIME: np.full(n, t, np.uint64), DIFF: diff.astype(np.int64)})
+    return pl.DataFrame(
+        {
+            "c0": col,
+            "c1": rng.integers(0, 1000, n),
+            TIME: np.full(n, t, np.uint64),
+            DIFF: diff.astype(np.int64),
+        }
+    )
 
 
 def bench_ingest(batches: int, size: int, *, strings: bool) -> float:
@@ -65,18 +72,24 @@ def bench_ingest(batches: int, size: int, *, strings: bool) -> float:
     return batches * size / (_clock() - start)
 
 
-def source_dataflow(plan_of: Callable[[GlobalId, GlobalId], object], out_desc: RelationDesc,
-                    ) -> tuple[Dataflow, GlobalId, GlobalId]:
+def source_dataflow(
+    plan_of: Callable[[GlobalId, GlobalId], object],
+    out_desc: RelationDesc,
+) -> tuple[Dataflow, GlobalId, GlobalId]:
     a, b, out = GlobalId.user(1), GlobalId.user(2), GlobalId.user(3)
     desc = DataflowDescription(
-        "bench", source_imports={a: SourceImport("a", KV), b: SourceImport("b", KV)},
+        "bench",
+        source_imports={a: SourceImport("a", KV), b: SourceImport("b", KV)},
         objects_to_build=[BuildDesc(out, plan_of(a, b))],  # type: ignore[arg-type]
-        index_exports={out: (IndexDesc(out, [0]), out_desc)}, as_of=Frontier.minimum())
+        index_exports={out: (IndexDesc(out, [0]), out_desc)},
+        as_of=Frontier.minimum(),
+    )
     return Dataflow(desc), a, b
 
 
-def drive(df: Dataflow, a: GlobalId, b: GlobalId, frames: list[pl.DataFrame], t0: int
-          ) -> list[float]:
+def drive(
+    df: Dataflow, a: GlobalId, b: GlobalId, frames: list[pl.DataFrame], t0: int
+) -> list[float]:
     """Push one frame per time into `a` and step; returns per-step seconds."""
     out = []
     for j, frame in enumerate(frames):
@@ -95,7 +108,8 @@ def bench_group_by(batches: int, size: int) -> float:
     frames = [updates(rng, size, 100_000, 0) for _ in range(batches)]
     rel = RelationDesc(["k", "count", "sum"], [INT, INT, ColumnType("int")])
     df, a, b = source_dataflow(
-        lambda a, b: Reduce(Get(a), [0], [Aggregate("count"), Aggregate("sum", 1)]), rel)
+        lambda a, b: Reduce(Get(a), [0], [Aggregate("count"), Aggregate("sum", 1)]), rel
+    )
     # Inserts only for the first batch so retractions have something to retract.
     frames[0] = frames[0].with_columns(pl.lit(1, pl.Int64).alias(DIFF))
     secs = drive(df, a, b, frames, 0)
@@ -106,14 +120,22 @@ def bench_join(rows: int, batches: int, size: int) -> float:
     rng = np.random.default_rng(3)
     rel = RelationDesc(["k", "v", "k2", "v2"], [INT, INT, INT, INT])
     df, a, b = source_dataflow(lambda a, b: Join(Get(a), Get(b), [0], [0]), rel)
-    big = pl.DataFrame({"c0": rng.integers(0, rows, rows), "c1": rng.integers(0, 1000, rows),
-                        TIME: np.zeros(rows, np.uint64), DIFF: np.ones(rows, np.int64)})
+    big = pl.DataFrame(
+        {
+            "c0": rng.integers(0, rows, rows),
+            "c1": rng.integers(0, 1000, rows),
+            TIME: np.zeros(rows, np.uint64),
+            DIFF: np.ones(rows, np.int64),
+        }
+    )
     df.push(b, big)
     df.advance_source(a, Frontier.at(1))
     df.advance_source(b, Frontier.at(1))
     df.step()
-    frames = [updates(rng, size, rows * 10, 0).with_columns(pl.lit(1, pl.Int64).alias(DIFF))
-              for _ in range(batches)]
+    frames = [
+        updates(rng, size, rows * 10, 0).with_columns(pl.lit(1, pl.Int64).alias(DIFF))
+        for _ in range(batches)
+    ]
     secs = drive(df, a, b, frames, 1)
     return batches * size / sum(secs)
 
@@ -131,8 +153,14 @@ def million_row_snapshot(rows: int) -> tuple[Arrangement, float, float]:
     gc.collect()
     base = _rss()
     arr = Arrangement(KV, [0])
-    frame = pl.DataFrame({"c0": rng.permutation(rows), "c1": rng.integers(0, 1000, rows),
-                          TIME: np.zeros(rows, np.uint64), DIFF: np.ones(rows, np.int64)})
+    frame = pl.DataFrame(
+        {
+            "c0": rng.permutation(rows),
+            "c1": rng.integers(0, 1000, rows),
+            TIME: np.zeros(rows, np.uint64),
+            DIFF: np.ones(rows, np.int64),
+        }
+    )
     input_bytes = frame.estimated_size()
     arr.insert(frame, Frontier.at(1))
     del frame
@@ -142,8 +170,9 @@ def million_row_snapshot(rows: int) -> tuple[Arrangement, float, float]:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
     # What the arrangement itself references (RSS after the build also counts memory the
     # allocators keep for reuse).
-    held = sum(b.data.estimated_size() + b.codes.nbytes + b.hashes.nbytes
-               for b in arr.snapshot().data)
+    held = sum(
+        b.data.estimated_size() + b.codes.nbytes + b.hashes.nbytes for b in arr.snapshot().data
+    )
     del input_bytes
     return arr, peak / rows, held / rows
 
@@ -172,12 +201,21 @@ def bench_state_growth(small: int, large: int, steps: int, size: int) -> tuple[f
         rng = np.random.default_rng(6)
         rel = RelationDesc(["k", "count", "sum"], [INT, INT, ColumnType("int")])
         df, a, b = source_dataflow(
-            lambda a, b: Reduce(Get(a), [0], [Aggregate("count"), Aggregate("sum", 1)]), rel)
-        load = pl.DataFrame({"c0": np.arange(rows), "c1": rng.integers(0, 1000, rows),
-                             TIME: np.zeros(rows, np.uint64), DIFF: np.ones(rows, np.int64)})
+            lambda a, b: Reduce(Get(a), [0], [Aggregate("count"), Aggregate("sum", 1)]), rel
+        )
+        load = pl.DataFrame(
+            {
+                "c0": np.arange(rows),
+                "c1": rng.integers(0, 1000, rows),
+                TIME: np.zeros(rows, np.uint64),
+                DIFF: np.ones(rows, np.int64),
+            }
+        )
         drive(df, a, b, [load], 0)
-        frames = [updates(rng, size, rows, 0).with_columns(pl.lit(1, pl.Int64).alias(DIFF))
-                  for _ in range(steps)]
+        frames = [
+            updates(rng, size, rows, 0).with_columns(pl.lit(1, pl.Int64).alias(DIFF))
+            for _ in range(steps)
+        ]
         secs = drive(df, a, b, frames, 1)
         medians.append(float(np.median(secs)))
     return medians[0], medians[1]
@@ -186,9 +224,13 @@ def bench_state_growth(small: int, large: int, steps: int, size: int) -> tuple[f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="short smoke run")
-    parser.add_argument("--clock", choices=sorted(_CLOCKS), default="wall",
-                        help="time by wall clock, or by this process's CPU time (all threads; "
-                             "steadier on a loaded machine)")
+    parser.add_argument(
+        "--clock",
+        choices=sorted(_CLOCKS),
+        default="wall",
+        help="time by wall clock, or by this process's CPU time (all threads; "
+        "steadier on a loaded machine)",
+    )
     args = parser.parse_args()
     global _clock
     _clock = _CLOCKS[args.clock]
@@ -201,21 +243,29 @@ def main() -> None:
     ingest_int = bench_ingest(batches, size, strings=False)
     ingest_str = bench_ingest(batches, size, strings=True)
     print(f"arrangement ingest, int keys:    {ingest_int / 1e6:6.2f} M updates/s  (bar >= 1.0)")
-    print(f"arrangement ingest, string keys: {ingest_str / 1e6:6.2f} M updates/s  (bar >= 0.5)"
-          f"  ratio str/int {ingest_str / ingest_int:.2f}")
+    print(
+        f"arrangement ingest, string keys: {ingest_str / 1e6:6.2f} M updates/s  (bar >= 0.5)"
+        f"  ratio str/int {ingest_str / ingest_int:.2f}"
+    )
     gb = bench_group_by(batches, size)
     print(f"maintained group-by count/sum:   {gb / 1e6:6.2f} M input updates/s  (bar >= 1.0)")
     join = bench_join(rows, 20 if not q else 5, size)
     print(f"delta join vs {rows:,}-row side: {join / 1e6:6.2f} M input updates/s")
     single, batched = bench_lookups(arr, rows, 10_000)
-    print(f"point lookup on {rows:,} rows:    {single:6.1f} us single (bar <= 20), "
-          f"{batched:6.3f} us/key batched (bar <= 1)  ratio {single / batched:.0f}x")
-    print(f"memory per arranged row (k, v int): {per_row:6.1f} bytes peak RSS growth during build, "
-          f"{steady:6.1f} bytes held by the arrangement (raw k,v,time,diff = 32 bytes; ratios "
-          f"{per_row / 32:.2f}, {steady / 32:.2f})")
+    print(
+        f"point lookup on {rows:,} rows:    {single:6.1f} us single (bar <= 20), "
+        f"{batched:6.3f} us/key batched (bar <= 1)  ratio {single / batched:.0f}x"
+    )
+    print(
+        f"memory per arranged row (k, v int): {per_row:6.1f} bytes peak RSS growth during build, "
+        f"{steady:6.1f} bytes held by the arrangement (raw k,v,time,diff = 32 bytes; ratios "
+        f"{per_row / 32:.2f}, {steady / 32:.2f})"
+    )
     small, large = bench_state_growth(rows // 10, rows, 8 if q else 20, 10_000)
-    print(f"group-by step, 10k updates: {small * 1e3:6.1f} ms at {rows // 10:,} rows of state, "
-          f"{large * 1e3:6.1f} ms at {rows:,}  ratio {large / small:.2f}")
+    print(
+        f"group-by step, 10k updates: {small * 1e3:6.1f} ms at {rows // 10:,} rows of state, "
+        f"{large * 1e3:6.1f} ms at {rows:,}  ratio {large / small:.2f}"
+    )
 
 
 if __name__ == "__main__":

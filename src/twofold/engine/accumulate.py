@@ -31,14 +31,23 @@ def accumulable(aggregates: Sequence[Aggregate], types: Sequence[ColumnType]) ->
     """Whether every aggregate can be maintained by accumulation: counts, and sums of ints
     (float sums are recomputed, since adding and retracting floats drifts)."""
     return all(
-        not a.distinct and (a.func == "count" or (
-            a.func == "sum" and a.column is not None and types[a.column].scalar == "int"))
-        for a in aggregates)
+        not a.distinct
+        and (
+            a.func == "count"
+            or (a.func == "sum" and a.column is not None and types[a.column].scalar == "int")
+        )
+        for a in aggregates
+    )
 
 
 class AccumulateReduceOp(Operator):
-    def __init__(self, child: Operator, group_key: Sequence[int],
-                 aggregates: Sequence[Aggregate], types: Sequence[ColumnType]) -> None:
+    def __init__(
+        self,
+        child: Operator,
+        group_key: Sequence[int],
+        aggregates: Sequence[Aggregate],
+        types: Sequence[ColumnType],
+    ) -> None:
         self.child = child
         self.types = list(types)
         self.aggs = list(aggregates)
@@ -46,8 +55,9 @@ class AccumulateReduceOp(Operator):
         self.key_in = [f"c{g}" for g in group_key]
         self.gcols = [f"g{j}" for j in range(self.k)]
         in_sch = schema(child.types)
-        acc: dict[str, pl.DataType] = {g: in_sch[c] for g, c in zip(self.gcols, self.key_in,
-                                                                     strict=True)}
+        acc: dict[str, pl.DataType] = {
+            g: in_sch[c] for g, c in zip(self.gcols, self.key_in, strict=True)
+        }
         acc["_n"] = pl.Int64()
         self.int_sums: list[int] = []
         for j, a in enumerate(self.aggs):
@@ -89,15 +99,17 @@ class AccumulateReduceOp(Operator):
         """Output rows (diff `sign`) and error rows of live accumulator rows."""
         acc = acc.filter(pl.col("_n") > 0)
         if self.int_sums:
-            bad = pl.any_horizontal([
-                (pl.col(f"a{j}") < _I64[0]) | (pl.col(f"a{j}") > _I64[1])
-                for j in self.int_sums])
+            bad = pl.any_horizontal(
+                [(pl.col(f"a{j}") < _I64[0]) | (pl.col(f"a{j}") > _I64[1]) for j in self.int_sums]
+            )
             flags = acc.select(bad.alias("_bad"))["_bad"]
             n_bad = int(flags.sum())
             errors = EMPTY_ERRORS
             if n_bad:
-                errors = pl.DataFrame({ERROR: [OUT_OF_RANGE] * n_bad, DIFF: [sign] * n_bad},
-                                      schema={ERROR: pl.String, DIFF: pl.Int64})
+                errors = pl.DataFrame(
+                    {ERROR: [OUT_OF_RANGE] * n_bad, DIFF: [sign] * n_bad},
+                    schema={ERROR: pl.String, DIFF: pl.Int64},
+                )
                 acc = acc.filter(~flags)
         else:
             errors = EMPTY_ERRORS
@@ -116,25 +128,36 @@ class AccumulateReduceOp(Operator):
         if d.height == 0:
             return empty_delta(self.types)[0], errs
         dagg = self._delta_aggs(d)
-        old = (self.state.lookup(dagg.select(self.gcols)) if self.k
-               else self.state.accumulated())
+        old = self.state.lookup(dagg.select(self.gcols)) if self.k else self.state.accumulated()
         old = old.filter(pl.col(DIFF) > 0).drop(DIFF)
         if self.k and old.height:
-            joined = old.join(dagg, on=self.gcols, how="full", coalesce=True,
-                              nulls_equal=True, suffix="_d")
-            new = joined.select(*self.gcols, *[
-                (pl.col(c).fill_null(0) + pl.col(f"{c}_d").fill_null(0)).alias(c)
-                for c in self.acc_cols])
+            joined = old.join(
+                dagg, on=self.gcols, how="full", coalesce=True, nulls_equal=True, suffix="_d"
+            )
+            new = joined.select(
+                *self.gcols,
+                *[
+                    (pl.col(c).fill_null(0) + pl.col(f"{c}_d").fill_null(0)).alias(c)
+                    for c in self.acc_cols
+                ],
+            )
         elif old.height:
             new = pl.concat([old, dagg], how="vertical").select(
-                [pl.col(c).sum() for c in self.acc_cols])
+                [pl.col(c).sum() for c in self.acc_cols]
+            )
         else:
             new = dagg
         new = new.cast(self.state.sch).filter(pl.col("_n") != 0)  # type: ignore[arg-type]
-        self.state.insert(t, pl.concat([
-            old.with_columns(pl.lit(-1, pl.Int64).alias(DIFF)),
-            new.with_columns(pl.lit(1, pl.Int64).alias(DIFF)),
-        ], how="vertical"))
+        self.state.insert(
+            t,
+            pl.concat(
+                [
+                    old.with_columns(pl.lit(-1, pl.Int64).alias(DIFF)),
+                    new.with_columns(pl.lit(1, pl.Int64).alias(DIFF)),
+                ],
+                how="vertical",
+            ),
+        )
         old_out, old_err = self._outputs(old, -1)
         new_out, new_err = self._outputs(new, 1)
         # Not consolidated: an unchanged group's -old/+new pair is harmless downstream (every

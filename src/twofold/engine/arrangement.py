@@ -101,8 +101,9 @@ class Spine:
         return sum(len(b) for b in self.batches)
 
 
-def _collect(batches: Sequence[Batch], sch: dict[str, pl.DataType], **bounds: int | None
-             ) -> pl.DataFrame:
+def _collect(
+    batches: Sequence[Batch], sch: dict[str, pl.DataType], **bounds: int | None
+) -> pl.DataFrame:
     parts = [filter_time(b.data, **bounds) for b in batches]
     parts = [p for p in parts if p.height]
     if not parts:
@@ -121,8 +122,9 @@ def _key_dtypes(types: tuple[ColumnType, ...], key: tuple[int, ...]) -> list[pl.
     return [sch[f"c{i}"] for i in key]
 
 
-def gather_keys(batches: Sequence[Batch], keys: pl.DataFrame
-                ) -> tuple[pl.DataFrame, np.ndarray, np.ndarray] | None:
+def gather_keys(
+    batches: Sequence[Batch], keys: pl.DataFrame
+) -> tuple[pl.DataFrame, np.ndarray, np.ndarray] | None:
     """Candidate updates for the key rows of `keys` (columns positional to the arrangement's
     key) with their codes and hashes: every update of those keys, plus any of other keys
     whose hash shares the prefix. `None` when there are none."""
@@ -132,13 +134,20 @@ def gather_keys(batches: Sequence[Batch], keys: pl.DataFrame
         return None
     if len(parts) == 1:
         return parts[0]
-    return (pl.concat([p[0] for p in parts], how="vertical", rechunk=False),
-            np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]))
+    return (
+        pl.concat([p[0] for p in parts], how="vertical", rechunk=False),
+        np.concatenate([p[1] for p in parts]),
+        np.concatenate([p[2] for p in parts]),
+    )
 
 
 def lookup_batches(
-    batches: Sequence[Batch], key_cols: Sequence[str], keys: pl.DataFrame, *,
-    le: int | None = None, nulls_equal: bool = False,
+    batches: Sequence[Batch],
+    key_cols: Sequence[str],
+    keys: pl.DataFrame,
+    *,
+    le: int | None = None,
+    nulls_equal: bool = False,
 ) -> pl.DataFrame | None:
     """Updates (time <= `le` when given) whose key equals a row of `keys` (columns positional
     to `key_cols`, distinct), exactly. `None` when nothing matches."""
@@ -240,15 +249,18 @@ class ArrangementSnapshot:
         distinct = {tuple(k) for k in keys}
         for k in distinct:
             if len(k) != len(self.key):
-                raise InputError(f"lookup key {list(k)!r} has {len(k)} values, key is "
-                                 f"{list(self.key)}")
+                raise InputError(
+                    f"lookup key {list(k)!r} has {len(k)} values, key is {list(self.key)}"
+                )
         if len(distinct) > _FEW_KEYS:
             frame = self.lookup([list(k) for k in distinct], t)
             found = {tuple(r[:-1]): int(r[-1]) for r in frame.iter_rows()}
         else:
             found = self._lookup_few(distinct, t)
-        return sorted(((list(r), d) for r, d in found.items() if d),
-                      key=lambda rd: [(v is None, v) for v in rd[0]])
+        return sorted(
+            ((list(r), d) for r, d in found.items() if d),
+            key=lambda rd: [(v is None, v) for v in rd[0]],
+        )
 
     def _lookup_few(self, keys: set[tuple[Any, ...]], t: int) -> dict[tuple[Any, ...], int]:
         dtypes = _key_dtypes(tuple(self.desc.types), self.key)
@@ -264,8 +276,11 @@ class ArrangementSnapshot:
                 end = int(b.codes.searchsorted(hi, "right"))
                 if end == start:
                     continue
-                rows = ([b.data.row(start)] if end - start == 1
-                        else b.data.slice(start, end - start).rows())
+                rows = (
+                    [b.data.row(start)]
+                    if end - start == 1
+                    else b.data.slice(start, end - start).rows()
+                )
                 for row in rows:
                     # row is (*columns, time, diff)
                     if row[-2] <= t and all(row[i] == key[j] for j, i in positions):
@@ -314,8 +329,9 @@ class ArrangementSnapshot:
 class Arrangement:
     """A single-writer arrangement of a relation by `key` columns, with its error collection."""
 
-    def __init__(self, desc: RelationDesc, key: Sequence[int], *,
-                 since: Frontier | None = None) -> None:
+    def __init__(
+        self, desc: RelationDesc, key: Sequence[int], *, since: Frontier | None = None
+    ) -> None:
         for k in key:
             if not 0 <= k < desc.arity:
                 raise InputError(f"arrangement key column {k} outside relation of {desc.arity}")
@@ -342,8 +358,7 @@ class Arrangement:
     def batch_count(self) -> int:
         return len(self._data.batches)
 
-    def insert(self, updates: Updates, upper: Frontier,
-               errors: pl.DataFrame | None = None) -> None:
+    def insert(self, updates: Updates, upper: Frontier, errors: pl.DataFrame | None = None) -> None:
         """Append updates at times in `[self.upper, upper)` and advance the upper to `upper`.
 
         `errors` is an error update frame (`error`, `time`, `diff`). Raises `InputError` (and
@@ -364,8 +379,9 @@ class Arrangement:
                     )
         if lower.is_empty:
             if frame.height or err.height:
-                raise InputError("the arrangement is closed (its upper is empty): no updates "
-                                 "may follow")
+                raise InputError(
+                    "the arrangement is closed (its upper is empty): no updates may follow"
+                )
             return
         up = upper.time
         self._data.insert(frame, lo, up)
@@ -397,6 +413,10 @@ class Arrangement:
     def snapshot(self) -> ArrangementSnapshot:
         """An immutable snapshot; O(number of batches), never a copy of data."""
         return ArrangementSnapshot(
-            self.desc, self.key, self._data.batches, self._errors.batches, self._since,
+            self.desc,
+            self.key,
+            self._data.batches,
+            self._errors.batches,
+            self._since,
             self._upper,
         )

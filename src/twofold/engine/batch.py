@@ -47,15 +47,22 @@ def _freeze(*arrays: np.ndarray) -> None:
         a.flags.writeable = False
 
 
-def _sorted_consolidated(frame: pl.DataFrame, codes: np.ndarray, hashes: np.ndarray,
-                         lower: int, upper: int | None, since: int) -> Batch:
+def _sorted_consolidated(
+    frame: pl.DataFrame,
+    codes: np.ndarray,
+    hashes: np.ndarray,
+    lower: int,
+    upper: int | None,
+    since: int,
+) -> Batch:
     frame, codes, hashes = consolidate_sorted(frame, codes, hashes)
     _freeze(codes, hashes)
     return Batch(frame, codes, hashes, lower, upper, since)
 
 
-def build_batch(updates: pl.DataFrame, key_cols: Sequence[str], lower: int, upper: int | None,
-                since: int) -> Batch:
+def build_batch(
+    updates: pl.DataFrame, key_cols: Sequence[str], lower: int, upper: int | None, since: int
+) -> Batch:
     """A batch from arbitrary updates: advance to `since`, hash, sort, consolidate."""
     frame = advance_times(updates, since) if since > 0 else updates
     cols = [c for c in frame.columns if c not in (TIME, DIFF)]
@@ -79,16 +86,21 @@ def _needs_advance(batch: Batch, since: int) -> bool:
 def merge_batches(batches: Sequence[Batch], since: int) -> Batch:
     """One batch equal (at every time `>= since`) to the union of adjacent `batches`, given in
     time order (so each code's rows stay in time order after the stable sort)."""
-    frames = [advance_times(b.data, since) if _needs_advance(b, since) else b.data
-              for b in batches]
+    frames = [advance_times(b.data, since) if _needs_advance(b, since) else b.data for b in batches]
     frame = pl.concat(frames, how="vertical", rechunk=False)
-    return _sorted_consolidated(frame, np.concatenate([b.codes for b in batches]),
-                                np.concatenate([b.hashes for b in batches]),
-                                batches[0].lower, batches[-1].upper, since)
+    return _sorted_consolidated(
+        frame,
+        np.concatenate([b.codes for b in batches]),
+        np.concatenate([b.hashes for b in batches]),
+        batches[0].lower,
+        batches[-1].upper,
+        since,
+    )
 
 
-def filter_time(frame: pl.DataFrame, *, le: int | None = None, ge: int | None = None,
-                lt: int | None = None) -> pl.DataFrame:
+def filter_time(
+    frame: pl.DataFrame, *, le: int | None = None, ge: int | None = None, lt: int | None = None
+) -> pl.DataFrame:
     """The updates of `frame` whose time satisfies every given bound."""
     preds = []
     if le is not None:
@@ -103,12 +115,12 @@ def filter_time(frame: pl.DataFrame, *, le: int | None = None, ge: int | None = 
 def key_slices(batch: Batch, key_hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start and end row of each key hash's range in `batch` (`key_hashes` sorted, unique)."""
     lo, hi = key_range(key_hashes)
-    return (np.searchsorted(batch.codes, lo, "left"),
-            np.searchsorted(batch.codes, hi, "right"))
+    return (np.searchsorted(batch.codes, lo, "left"), np.searchsorted(batch.codes, hi, "right"))
 
 
-def gather_hashes(batch: Batch, key_hashes: np.ndarray
-                  ) -> tuple[pl.DataFrame, np.ndarray, np.ndarray] | None:
+def gather_hashes(
+    batch: Batch, key_hashes: np.ndarray
+) -> tuple[pl.DataFrame, np.ndarray, np.ndarray] | None:
     """The rows of `batch` in the ranges of `key_hashes` (sorted, unique) with their codes and
     hashes, or `None`. Rows of other keys sharing a key hash prefix may be included."""
     if len(batch) == 0:
@@ -120,7 +132,7 @@ def gather_hashes(batch: Batch, key_hashes: np.ndarray
         return None
     if len(starts) == 1:
         s = int(starts[0])
-        return batch.data.slice(s, total), batch.codes[s:s + total], batch.hashes[s:s + total]
+        return batch.data.slice(s, total), batch.codes[s : s + total], batch.hashes[s : s + total]
     keep = lens > 0
     starts, lens = starts[keep], lens[keep]
     # Row indexes of every range laid end to end: each range's start, offset by the running

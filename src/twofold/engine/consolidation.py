@@ -31,8 +31,9 @@ def _equal_to_previous(col: pl.Series, rows: np.ndarray) -> np.ndarray:
     return col.gather(idx).eq_missing(col.gather(idx - 1)).to_numpy()
 
 
-def consolidate_sorted(frame: pl.DataFrame, codes: np.ndarray, hashes: np.ndarray
-                       ) -> tuple[pl.DataFrame, np.ndarray, np.ndarray]:
+def consolidate_sorted(
+    frame: pl.DataFrame, codes: np.ndarray, hashes: np.ndarray
+) -> tuple[pl.DataFrame, np.ndarray, np.ndarray]:
     """Sort `frame` (and its per-row `codes`, `hashes`) by code, then merge adjacent rows equal
     in every column but `diff`, dropping zero diffs. Returns the three, aligned."""
     if frame.height > 1:

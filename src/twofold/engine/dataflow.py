@@ -64,16 +64,22 @@ class _IndexInput:
 class Dataflow:
     """A rendered `DataflowDescription`; single-threaded, driven by a runtime."""
 
-    def __init__(self, desc: DataflowDescription,
-                 index_imports: Mapping[GlobalId, ArrangementSnapshot] | None = None, *,
-                 as_of: int | None = None) -> None:
+    def __init__(
+        self,
+        desc: DataflowDescription,
+        index_imports: Mapping[GlobalId, ArrangementSnapshot] | None = None,
+        *,
+        as_of: int | None = None,
+    ) -> None:
         """`as_of` overrides a description without one (`desc.as_of is None`: the driver
         chose it, e.g. from its inputs' sinces); otherwise it is `desc.as_of`, or 0."""
         snaps = dict(index_imports or {})
         unknown = set(snaps) - set(desc.index_imports)
         if unknown:
-            raise PlanError(f"dataflow {desc.debug_name!r}: snapshots for ids it does not "
-                            f"import: {sorted(unknown)}")
+            raise PlanError(
+                f"dataflow {desc.debug_name!r}: snapshots for ids it does not "
+                f"import: {sorted(unknown)}"
+            )
         self.desc = desc
         self.known = typecheck_dataflow(desc)
         if desc.as_of is not None:
@@ -107,8 +113,9 @@ class Dataflow:
             tmin = frame[TIME].min()
             assert isinstance(tmin, int)
             if not src.upper.contains(tmin):
-                raise InputError(f"{source_id}: update at {tmin} is before the input's upper "
-                                 f"{src.upper}")
+                raise InputError(
+                    f"{source_id}: update at {tmin} is before the input's upper {src.upper}"
+                )
             src.pending.append(frame)
 
     def advance_source(self, source_id: GlobalId, upper: Frontier) -> None:
@@ -124,18 +131,22 @@ class Dataflow:
             raise InputError(f"{index_id} is not an index import of {self.desc.debug_name!r}")
         inp = self._indexes[index_id]
         if inp.snapshot is not None and not inp.snapshot.upper.less_equal(snapshot.upper):
-            raise InputError(f"{index_id}: snapshot upper regresses from "
-                             f"{inp.snapshot.upper} to {snapshot.upper}")
+            raise InputError(
+                f"{index_id}: snapshot upper regresses from "
+                f"{inp.snapshot.upper} to {snapshot.upper}"
+            )
         if inp.consumed is None and not snapshot.since.less_equal(Frontier.at(self.as_of)):
-            raise InputError(f"{index_id}: since {snapshot.since} is beyond the dataflow's "
-                             f"as_of {self.as_of}")
+            raise InputError(
+                f"{index_id}: since {snapshot.since} is beyond the dataflow's as_of {self.as_of}"
+            )
         inp.snapshot = snapshot
 
     def import_holds(self) -> dict[GlobalId, Frontier]:
         """Per index import, the frontier its arrangement may be compacted to (no further)."""
         return {
-            gid: Frontier.at(self.as_of if inp.consumed is None else max(self.as_of,
-                                                                         inp.consumed - 1))
+            gid: Frontier.at(
+                self.as_of if inp.consumed is None else max(self.as_of, inp.consumed - 1)
+            )
             for gid, inp in self._indexes.items()
         }
 
@@ -176,9 +187,12 @@ class Dataflow:
                 times.insert(0, self.as_of)
         outputs: dict[GlobalId, list[tuple[pl.DataFrame, pl.DataFrame]]] = {}
         wanted = {idx.on_id for idx, _ in self.desc.index_exports.values()} | {
-            s.from_id for s in self.desc.sink_exports.values()}
-        parts = {gid: (d.partition_by(TIME, as_dict=True), e.partition_by(TIME, as_dict=True))
-                 for gid, (d, e) in inputs.items()}
+            s.from_id for s in self.desc.sink_exports.values()
+        }
+        parts = {
+            gid: (d.partition_by(TIME, as_dict=True), e.partition_by(TIME, as_dict=True))
+            for gid, (d, e) in inputs.items()
+        }
         for t in times:
             deltas: dict[GlobalId, Delta] = {}
             for gid, (dp, ep) in parts.items():
@@ -194,10 +208,12 @@ class Dataflow:
             for gid in wanted:
                 d, e = deltas[gid]
                 if d.height or e.height:
-                    outputs.setdefault(gid, []).append((
-                        d.with_columns(lit).select([*d.columns[:-1], TIME, DIFF]),
-                        e.with_columns(lit).select(["error", TIME, DIFF]),
-                    ))
+                    outputs.setdefault(gid, []).append(
+                        (
+                            d.with_columns(lit).select([*d.columns[:-1], TIME, DIFF]),
+                            e.with_columns(lit).select(["error", TIME, DIFF]),
+                        )
+                    )
         for gid, (idx, rel) in self.desc.index_exports.items():
             data, errs = self._gather(outputs.get(idx.on_id, []), rel)
             self._exports[gid].insert(data, upper, errors=errs)
@@ -215,8 +231,9 @@ class Dataflow:
         self._frontier = upper
         return True
 
-    def _gather(self, parts: list[tuple[pl.DataFrame, pl.DataFrame]], rel: RelationDesc
-                ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    def _gather(
+        self, parts: list[tuple[pl.DataFrame, pl.DataFrame]], rel: RelationDesc
+    ) -> tuple[pl.DataFrame, pl.DataFrame]:
         if not parts:
             return empty(update_schema(rel.types)), empty(error_schema())
         data = pl.concat([d for d, _ in parts], how="vertical")
@@ -230,8 +247,11 @@ class Dataflow:
         ut = upper.time
         for gid, src in self._sources.items():
             frames = src.pending
-            data = (pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
-                    ) if frames else empty(update_schema(src.desc.types))
+            data = (
+                (pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0])
+                if frames
+                else empty(update_schema(src.desc.types))
+            )
             if ut is not None:
                 ready = data.filter(pl.col(TIME) < ut)
                 rest = data.filter(pl.col(TIME) >= ut)
@@ -258,8 +278,11 @@ class Dataflow:
         if frame.height == 0:
             return frame
         frame = frame.with_columns(
-            pl.when(pl.col(TIME) < self.as_of).then(pl.lit(self.as_of, pl.UInt64))
-            .otherwise(pl.col(TIME)).alias(TIME))
+            pl.when(pl.col(TIME) < self.as_of)
+            .then(pl.lit(self.as_of, pl.UInt64))
+            .otherwise(pl.col(TIME))
+            .alias(TIME)
+        )
         if self.until.time is not None:
             frame = frame.filter(pl.col(TIME) < self.until.time)
         return frame

@@ -106,15 +106,22 @@ class _Compiler:
         if func in ("add", "sub", "mul", "neg", "abs"):
             if not is_int:
                 f = [v.cast(pl.Float64) for v in vals]
-                out = {"add": lambda: f[0] + f[1], "sub": lambda: f[0] - f[1],
-                       "mul": lambda: f[0] * f[1], "neg": lambda: -f[0],
-                       "abs": lambda: f[0].abs()}[func]()
+                out = {
+                    "add": lambda: f[0] + f[1],
+                    "sub": lambda: f[0] - f[1],
+                    "mul": lambda: f[0] * f[1],
+                    "neg": lambda: -f[0],
+                    "abs": lambda: f[0].abs(),
+                }[func]()
                 return out, _first(*errs)
             w = [v.cast(pl.Int128) for v in vals]
-            wide = {"add": lambda: w[0] + w[1], "sub": lambda: w[0] - w[1],
-                    "mul": lambda: w[0] * w[1], "neg": lambda: pl.lit(0, pl.Int128) - w[0],
-                    "abs": lambda: pl.when(w[0] < 0).then(pl.lit(0, pl.Int128) - w[0])
-                    .otherwise(w[0])}[func]()
+            wide = {
+                "add": lambda: w[0] + w[1],
+                "sub": lambda: w[0] - w[1],
+                "mul": lambda: w[0] * w[1],
+                "neg": lambda: pl.lit(0, pl.Int128) - w[0],
+                "abs": lambda: pl.when(w[0] < 0).then(pl.lit(0, pl.Int128) - w[0]).otherwise(w[0]),
+            }[func]()
             value, err = _checked_int(wide)
             return value, _first(*errs, err)
         if func in ("div", "mod"):
@@ -123,8 +130,14 @@ class _Compiler:
             if set(scalars) - {"null"} == {"int", "float"}:
                 vals = [v.cast(pl.Float64) for v in vals]
             a, b = vals
-            out = {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b,
-                   "ge": a >= b}[func]
+            out = {
+                "eq": a == b,
+                "ne": a != b,
+                "lt": a < b,
+                "le": a <= b,
+                "gt": a > b,
+                "ge": a >= b,
+            }[func]
             return out, _first(*errs)
         if func in ("and", "or"):
             a, b = (v.cast(pl.Boolean) for v in vals)
@@ -182,8 +195,9 @@ class _Compiler:
             return "int"
         return "float" if real == {"int", "float"} else real.pop()
 
-    def divmod(self, func: str, vals: list[pl.Expr], errs: list[pl.Expr | None],
-               is_int: bool) -> Compiled:
+    def divmod(
+        self, func: str, vals: list[pl.Expr], errs: list[pl.Expr | None], is_int: bool
+    ) -> Compiled:
         a, b = vals
         zero = a.is_not_null() & (b == 0)
         zero_err = _err(zero, DIV_ZERO)
@@ -234,9 +248,13 @@ class _Compiler:
             s = v.cast(pl.String).str.strip_chars()
             ok = s.str.contains(_INT_RE)
             parsed = s.cast(pl.Int64, strict=False)
-            err = (pl.when(s.is_not_null() & ~ok).then(pl.lit(BAD_INT))
-                   .when(ok & parsed.is_null()).then(pl.lit(OUT_OF_RANGE))
-                   .otherwise(_NULL_STR))
+            err = (
+                pl.when(s.is_not_null() & ~ok)
+                .then(pl.lit(BAD_INT))
+                .when(ok & parsed.is_null())
+                .then(pl.lit(OUT_OF_RANGE))
+                .otherwise(_NULL_STR)
+            )
             return parsed, err
         if func == "cast_float":
             if src == "str":
@@ -247,7 +265,8 @@ class _Compiler:
         if src == "bool":
             b = v.cast(pl.Boolean)
             return pl.when(b.is_null()).then(_NULL_STR).when(b).then(pl.lit("true")).otherwise(
-                pl.lit("false")), None
+                pl.lit("false")
+            ), None
         if src == "float":
             return v.cast(pl.Float64).map_batches(_float_repr, return_dtype=pl.String), None
         return v.cast(pl.String), None
@@ -282,17 +301,17 @@ class CompiledMfp:
             self.preds.append(value.cast(pl.Boolean, strict=False).fill_null(False))
             errs.append(err)
         self.error = _first(*errs)
-        self.project = (list(mfp.project) if mfp.project is not None
-                        else list(range(len(all_types))))
+        self.project = list(mfp.project) if mfp.project is not None else list(range(len(all_types)))
         self.out_types = [all_types[c] for c in self.project]
-        self.is_identity = not mfp.map and not mfp.filter and self.project == list(
-            range(self.arity_in))
+        self.is_identity = (
+            not mfp.map and not mfp.filter and self.project == list(range(self.arity_in))
+        )
 
     def apply(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None]:
         """(passing rows projected to `c0..`, error rows `error` + extra columns or None)."""
         if self.is_identity:
             return frame, None
-        extra = frame.columns[self.arity_in:]
+        extra = frame.columns[self.arity_in :]
         lf = frame.lazy()
         for name, value in self.maps:
             lf = lf.with_columns(value.alias(name))

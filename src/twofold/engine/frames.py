@@ -136,6 +136,8 @@ def advance_times(frame: pl.DataFrame, since: int) -> pl.DataFrame:
     if frame.height == 0:
         return frame
     return frame.with_columns(
-        pl.when(pl.col(TIME) < since).then(pl.lit(since, pl.UInt64)).otherwise(pl.col(TIME))
+        pl.when(pl.col(TIME) < since)
+        .then(pl.lit(since, pl.UInt64))
+        .otherwise(pl.col(TIME))
         .alias(TIME)
     )

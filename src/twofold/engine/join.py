@@ -20,8 +20,9 @@ from twofold.protocol import GlobalId
 
 
 class JoinOp(Operator):
-    def __init__(self, left: Operator, right: Operator, left_key: list[int],
-                 right_key: list[int]) -> None:
+    def __init__(
+        self, left: Operator, right: Operator, left_key: list[int], right_key: list[int]
+    ) -> None:
         self.left, self.right = left, right
         self.lk, self.rk = left_key, right_key
         self.types = [*left.types, *right.types]
@@ -30,12 +31,14 @@ class JoinOp(Operator):
         self.rstate = KeyedState.of(right.types, right_key)
         # Columns compared as floats because the other side's key column is a float.
         self.lfloat = [
-            a for a, b in zip(left_key, right_key, strict=True)
+            a
+            for a, b in zip(left_key, right_key, strict=True)
             if left.types[a].scalar != right.types[b].scalar
         ]
 
-    def _probe(self, delta: pl.DataFrame, key: list[int], other_key: list[int],
-               other: KeyedState) -> pl.DataFrame | None:
+    def _probe(
+        self, delta: pl.DataFrame, key: list[int], other_key: list[int], other: KeyedState
+    ) -> pl.DataFrame | None:
         if not key:
             # A cross join: every accumulated row of the other side matches.
             whole = other.accumulated()
@@ -52,8 +55,9 @@ class JoinOp(Operator):
 
     def _join(self, left: pl.DataFrame, right: pl.DataFrame) -> pl.DataFrame:
         nl = self.nl
-        right = right.rename({c: f"c{nl + j}" for j, c in enumerate(right.columns) if c != DIFF}
-                             | {DIFF: "_rdiff"})
+        right = right.rename(
+            {c: f"c{nl + j}" for j, c in enumerate(right.columns) if c != DIFF} | {DIFF: "_rdiff"}
+        )
         lon = [f"c{k}" for k in self.lk]
         ron = [f"c{nl + k}" for k in self.rk]
         if not lon:

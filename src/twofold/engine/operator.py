@@ -67,8 +67,9 @@ class GetOp(Operator):
 class ConstantOp(Operator):
     """Its rows, once, at the dataflow's `as_of`."""
 
-    def __init__(self, rows: list[tuple[list[object], int]], types: Sequence[ColumnType],
-                 as_of: int) -> None:
+    def __init__(
+        self, rows: list[tuple[list[object], int]], types: Sequence[ColumnType], as_of: int
+    ) -> None:
         self.types = list(types)
         self.as_of = as_of
         self.frame = frame_from_collection(self.types, rows)

@@ -36,27 +36,30 @@ from twofold.protocol import (
 def check_mfp(mfp: MapFilterProject, snapshot: ArrangementSnapshot) -> None:
     """`PlanError` unless `mfp` type-checks against the snapshot's relation."""
     probe = GlobalId.transient(0)
-    typecheck_plan(Mfp(input=Get(probe), map=mfp.map, filter=mfp.filter, project=mfp.project),
-                   {probe: snapshot.desc}, "peek")
+    typecheck_plan(
+        Mfp(input=Get(probe), map=mfp.map, filter=mfp.filter, project=mfp.project),
+        {probe: snapshot.desc},
+        "peek",
+    )
 
 
 def finish(frame: pl.DataFrame, finishing: RowSetFinishing, arity: int) -> pl.DataFrame:
     """Order, page and project a collection frame (`c*`, `diff`)."""
     for o in finishing.order_by:
         if o.column >= arity:
-            raise PlanError(f"finishing: order_by column {o.column} does not exist (arity "
-                            f"{arity})")
+            raise PlanError(f"finishing: order_by column {o.column} does not exist (arity {arity})")
     ordered = order_frame(frame, finishing.order_by, arity)
     if finishing.offset or finishing.limit is not None:
-        ordered = rank_window(ordered.filter(pl.col(DIFF) > 0), finishing.offset,
-                              finishing.limit, [])
+        ordered = rank_window(
+            ordered.filter(pl.col(DIFF) > 0), finishing.offset, finishing.limit, []
+        )
     if finishing.project is not None:
         for c in finishing.project:
             if c >= arity:
                 raise PlanError(f"finishing: project column {c} does not exist (arity {arity})")
         ordered = ordered.select(
-            *[pl.col(f"c{c}").alias(f"p{j}") for j, c in enumerate(finishing.project)],
-            pl.col(DIFF))
+            *[pl.col(f"c{c}").alias(f"p{j}") for j, c in enumerate(finishing.project)], pl.col(DIFF)
+        )
     return ordered
 
 
@@ -74,11 +77,13 @@ def peek(
     if literal_constraints is not None and plain:
         rows = snapshot.lookup_rows(literal_constraints, timestamp)
         if max_result_size is not None:
-            size = sum(8 + sum(len(v) if isinstance(v, str | bytes) else 8 for v in r)
-                       for r, _ in rows)
+            size = sum(
+                8 + sum(len(v) if isinstance(v, str | bytes) else 8 for v in r) for r, _ in rows
+            )
             if size > max_result_size:
-                raise ResultTooLarge(f"result of about {size} bytes exceeds the limit of "
-                                     f"{max_result_size} bytes")
+                raise ResultTooLarge(
+                    f"result of about {size} bytes exceeds the limit of {max_result_size} bytes"
+                )
         return rows
     if literal_constraints is not None:
         frame = snapshot.lookup(literal_constraints, timestamp)
@@ -98,7 +103,7 @@ def peek(
     if max_result_size is not None:
         est = frame.estimated_size()
         if est > max_result_size:
-            raise ResultTooLarge(f"result of {est} bytes exceeds the limit of "
-                                 f"{max_result_size} bytes")
+            raise ResultTooLarge(
+                f"result of {est} bytes exceeds the limit of {max_result_size} bytes"
+            )
     return [(list(r[:-1]), int(r[-1])) for r in frame.iter_rows()]
-

@@ -61,8 +61,11 @@ class KeyedOp(Operator):
         if delta.height == 0:
             return empty_delta(self.types)[0], errs
         # With an empty key every step touches the single group: the whole state.
-        prev = (self.state.lookup(distinct_keys(delta, self.key_cols))
-                if self.key else self.state.accumulated())
+        prev = (
+            self.state.lookup(distinct_keys(delta, self.key_cols))
+            if self.key
+            else self.state.accumulated()
+        )
         new = consolidated_union([prev, delta], self.in_cols)
         old_out, old_err = self.evaluate(prev) if prev.height else (None, None)
         new_out, new_err = self.evaluate(new) if new.height else (None, None)
@@ -84,8 +87,13 @@ def _neg(frame: pl.DataFrame | None) -> pl.DataFrame | None:
 
 
 class ReduceOp(KeyedOp):
-    def __init__(self, child: Operator, group_key: Sequence[int], aggregates: Sequence[Aggregate],
-                 types: Sequence[ColumnType]) -> None:
+    def __init__(
+        self,
+        child: Operator,
+        group_key: Sequence[int],
+        aggregates: Sequence[Aggregate],
+        types: Sequence[ColumnType],
+    ) -> None:
         super().__init__(child, group_key, types)
         self.aggs = list(aggregates)
 
@@ -103,19 +111,28 @@ class ReduceOp(KeyedOp):
             scalar = self.child.types[agg.column].scalar
             distinct_vals = c.filter(pos & c.is_not_null()).unique()
             if agg.func == "count":
-                e = (distinct_vals.len() if agg.distinct
-                     else (pl.col(DIFF) * c.is_not_null().cast(pl.Int64)).sum())
+                e = (
+                    distinct_vals.len()
+                    if agg.distinct
+                    else (pl.col(DIFF) * c.is_not_null().cast(pl.Int64)).sum()
+                )
                 exprs.append(e.cast(pl.Int64).alias(name))
             elif agg.func == "sum":
                 nonnull = (c.is_not_null() & pos).any()
                 if scalar == "int":
-                    total = (distinct_vals.cast(pl.Int128).sum() if agg.distinct
-                             else (c.cast(pl.Int128) * pl.col(DIFF)).sum())
+                    total = (
+                        distinct_vals.cast(pl.Int128).sum()
+                        if agg.distinct
+                        else (c.cast(pl.Int128) * pl.col(DIFF)).sum()
+                    )
                     exprs.append(pl.when(nonnull).then(total).otherwise(None).alias(name))
                     checks.append(f"c{k + j}")
                 else:
-                    total = (distinct_vals.sum() if agg.distinct
-                             else (c * pl.col(DIFF).cast(pl.Float64)).sum())
+                    total = (
+                        distinct_vals.sum()
+                        if agg.distinct
+                        else (c * pl.col(DIFF).cast(pl.Float64)).sum()
+                    )
                     exprs.append(pl.when(nonnull).then(total).otherwise(None).alias(name))
             else:
                 vals = c.filter(pos)
@@ -133,17 +150,16 @@ class ReduceOp(KeyedOp):
         grouped = grouped.filter(pl.col("_n") > 0)
         errors = EMPTY_ERRORS
         if checks:
-            bad = pl.any_horizontal([(pl.col(c) < _I64[0]) | (pl.col(c) > _I64[1])
-                                     for c in checks])
+            bad = pl.any_horizontal([(pl.col(c) < _I64[0]) | (pl.col(c) > _I64[1]) for c in checks])
             flagged = grouped.select(bad.fill_null(False).alias("_bad"))["_bad"]
             if flagged.any():
-                errors = pl.DataFrame({ERROR: [OUT_OF_RANGE] * int(flagged.sum()),
-                                       DIFF: [1] * int(flagged.sum())},
-                                      schema={ERROR: pl.String, DIFF: pl.Int64})
+                errors = pl.DataFrame(
+                    {ERROR: [OUT_OF_RANGE] * int(flagged.sum()), DIFF: [1] * int(flagged.sum())},
+                    schema={ERROR: pl.String, DIFF: pl.Int64},
+                )
                 grouped = grouped.filter(~flagged)
         # with_columns, not select: a lone literal would make one row of an empty frame.
-        out = grouped.with_columns(pl.lit(1, pl.Int64).alias(DIFF)).select(
-            [*self.out_cols, DIFF])
+        out = grouped.with_columns(pl.lit(1, pl.Int64).alias(DIFF)).select([*self.out_cols, DIFF])
         return self.conform(out), errors
 
 
@@ -152,8 +168,9 @@ class DistinctOp(KeyedOp):
         super().__init__(child, range(len(child.types)), child.types)
 
     def evaluate(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-        return frame.filter(pl.col(DIFF) > 0).with_columns(pl.lit(1, pl.Int64).alias(DIFF)), \
-            EMPTY_ERRORS
+        return frame.filter(pl.col(DIFF) > 0).with_columns(
+            pl.lit(1, pl.Int64).alias(DIFF)
+        ), EMPTY_ERRORS
 
 
 class ThresholdOp(KeyedOp):
@@ -164,8 +181,9 @@ class ThresholdOp(KeyedOp):
         return frame.filter(pl.col(DIFF) > 0), EMPTY_ERRORS
 
 
-def order_frame(frame: pl.DataFrame, order_by: Sequence[OrderKey], arity: int,
-                first: Sequence[str] = ()) -> pl.DataFrame:
+def order_frame(
+    frame: pl.DataFrame, order_by: Sequence[OrderKey], arity: int, first: Sequence[str] = ()
+) -> pl.DataFrame:
     """`frame` sorted by `first` columns, then the order keys, then every column ascending
     with NULLs last (the deterministic order of `docs/semantics.md`)."""
     by = [*first]
@@ -184,13 +202,16 @@ def order_frame(frame: pl.DataFrame, order_by: Sequence[OrderKey], arity: int,
     # polars sorts a column once per mention; repeated columns keep the first mention's order.
     sort_exprs = [pl.col(c).alias(f"_s{j}") for j, c in enumerate(by)]
     keys = [f"_s{j}" for j in range(len(by))]
-    return frame.with_columns(sort_exprs).sort(
-        keys, descending=desc, nulls_last=nulls_last, maintain_order=True
-    ).drop(keys)
+    return (
+        frame.with_columns(sort_exprs)
+        .sort(keys, descending=desc, nulls_last=nulls_last, maintain_order=True)
+        .drop(keys)
+    )
 
 
-def rank_window(frame: pl.DataFrame, offset: int, limit: int | None,
-                group: Sequence[str]) -> pl.DataFrame:
+def rank_window(
+    frame: pl.DataFrame, offset: int, limit: int | None, group: Sequence[str]
+) -> pl.DataFrame:
     """For an ordered frame with positive diffs: keep ranks `[offset, offset+limit)` per group
     (a row of multiplicity n spans n ranks), adjusting each row's diff to its overlap."""
     end = pl.col(DIFF).cum_sum()
@@ -198,18 +219,25 @@ def rank_window(frame: pl.DataFrame, offset: int, limit: int | None,
         end = end.over(list(group))
     hi = pl.lit(None if limit is None else offset + limit, pl.Int64)
     overlap = (
-        (pl.min_horizontal(pl.col("_end"), hi) if limit is not None else pl.col("_end"))
-        - pl.max_horizontal(pl.col("_end") - pl.col(DIFF), pl.lit(offset, pl.Int64))
+        pl.min_horizontal(pl.col("_end"), hi) if limit is not None else pl.col("_end")
+    ) - pl.max_horizontal(pl.col("_end") - pl.col(DIFF), pl.lit(offset, pl.Int64))
+    return (
+        frame.with_columns(end.alias("_end"))
+        .with_columns(overlap.alias(DIFF))
+        .filter(pl.col(DIFF) > 0)
+        .drop("_end")
     )
-    return (frame.with_columns(end.alias("_end"))
-            .with_columns(overlap.alias(DIFF))
-            .filter(pl.col(DIFF) > 0)
-            .drop("_end"))
 
 
 class TopKOp(KeyedOp):
-    def __init__(self, child: Operator, group_key: Sequence[int], order_by: Sequence[OrderKey],
-                 limit: int | None, offset: int) -> None:
+    def __init__(
+        self,
+        child: Operator,
+        group_key: Sequence[int],
+        order_by: Sequence[OrderKey],
+        limit: int | None,
+        offset: int,
+    ) -> None:
         super().__init__(child, group_key, child.types)
         self.order_by = list(order_by)
         self.limit, self.offset = limit, offset

@@ -43,8 +43,12 @@ def render_plan(plan: Plan, known: Mapping[GlobalId, RelationDesc], as_of: int) 
             child = render_plan(inp, known, as_of)
             return MfpOp(child, MapFilterProject(map=maps, filter=filters, project=project))
         case Join(left=left, right=right, left_key=lk, right_key=rk):
-            return JoinOp(render_plan(left, known, as_of), render_plan(right, known, as_of),
-                          list(lk), list(rk))
+            return JoinOp(
+                render_plan(left, known, as_of),
+                render_plan(right, known, as_of),
+                list(lk),
+                list(rk),
+            )
         case Reduce(input=inp, group_key=gk, aggregates=aggs):
             types = typecheck_plan(plan, known).types
             child = render_plan(inp, known, as_of)

@@ -143,8 +143,9 @@ def _constant_desc(plan: Constant, where: str) -> RelationDesc:
     return RelationDesc([f"c{j}" for j in range(arity)], types)
 
 
-def typecheck_plan(plan: Plan, inputs: Mapping[GlobalId, RelationDesc], where: str = "plan"
-                   ) -> RelationDesc:
+def typecheck_plan(
+    plan: Plan, inputs: Mapping[GlobalId, RelationDesc], where: str = "plan"
+) -> RelationDesc:
     """The output `RelationDesc` of `plan` given its inputs' descs; `PlanError` if ill-typed."""
     name = type(plan).__name__
     here = f"{where}/{name}"
@@ -214,12 +215,15 @@ def typecheck_plan(plan: Plan, inputs: Mapping[GlobalId, RelationDesc], where: s
             utypes = list(first.types)
             for j, d in enumerate(descs[1:], 1):
                 if d.arity != first.arity:
-                    raise PlanError(f"{here}: input {j} has {d.arity} columns, input 0 has "
-                                    f"{first.arity}")
+                    raise PlanError(
+                        f"{here}: input {j} has {d.arity} columns, input 0 has {first.arity}"
+                    )
                 for c, (ta, tb) in enumerate(zip(utypes, d.types, strict=True)):
                     if ta.scalar != tb.scalar:
-                        raise PlanError(f"{here}: column {c} is {ta.scalar} in input 0 but "
-                                        f"{tb.scalar} in input {j}")
+                        raise PlanError(
+                            f"{here}: column {c} is {ta.scalar} in input 0 but "
+                            f"{tb.scalar} in input {j}"
+                        )
                     utypes[c] = ColumnType(ta.scalar, ta.nullable or tb.nullable)
             return RelationDesc(list(first.names), utypes)
         case Negate(input=inp) | Threshold(input=inp) | Distinct(input=inp):
@@ -250,8 +254,10 @@ def typecheck_dataflow(
         if idx.on_id not in known:
             raise PlanError(f"{where}: exports unknown collection {idx.on_id}")
         if known[idx.on_id].arity != rel.arity:
-            raise PlanError(f"{where}: relation has {rel.arity} columns, {idx.on_id} has "
-                            f"{known[idx.on_id].arity}")
+            raise PlanError(
+                f"{where}: relation has {rel.arity} columns, {idx.on_id} has "
+                f"{known[idx.on_id].arity}"
+            )
         _check_cols(idx.key, rel.arity, where, "key")
     for gid, sink in desc.sink_exports.items():
         if sink.from_id not in known:
