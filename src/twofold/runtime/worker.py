@@ -274,9 +274,9 @@ class ComputeWorker:
             return PeekResponse(p.uuid, PeekError(hosted.failed))
         try:
             snap = self._resolve_index(gid)
-        except PublicationClosed:
-            return PeekResponse(p.uuid, PeekError(f"collection {gid} was dropped or does not "
-                                                  f"exist"))
+        except PublicationClosed as e:
+            return PeekResponse(p.uuid, PeekError(
+                e.reason or f"collection {gid} was dropped or does not exist"))
         if snap is None:
             raise Waiting
         return answer_from_snapshot(p, snap, self.max_result_size,
