@@ -470,8 +470,10 @@ class InstanceState:
     def _known(self, id: GlobalId, what: str) -> CollectionState | None:
         c = self.collections.get(id)
         if c is None:
+            # Expected after a drop: replicas report until they have processed it (and every
+            # replica's final empty report may trail the one that let us forget the id).
             self.unknown_reports += 1
-            log.warning("%s for unknown collection %s ignored", what, id)
+            log.debug("%s for unknown collection %s ignored", what, id)
         return c
 
     def _after_write_advance(self, c: CollectionState, advanced: Frontier | None) -> None:
