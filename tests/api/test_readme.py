@@ -21,3 +21,12 @@ def test_readme_has_a_short_api_example() -> None:
 def test_readme_example_runs() -> None:
     for block in python_blocks():
         exec(compile(block, str(README), "exec"), {"__name__": "readme"})
+
+
+def test_docstring_examples_run() -> None:
+    import doctest
+
+    import twofold.api.sync
+
+    failures, tried = doctest.testmod(twofold.api.sync, raise_on_error=False)
+    assert tried > 0 and failures == 0
