@@ -51,7 +51,7 @@ Testing (`testing`): `run_plan_at_times(plan, inputs, times, *, steps=None)` for
 differential tests.
 """
 
-from twofold.engine.arrangement import Arrangement, ArrangementSnapshot, Updates
+from twofold.engine.arrangement import Arrangement, Updates
 from twofold.engine.batch import Batch
 from twofold.engine.dataflow import Dataflow, SinkChunk
 from twofold.engine.errors import (
@@ -63,6 +63,7 @@ from twofold.engine.errors import (
     ResultTooLarge,
 )
 from twofold.engine.peek import peek
+from twofold.engine.snapshot import ArrangementSnapshot
 from twofold.engine.typecheck import typecheck_dataflow, typecheck_expr, typecheck_plan
 
 __all__ = [

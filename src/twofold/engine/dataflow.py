@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from twofold.engine.arrangement import Arrangement, ArrangementSnapshot, Updates, as_update_frame
+from twofold.engine.arrangement import Arrangement, Updates, as_update_frame
 from twofold.engine.consolidation import consolidate
 from twofold.engine.errors import InputError, PlanError
 from twofold.engine.frames import DIFF, ERROR, TIME, empty, error_schema, update_schema
 from twofold.engine.operator import EMPTY_ERRORS, Delta, Operator, empty_delta
 from twofold.engine.render import render_plan
+from twofold.engine.snapshot import ArrangementSnapshot
 from twofold.engine.typecheck import typecheck_dataflow
 from twofold.protocol import DataflowDescription, Frontier, GlobalId, RelationDesc
 

@@ -16,9 +16,10 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from twofold.engine.arrangement import Spine, gather_keys
+from twofold.engine.arrangement import Spine
 from twofold.engine.consolidation import consolidate, consolidate_sorted
 from twofold.engine.frames import DIFF, TIME, empty, schema
+from twofold.engine.snapshot import gather_keys
 from twofold.protocol import ColumnType
 
 
