@@ -245,3 +245,32 @@ def test_bad_options_are_refused() -> None:
         twofold.open(replicas=["127.0.0.1:1"])
     with pytest.raises(twofold.InvalidArgument, match="HOST:PORT"):
         twofold.open("x.db", replicas=["nohost"])
+
+
+def test_map_filter_project_of_an_index_is_a_plain_peek(shop: Any) -> None:
+    db, orders, _ = shop
+    idx = db.create_index("by_customer", orders, key="customer")
+
+    def no_dataflow(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a map/filter/project of an index needs no peek dataflow")
+
+    queries = [
+        lambda r: r.filter(col("amount") > 2),
+        lambda r: r.filter(col("amount") > 2).select("note", "id"),
+        lambda r: r.with_columns((col("amount") * 2).alias("double")).filter(col("double") > 10)
+        .select("id", "double").filter(col("id") < 6),
+        lambda r: r.select("id", col("note").str.to_uppercase().alias("n")).sort("id"),
+    ]
+    expected = [q(orders).collect().rows for q in queries]  # via peek dataflows over the table
+    real = db.controller.peek_query
+    db.controller.peek_query = no_dataflow
+    try:
+        for q, want in zip(queries, expected, strict=True):
+            got = q(idx).collect()
+            assert sorted(got.rows, key=repr) == sorted(want, key=repr)
+        assert [r[0] for r in queries[3](idx).collect().rows] == sorted(r[0] for r in ORDERS)
+    finally:
+        db.controller.peek_query = real
+    # A map above a filter is not fused (it would run on rows the filter drops): a dataflow.
+    div = idx.filter(col("id") != 2).select((col("id") // (col("id") - 2)).alias("x"))
+    assert len(div.collect()) == len(ORDERS) - 1

@@ -75,18 +75,23 @@ from twofold.controller import (
 )
 from twofold.protocol import (
     BuildDesc,
+    Call,
+    Column,
     DataflowDescription,
     Frontier,
     Get,
     GlobalId,
     IndexImport,
     InstanceConfig,
+    MapFilterProject,
     MaterializedViewSink,
+    Mfp,
     RowSetFinishing,
     SinkDesc,
     SourceImport,
     StorageTarget,
 )
+from twofold.protocol import Expr as PExpr
 from twofold.replica import Replica, RuntimesMode
 from twofold.storage import Storage, StorageError, Ticker, open_storage
 from twofold.storage import TableExists as StorageTableExists
@@ -134,6 +139,45 @@ def translate(name: str) -> Iterator[None]:
         raise DatabaseClosed(f"the database is closed ({e})") from e
     except UnknownCollection as e:
         raise UnknownObject(name, "collection", []) from e
+
+
+def _index_mfp(rel: Relation) -> tuple[GlobalId, MapFilterProject] | None:
+    """`(index id, mfp)` when `rel` is a map/filter/project of one index (an `Mfp` over its
+    `Get`, possibly under further filter/project-only `Mfp`s), else `None`."""
+    plan = rel.plan
+    outer: list[Mfp] = []
+    while isinstance(plan, Mfp):
+        outer.append(plan)
+        plan = plan.input
+    if not outer or not isinstance(plan, Get):
+        return None
+    inp = rel.inputs.get(plan.id)
+    if inp is None or inp.kind != "index":
+        return None
+    arity = len(inp.schema)
+    # Fuse from the innermost out. Only the innermost may map: fusing a later map would
+    # evaluate it on rows an earlier filter drops (an error there would be spurious).
+    first = outer.pop()
+    maps, filters = list(first.map), list(first.filter)
+    columns = list(first.project) if first.project is not None else list(range(
+        arity + len(maps)))
+    while outer:
+        m = outer.pop()
+        if m.map:
+            return None
+        filters.extend(_remap(f, columns) for f in m.filter)
+        if m.project is not None:
+            columns = [columns[j] for j in m.project]
+    return plan.id, MapFilterProject(map=maps, filter=filters, project=columns)
+
+
+def _remap(e: PExpr, columns: list[int]) -> PExpr:
+    """`e` over a projection's output, rewritten over the projection's input."""
+    if isinstance(e, Column):
+        return Column(index=columns[e.index])
+    if isinstance(e, Call):
+        return Call(func=e.func, args=[_remap(a, columns) for a in e.args])
+    return e
 
 
 async def _bounded(aw: Coroutine[Any, Any, None], what: str, timeout: float = 5.0) -> None:
@@ -555,7 +599,14 @@ class AsyncDatabase:
         name = self._name_of(rel)
         finishing = RowSetFinishing(order_by=rel.order) if rel.order else None
         with translate(name):
-            if isinstance(rel.plan, Get) and len(rel.inputs) == 1:
+            peekable = _index_mfp(rel)
+            if peekable is not None:
+                # A map/filter/project of one index needs no dataflow: the replica applies it
+                # while reading the arrangement (on interactive, with two runtimes).
+                gid, mfp = peekable
+                rows = await ctl.peek(gid, timestamp=t, mfp=mfp, finishing=finishing,
+                                      result_desc=rel.schema.desc(), timeout=timeout)
+            elif isinstance(rel.plan, Get) and len(rel.inputs) == 1:
                 inp = rel.inputs[rel.plan.id]
                 if inp.kind == "index":
                     rows = await ctl.peek(inp.id, timestamp=t, finishing=finishing,
