@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 import twofold
 from twofold import coalesce, col, count, lit, sum, when
-from twofold.api.expr import Expr, bind
+from twofold.api.binding import bind
+from twofold.api.expr import Expr
 from twofold.api.schema import parse_schema
 from twofold.engine.typecheck import typecheck_expr
 

@@ -11,8 +11,9 @@ polars-like DSL, index and materialize them, and read them by peek, subscribe or
         by_customer = db.create_index("revenue", revenue, key="customer")
         print(by_customer.lookup(10).rows)   # [(10, 12.5, 2)]
 
-Layers: `schema` (types), `expr` (expressions), `relation` (relations → plans), `objects`
-(tables, indexes, views), `session` (the async core), `sync` (the blocking wrapper), `errors`.
+Layers: `schema` (types), `expr` (expressions), `binding` (names and types), `relation`
+(relations → plans), `objects` (tables, indexes, views), `reads` (read plumbing), `session` (the
+async core), `sync` (the blocking wrapper), `errors`.
 """
 
 from twofold.api.errors import (
@@ -48,10 +49,11 @@ from twofold.api.expr import (
     when,
 )
 from twofold.api.objects import Index, MaterializedView, Table
+from twofold.api.reads import AsyncSubscription
 from twofold.api.relation import GroupBy, Relation
 from twofold.api.results import Batch, Result
 from twofold.api.schema import Schema
-from twofold.api.session import AsyncDatabase, AsyncSubscription
+from twofold.api.session import AsyncDatabase
 from twofold.api.sync import Database, SyncSubscription, open, open_async
 
 __all__ = [

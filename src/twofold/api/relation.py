@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from twofold.api.binding import Bound, bind, to_column_type
 from twofold.api.errors import DuplicateColumn, InvalidArgument, TypeMismatch
-from twofold.api.expr import Agg, Bound, Expr, IntoExpr, bind, into_expr, to_column_type
+from twofold.api.expr import Agg, Expr, IntoExpr, into_expr
 from twofold.api.schema import Schema
 from twofold.protocol import (
     Aggregate,

@@ -29,12 +29,11 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import threading
 import uuid
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -44,54 +43,39 @@ from twofold.api.errors import (
     DependencyError,
     InvalidArgument,
     ObjectExists,
-    QueryFailed,
-    QueryTimeout,
     ReadBeforeSince,
-    SubscribeEnded,
     TwofoldError,
     TypeMismatch,
     UnknownObject,
 )
 from twofold.api.objects import Index, MaterializedView, Table
+from twofold.api.reads import AsyncSubscription, index_mfp, translate
 from twofold.api.relation import Input, Relation
-from twofold.api.results import Batch, Result, expand
+from twofold.api.results import Result, expand
 from twofold.api.schema import DType, Schema, parse_schema
 from twofold.client import ComputeClient
 from twofold.controller import (
     ConnectFactory,
     Controller,
-    ControllerClosed,
-    CopyToFailed,
     LagWindow,
-    PeekCancelled,
-    PeekFailed,
-    PeekTimeout,
-    SinceViolation,
-    SubscribeFailed,
-    Subscription,
     UnknownCollection,
     copy_to_dataflow,
     subscribe_dataflow,
 )
 from twofold.protocol import (
     BuildDesc,
-    Call,
-    Column,
     DataflowDescription,
     Frontier,
     Get,
     GlobalId,
     IndexImport,
     InstanceConfig,
-    MapFilterProject,
     MaterializedViewSink,
-    Mfp,
     RowSetFinishing,
     SinkDesc,
     SourceImport,
     StorageTarget,
 )
-from twofold.protocol import Expr as PExpr
 from twofold.replica import Replica, RuntimesMode
 from twofold.storage import Storage, StorageError, Ticker, open_storage
 from twofold.storage import TableExists as StorageTableExists
@@ -119,102 +103,11 @@ def _parse_address(address: str) -> tuple[str, int]:
     return (host or "127.0.0.1").strip("[]"), int(port)
 
 
-@contextlib.contextmanager
-def translate(name: str) -> Iterator[None]:
-    """Turn controller errors into the API's typed errors, naming the relation read."""
-    try:
-        yield
-    except SinceViolation as e:
-        raise ReadBeforeSince(name, e.time if e.time is not None else -1,
-                              e.since.time) from e
-    except PeekTimeout as e:
-        raise QueryTimeout(f"reading {name}: no answer within {e.timeout} s") from e
-    except (PeekFailed, CopyToFailed) as e:
-        raise QueryFailed(f"reading {name} failed: {e.message}") from e
-    except PeekCancelled as e:
-        raise QueryFailed(f"reading {name} was cancelled: {e}") from e
-    except SubscribeFailed as e:
-        raise SubscribeEnded(f"subscribe to {name} ended: {e.message}") from e
-    except ControllerClosed as e:
-        raise DatabaseClosed(f"the database is closed ({e})") from e
-    except UnknownCollection as e:
-        raise UnknownObject(name, "collection", []) from e
-
-
-def _index_mfp(rel: Relation) -> tuple[GlobalId, MapFilterProject] | None:
-    """`(index id, mfp)` when `rel` is a map/filter/project of one index (an `Mfp` over its
-    `Get`, possibly under further filter/project-only `Mfp`s), else `None`."""
-    plan = rel.plan
-    outer: list[Mfp] = []
-    while isinstance(plan, Mfp):
-        outer.append(plan)
-        plan = plan.input
-    if not outer or not isinstance(plan, Get):
-        return None
-    inp = rel.inputs.get(plan.id)
-    if inp is None or inp.kind != "index":
-        return None
-    arity = len(inp.schema)
-    # Fuse from the innermost out. Only the innermost may map: fusing a later map would
-    # evaluate it on rows an earlier filter drops (an error there would be spurious).
-    first = outer.pop()
-    maps, filters = list(first.map), list(first.filter)
-    columns = list(first.project) if first.project is not None else list(range(
-        arity + len(maps)))
-    while outer:
-        m = outer.pop()
-        if m.map:
-            return None
-        filters.extend(_remap(f, columns) for f in m.filter)
-        if m.project is not None:
-            columns = [columns[j] for j in m.project]
-    return plan.id, MapFilterProject(map=maps, filter=filters, project=columns)
-
-
-def _remap(e: PExpr, columns: list[int]) -> PExpr:
-    """`e` over a projection's output, rewritten over the projection's input."""
-    if isinstance(e, Column):
-        return Column(index=columns[e.index])
-    if isinstance(e, Call):
-        return Call(func=e.func, args=[_remap(a, columns) for a in e.args])
-    return e
-
-
 async def _bounded(aw: Coroutine[Any, Any, None], what: str, timeout: float = 5.0) -> None:
     try:
         await asyncio.wait_for(aw, timeout)
     except TimeoutError:
         log.warning("closing the %s took more than %s s; abandoned", what, timeout)
-
-
-class AsyncSubscription:
-    """Async iteration over a subscribed relation's `Batch`es, contiguous and exactly once.
-    `aclose()` (or leaving `async with`) stops it."""
-
-    def __init__(self, inner: Subscription, schema: Schema, name: str, as_of: int) -> None:
-        self._inner = inner
-        self.schema = schema
-        self.as_of = as_of
-        self._name = name
-
-    def __aiter__(self) -> AsyncSubscription:
-        return self
-
-    async def __anext__(self) -> Batch:
-        with translate(self._name):
-            b = await self._inner.__anext__()
-        updates = [(t, tuple(r), d) for t, r, d in (b.updates or [])]
-        return Batch(self.schema, b.lower, b.upper, updates)
-
-    async def aclose(self) -> None:
-        with contextlib.suppress(TwofoldError, ControllerClosed):
-            await self._inner.aclose()
-
-    async def __aenter__(self) -> AsyncSubscription:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 class AsyncDatabase:
@@ -599,7 +492,7 @@ class AsyncDatabase:
         name = self._name_of(rel)
         finishing = RowSetFinishing(order_by=rel.order) if rel.order else None
         with translate(name):
-            peekable = _index_mfp(rel)
+            peekable = index_mfp(rel)
             if peekable is not None:
                 # A map/filter/project of one index needs no dataflow: the replica applies it
                 # while reading the arrangement (on interactive, with two runtimes).

@@ -17,10 +17,11 @@ from typing import Any, Literal, TypeVar
 
 from twofold.api.errors import DatabaseClosed
 from twofold.api.objects import Index, MaterializedView, Table
+from twofold.api.reads import AsyncSubscription
 from twofold.api.relation import Relation
 from twofold.api.results import Batch, Result
 from twofold.api.schema import DType, Schema
-from twofold.api.session import AsyncDatabase, AsyncSubscription, Consistency
+from twofold.api.session import AsyncDatabase, Consistency
 from twofold.protocol import Frontier
 from twofold.replica import RuntimesMode
 
