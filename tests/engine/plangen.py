@@ -102,13 +102,14 @@ def relation_descs(draw: Draw) -> RelationDesc:
 
 
 @st.composite
-def histories(draw: Draw, desc: RelationDesc, max_time: int) -> list[Update]:
-    """Updates at times `0..max_time`; the accumulation is non-negative at every time."""
+def histories(draw: Draw, desc: RelationDesc, max_time: int, max_inserts: int = 4) -> list[Update]:
+    """Updates at times `0..max_time` (up to `max_inserts` new rows per time); the accumulation
+    is non-negative at every time."""
     present: Counter[tuple[Any, ...]] = Counter()
     out: list[Update] = []
     row_strategy = rows(desc.types)
     for t in range(max_time + 1):
-        for _ in range(draw(st.integers(0, 4))):
+        for _ in range(draw(st.integers(0, max_inserts))):
             row = draw(row_strategy)
             d = draw(st.integers(1, 3))
             out.append((row, t, d))
@@ -128,14 +129,14 @@ def histories(draw: Draw, desc: RelationDesc, max_time: int) -> list[Update]:
 
 
 @st.composite
-def input_sets(draw: Draw, max_time: int | None = None) -> Inputs:
+def input_sets(draw: Draw, max_time: int | None = None, max_inserts: int = 4) -> Inputs:
     """1-3 input collections with histories over times `0..max_time`."""
     if max_time is None:
         max_time = draw(st.integers(0, 6))
     out: Inputs = {}
     for n in range(1, draw(st.integers(1, 3)) + 1):
         desc = draw(relation_descs())
-        out[GlobalId.user(n)] = (desc, draw(histories(desc, max_time)))
+        out[GlobalId.user(n)] = (desc, draw(histories(desc, max_time, max_inserts)))
     return out
 
 
@@ -460,9 +461,10 @@ class Scenario:
 
 
 @st.composite
-def scenarios(draw: Draw, max_depth: int = 3) -> Scenario:
+def scenarios(draw: Draw, max_depth: int = 3, max_inserts: int = 4) -> Scenario:
+    """Inputs, a plan over them, and every time from 0 to one past the last update time."""
     max_time = draw(st.integers(0, 6))
-    inputs = draw(input_sets(max_time))
+    inputs = draw(input_sets(max_time, max_inserts))
     env = {gid: [t.scalar for t in desc.types] for gid, (desc, _) in inputs.items()}
     plan = draw(plans(env, max_depth))
     return Scenario(inputs, plan, list(range(max_time + 2)))

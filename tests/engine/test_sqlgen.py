@@ -38,7 +38,7 @@ from twofold.protocol import (
     UnionAll,
 )
 
-EXAMPLES = int(os.environ.get("TWOFOLD_DIFF_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("TWOFOLD_DIFF_EXAMPLES", "100"))
 U1, U2 = GlobalId.user(1), GlobalId.user(2)
 
 
