@@ -27,6 +27,8 @@ def test_parse_schema_nullable_control() -> None:
                        ColumnType("float", False))
     assert parse_schema({"a": int}).types == (ColumnType("int", True),)
     assert parse_schema({"a": int}, nullable=False).types == (ColumnType("int", False),)
+    assert parse_schema({"ab": int, "c": int}, nullable="ab").types == (
+        ColumnType("int", True), ColumnType("int", False))
 
 
 @pytest.mark.parametrize("bad", [{}, {"a": list}, {"a": "decimal"}, {"": int}])

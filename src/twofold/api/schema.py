@@ -80,7 +80,7 @@ class Schema:
 def parse_schema(
     schema: Mapping[str, DType] | Schema | RelationDesc,
     *,
-    nullable: bool | Iterable[str] = True,
+    nullable: bool | str | Iterable[str] = True,
     what: str = "schema",
 ) -> Schema:
     """A `Schema` from a mapping of column name to type.
@@ -97,6 +97,8 @@ def parse_schema(
                             f"got {schema!r}")
     if isinstance(nullable, bool):
         nullable_set = set(schema) if nullable else set()
+    elif isinstance(nullable, str):
+        nullable_set = {nullable}  # one name, not its characters
     else:
         nullable_set = set(nullable)
         missing = sorted(nullable_set - set(schema))

@@ -101,6 +101,10 @@ class Database:
             self._thread.join()
             self._loop.close()
 
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<Database {self.core.url!r} runtimes={self.core.runtimes} {state}>"
+
     def __enter__(self) -> Database:
         return self
 
