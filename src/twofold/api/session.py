@@ -168,12 +168,10 @@ class AsyncDatabase:
                 factories.append(self._remote(host, port))
         else:
             self.replica = Replica(self.url, self.runtimes)
-            endpoint = await self.replica.start()
-
-            async def local() -> ComputeClient:
-                return endpoint
-
-            factories.append(local)
+            await self.replica.start()
+            # A fresh in-process connection per (re)connect: the controller closes connections
+            # it owns, and closing one must never close the replica's multiplexer.
+            factories.append(self.replica.connect)
         self.controller = Controller(factories, config=InstanceConfig(storage=self.url),
                                      read_policy=LagWindow(int(self.retain_history * 1000)))
         await self.controller.start()

@@ -66,7 +66,7 @@ class HostedDataflow:
         self.as_of = 0
         try:
             self.as_of = choose_as_of(desc, storage)
-            self.df = Dataflow(desc)
+            self.df = Dataflow(desc, as_of=self.as_of)
             if desc.source_imports:
                 if storage is None:
                     raise StorageError("no storage configured for source imports")
