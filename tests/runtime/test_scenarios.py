@@ -418,10 +418,7 @@ async def test_reads_of_bad_plans_error(mode: Mode, case: str) -> None:
         assert isinstance(result, PeekError), result
 
 
-@pytest.mark.parametrize("mode", [
-    "one", pytest.param("two", marks=pytest.mark.xfail(
-        strict=True, reason="runtime bug B4 (runtime-bugs.md): interactive replaces the failed "
-        "publication's reason with 'dropped or does not exist'"))])
+@both
 async def test_reads_of_a_failed_dataflow_name_the_failure(mode: Mode) -> None:
     async with replica(mode) as (d, storage):
         t = table(storage, [[1, "a"]])
