@@ -45,7 +45,7 @@ from twofold.protocol import (
 from twofold.replica import Replica
 from twofold.storage import Table, open_storage
 
-from .proxy import KV, index_on_index, multiset, table_at, table_index
+from .proxy import KV, WAIT, index_on_index, multiset, table_at, table_index
 
 WRITES = [
     ("insert", [[1, "a"], [2, "b"]]),
@@ -67,7 +67,7 @@ Op = tuple[str, int, int]
 ops = st.lists(
     st.tuples(st.sampled_from(OPS), st.integers(0, 1000), st.integers(0, 1000)),
     min_size=4,
-    max_size=40,
+    max_size=25,
 )
 
 
@@ -190,11 +190,13 @@ async def replay_and_compare(program: Program, runtimes: str, url: str, t: Table
         drivers = [Driver(await r.start()) for r in reps]
         for d, commands in zip(drivers, (full, reduced), strict=True):
             await d.send(*fresh_hello(commands))
+        upper = Frontier.at(UPPER)
         for d in drivers:
-            for i in scheduled:
-                await d.frontier_reaches(i, Frontier.at(UPPER))
-            for u in pending:
-                await d.until(lambda u=u, d=d: u in d.check.peek_results, f"pending peek {u}")
+            # Generous bounds: the suite runs on a shared, loaded 2-core machine.
+            await d.until(lambda d=d: all(d.check.last(i) == upper for i in scheduled),  # type: ignore[misc]
+                          "every scheduled index to reach the upper", WAIT)
+            await d.until(lambda d=d: pending.keys() <= d.check.peek_results.keys(),  # type: ignore[misc]
+                          "the pending peeks' answers", WAIT)
         f_full, f_red = drivers
         for i in scheduled:
             assert f_full.check.last(i) == f_red.check.last(i) == Frontier.at(UPPER), i
@@ -205,7 +207,7 @@ async def replay_and_compare(program: Program, runtimes: str, url: str, t: Table
             since = s.collections[i].since.time
             assert since is not None
             for ts in range(0, UPPER):
-                a, b = [outcome(await d.peek(i, ts)) for d in drivers]
+                a, b = [outcome(await d.peek(i, ts, timeout=WAIT)) for d in drivers]
                 expected = "error" if ts < since else table_at(t, ts)
                 assert a == b == expected, (i, ts, since, a, b)
     finally:
@@ -213,7 +215,7 @@ async def replay_and_compare(program: Program, runtimes: str, url: str, t: Table
             await r.close()
 
 
-@settings(max_examples=30, deadline=None,
+@settings(max_examples=15, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(ops=ops, runtimes=st.sampled_from(["one", "two"]),
        lag=st.one_of(st.none(), st.integers(0, UPPER - 1)))
@@ -228,6 +230,6 @@ def test_reduced_history_replays_to_the_same_state(
     for op in ops:
         program.run(op)
     try:
-        asyncio.run(asyncio.wait_for(replay_and_compare(program, runtimes, url, t), 30))
+        asyncio.run(asyncio.wait_for(replay_and_compare(program, runtimes, url, t), 4 * WAIT))
     finally:
         t._storage.close()
