@@ -15,26 +15,39 @@ Through all of it the controller must keep its promises (`spec/controller.md`):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
+
+import msgspec
+import pytest
 
 from twofold.controller import Controller, LagWindow, subscribe_dataflow
 from twofold.protocol import (
+    ComputeCommand,
+    ComputeResponse,
+    CreateDataflow,
+    CreateInstance,
     Frontier,
+    Frontiers,
     GlobalId,
+    Hello,
+    InitializationComplete,
     InstanceConfig,
     Peek,
+    Schedule,
     SourceImport,
     SubscribeBatch,
     SubscribeResponse,
 )
 from twofold.replica import Replica
 from twofold.storage import Table, open_storage
-from twofold.transport import ReplicaServer
+from twofold.transport import ReplicaServer, connect
 
 from .proxy import (
     KV,
@@ -211,15 +224,19 @@ def check_subscribe(batches: list[SubscribeBatch], t: Table) -> None:
 
 
 def overlaps(audit: Audit) -> int:
-    """Connections whose first subscribe batch starts below an upper an earlier one reached."""
+    """Received subscribe batches starting below an upper already reached (on this connection
+    or an earlier one): the overlaps the controller had to trim."""
     reached: Frontier | None = None
     count = 0
     for log in audit.logs:
-        events = [r.event for d, r in log if d == "recv" and isinstance(r, SubscribeResponse)
-                  and isinstance(r.event, SubscribeBatch)]  # fmt: skip
-        if events and reached is not None and events[0].lower < reached:
-            count += 1
-        for e in events:
+        for d, r in log:
+            if d != "recv" or not isinstance(r, SubscribeResponse):
+                continue
+            e = r.event
+            if not isinstance(e, SubscribeBatch):
+                continue
+            if reached is not None and e.lower < reached:
+                count += 1
             reached = e.upper if reached is None else reached.join(e.upper)
     return count
 
@@ -294,4 +311,58 @@ async def test_replica_process_sigkilled_and_restarted(tmp_path: Path) -> None:
                 assert_clean(c)
     finally:
         proc.kill()
+        storage.close()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "integration-bugs.md I1: a superseding connection receives responses of the previous "
+    "iteration (the server's response pump forwards them to the new connection), which "
+    "defeats the controller's epoch filter"))  # fmt: skip
+async def test_a_new_connection_gets_nothing_of_the_previous_iteration() -> None:
+    """The controller's epochs are its connections: everything received on a connection must
+    belong to the iteration that connection's `Hello` started. Connection A runs an index over
+    a ticking table; B supersedes it. B must never see a response naming A's index."""
+    url = f"memory://ctl-faults-{next(_names)}-{id(object())}"
+    storage = open_storage(url)
+    t = storage.create_table("t", KV)
+    t.insert([[1, "a"]])
+    replica = Replica(url, "two")
+    server = ReplicaServer(await replica.start())
+    await server.start()
+    idx_a, idx_b = GlobalId.user(2), GlobalId.user(3)
+
+    def create(idx: GlobalId) -> list[ComputeCommand]:
+        desc = table_index(SRC, idx)
+        desc = msgspec.structs.replace(desc, as_of=Frontier.at(0))
+        return [CreateDataflow(desc), Schedule(idx)]
+
+    start: list[ComputeCommand] = [CreateInstance(InstanceConfig()), InitializationComplete()]
+    try:
+        with storage.ticker(0.02):
+            a = await connect(*server.address)
+            hello: list[ComputeCommand] = [Hello(uuid4())]
+            for cmd in [*hello, *start, *create(idx_a)]:
+                await a.send(cmd)
+            first = await asyncio.wait_for(a.recv(), WAIT)
+            assert isinstance(first, Frontiers) and first.id == idx_a
+            b = await connect(*server.address)
+            seen: list[ComputeResponse] = []
+            # Before B's Hello: anything that arrives within a second belongs to A's iteration.
+            with contextlib.suppress(TimeoutError):
+                r = await asyncio.wait_for(b.recv(), 1.0)
+                if r is not None:
+                    seen.append(r)
+            for cmd in [Hello(uuid4()), *start, *create(idx_b)]:
+                await b.send(cmd)
+            while not any(isinstance(r, Frontiers) and r.id == idx_b for r in seen):
+                r = await asyncio.wait_for(b.recv(), WAIT)
+                assert r is not None
+                seen.append(r)
+            stale = [r for r in seen if getattr(r, "id", None) == idx_a]
+            await b.aclose()
+            await a.aclose()
+            assert stale == [], stale[:3]
+    finally:
+        await server.aclose()
+        await replica.close()
         storage.close()
