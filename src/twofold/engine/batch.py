@@ -13,6 +13,7 @@ number of readers may share it with the writer on other threads.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,7 +22,9 @@ import polars as pl
 
 from twofold.engine.consolidation import consolidate_sorted
 from twofold.engine.frames import DIFF, TIME, advance_times
-from twofold.engine.hashing import key_range, row_hash, sort_code
+from twofold.engine.hashing import key_range, row_and_key_hash, sort_code
+
+_NO_BOUND = 1 << 64
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -34,12 +37,25 @@ class Batch:
     lower: int
     upper: int | None
     since: int
+    # Bounds on the times held (possibly loose after consolidation drops rows); the defaults
+    # claim nothing, so every merge involving the batch consolidates.
+    tmin: int = 0
+    tmax: int = _NO_BOUND
 
     def __len__(self) -> int:
         return self.data.height
 
     def with_upper(self, upper: int | None) -> Batch:
-        return Batch(self.data, self.codes, self.hashes, self.lower, upper, self.since)
+        return Batch(
+            self.data,
+            self.codes,
+            self.hashes,
+            self.lower,
+            upper,
+            self.since,
+            self.tmin,
+            self.tmax,
+        )
 
 
 def _freeze(*arrays: np.ndarray) -> None:
@@ -54,10 +70,12 @@ def _sorted_consolidated(
     lower: int,
     upper: int | None,
     since: int,
+    tmin: int = 0,
+    tmax: int = _NO_BOUND,
 ) -> Batch:
     frame, codes, hashes = consolidate_sorted(frame, codes, hashes)
     _freeze(codes, hashes)
-    return Batch(frame, codes, hashes, lower, upper, since)
+    return Batch(frame, codes, hashes, lower, upper, since, tmin, tmax)
 
 
 def build_batch(
@@ -66,14 +84,15 @@ def build_batch(
     """A batch from arbitrary updates: advance to `since`, hash, sort, consolidate."""
     frame = advance_times(updates, since) if since > 0 else updates
     cols = [c for c in frame.columns if c not in (TIME, DIFF)]
-    hashes = row_hash(frame, cols)
-    codes = sort_code(row_hash(frame, key_cols), hashes)
+    hashes, key_hashes = row_and_key_hash(frame, cols, key_cols)
+    codes = sort_code(key_hashes, hashes)
     times = frame.get_column(TIME).to_numpy()
-    if frame.height > 1 and times.min() != times.max():
+    tmin, tmax = (int(times.min()), int(times.max())) if len(times) else (0, _NO_BOUND)
+    if frame.height > 1 and tmin != tmax:
         # Order by time first; the stable sort by code in consolidation keeps it within codes.
         by_time = np.argsort(times, kind="stable")
         frame, codes, hashes = frame[by_time], codes[by_time], hashes[by_time]
-    return _sorted_consolidated(frame, codes, hashes, lower, upper, since)
+    return _sorted_consolidated(frame, codes, hashes, lower, upper, since, tmin, tmax)
 
 
 def _needs_advance(batch: Batch, since: int) -> bool:
@@ -86,15 +105,26 @@ def _needs_advance(batch: Batch, since: int) -> bool:
 def merge_batches(batches: Sequence[Batch], since: int) -> Batch:
     """One batch equal (at every time `>= since`) to the union of adjacent `batches`, given in
     time order (so each code's rows stay in time order after the stable sort)."""
-    frames = [advance_times(b.data, since) if _needs_advance(b, since) else b.data for b in batches]
+    advance = [_needs_advance(b, since) for b in batches]
+    frames = [
+        advance_times(b.data, since) if a else b.data for b, a in zip(batches, advance, strict=True)
+    ]
     frame = pl.concat(frames, how="vertical", rechunk=False)
+    codes = np.concatenate([b.codes for b in batches])
+    hashes = np.concatenate([b.hashes for b in batches])
+    tmin = min(max(b.tmin, since) for b in batches)
+    tmax = max(max(b.tmax, since) for b in batches)
+    disjoint = not any(advance) and all(a.tmax < b.tmin for a, b in itertools.pairwise(batches))
+    if disjoint:
+        # Each batch is consolidated and no time is shared between batches or moved by the
+        # merge, so no two rows can consolidate: the merge is only an interleave by code
+        # (stable, so each code's rows stay in time order).
+        order = np.argsort(codes, kind="stable")
+        codes, hashes, frame = codes[order], hashes[order], frame[order]
+        _freeze(codes, hashes)
+        return Batch(frame, codes, hashes, batches[0].lower, batches[-1].upper, since, tmin, tmax)
     return _sorted_consolidated(
-        frame,
-        np.concatenate([b.codes for b in batches]),
-        np.concatenate([b.hashes for b in batches]),
-        batches[0].lower,
-        batches[-1].upper,
-        since,
+        frame, codes, hashes, batches[0].lower, batches[-1].upper, since, tmin, tmax
     )
 
 

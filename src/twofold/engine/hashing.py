@@ -73,6 +73,24 @@ def row_hash(frame: pl.DataFrame, cols: Sequence[str]) -> np.ndarray:
     return h
 
 
+def row_and_key_hash(
+    frame: pl.DataFrame, cols: Sequence[str], key_cols: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """`(row_hash(frame, cols), row_hash(frame, key_cols))`, hashing each column once."""
+    per_col: dict[str, np.ndarray] = {}
+
+    def fold(names: Sequence[str]) -> np.ndarray:
+        h = np.zeros(frame.height, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for c in names:
+                if c not in per_col:
+                    per_col[c] = column_hash(frame.get_column(c))
+                h = mix(h * _M1 + per_col[c])
+        return h
+
+    return fold(cols), fold(key_cols)
+
+
 def sort_code(key_hash: np.ndarray, row_hash_: np.ndarray) -> np.ndarray:
     """The sort code: key hash in the high bits, row hash in the low bits."""
     return (key_hash & KEY_MASK) | (mix(row_hash_) & ROW_MASK)
