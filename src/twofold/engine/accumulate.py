@@ -5,9 +5,10 @@ Instead of re-reading a touched group's input rows, the operator keeps one *accu
 per group — the group key, its row count `_n`, and per aggregate the running count or sum (sums
 of ints in Int128, so a sum that leaves the 64-bit range and comes back is still exact) plus
 the number of non-NULL values summed. A step aggregates its input delta per key, adds it to
-the looked-up accumulators, retracts the old accumulator rows and inserts the new ones, and
-emits `output(new) - output(old)`. A sum outside the 64-bit range yields an evaluation error
-for that group instead of a row, and retracts with it.
+the looked-up accumulators, overwrites them in a `LatestState` (one row per group, so no
+retraction rows are ever stored or merged), and emits `output(new) - output(old)`. A sum
+outside the 64-bit range yields an evaluation error for that group instead of a row, and
+retracts with it.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import polars as pl
 
 from twofold.engine.consolidation import consolidate
 from twofold.engine.expr import OUT_OF_RANGE
-from twofold.engine.frames import DIFF, ERROR, schema
+from twofold.engine.frames import DIFF, ERROR, empty, schema
 from twofold.engine.operator import EMPTY_ERRORS, Delta, Operator, concat_errors, empty_delta
-from twofold.engine.state import KeyedState
+from twofold.engine.state import LatestState
 from twofold.protocol import Aggregate, ColumnType, GlobalId
 
 _I64: Final = (-(2**63), 2**63 - 1)
@@ -71,7 +72,9 @@ class AccumulateReduceOp(Operator):
                 if is_int:
                     self.int_sums.append(j)
         self.acc_cols = [c for c in acc if c not in self.gcols]
-        self.state = KeyedState(acc, self.gcols)
+        self.state = LatestState(acc, self.gcols, "_n")
+        # With no group key there is one accumulator row at most: kept as a frame.
+        self._total = empty({c: acc[c] for c in self.acc_cols})
 
     def _delta_aggs(self, d: pl.DataFrame) -> pl.DataFrame:
         diff = pl.col(DIFF)
@@ -128,8 +131,7 @@ class AccumulateReduceOp(Operator):
         if d.height == 0:
             return empty_delta(self.types)[0], errs
         dagg = self._delta_aggs(d)
-        old = self.state.lookup(dagg.select(self.gcols)) if self.k else self.state.accumulated()
-        old = old.filter(pl.col(DIFF) > 0).drop(DIFF)
+        old = self.state.lookup(dagg.select(self.gcols)) if self.k else self._total
         if self.k and old.height:
             joined = old.join(
                 dagg, on=self.gcols, how="full", coalesce=True, nulls_equal=True, suffix="_d"
@@ -147,17 +149,13 @@ class AccumulateReduceOp(Operator):
             )
         else:
             new = dagg
-        new = new.cast(self.state.sch).filter(pl.col("_n") != 0)  # type: ignore[arg-type]
-        self.state.insert(
-            t,
-            pl.concat(
-                [
-                    old.with_columns(pl.lit(-1, pl.Int64).alias(DIFF)),
-                    new.with_columns(pl.lit(1, pl.Int64).alias(DIFF)),
-                ],
-                how="vertical",
-            ),
-        )
+        new = new.cast(self.state.sch)  # type: ignore[arg-type]
+        if self.k:
+            # Rows with `_n == 0` are written as tombstones: the group is gone.
+            self.state.upsert(new)
+        new = new.filter(pl.col("_n") != 0)
+        if not self.k:
+            self._total = new
         old_out, old_err = self._outputs(old, -1)
         new_out, new_err = self._outputs(new, 1)
         # Not consolidated: an unchanged group's -old/+new pair is harmless downstream (every
