@@ -154,10 +154,10 @@ async def test_dataflow_holds_its_input_until_dropped_and_reported_gone() -> Non
                                               read_policy=NoCompaction())  # fmt: skip
                 assert dep.as_of is not None and dep.as_of.time is not None
                 held = dep.as_of.time
-                writes = asyncio.create_task(writer(t, stop))
+                writes = asyncio.create_task(writer(t, stop, pause=0.02))
                 # Writes continue and IDX's own policy would compact right up to its frontier;
                 # the dependent dataflow's hold keeps `held` readable.
-                for _ in range(5):
+                for _ in range(3):
                     target = t.upper
                     await c.wait_for_frontier(IDX, target)
                     assert c.since(IDX) == Frontier.at(held)
