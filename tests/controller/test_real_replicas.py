@@ -8,6 +8,8 @@ What is checked, against storage as the oracle (`table_at`, the table's contents
   index's policy compacts as eagerly as it can; a dataflow holds its input at its `as_of`, so
   peeks there keep succeeding; after the dataflow is dropped, the hold is released only once the
   replica has reported its frontiers empty;
+- two replicas both answer every peek; each caller gets exactly one answer, the later one is
+  counted as ignored;
 - two replica processes: one is SIGKILLed mid-workload, every peek is still answered (by the
   other), and the restarted one is rebuilt by replay and its frontiers advance again.
 """
@@ -27,6 +29,7 @@ from twofold.protocol import (
     Frontiers,
     GlobalId,
     InstanceConfig,
+    PeekResponse,
 )
 from twofold.replica import Replica
 from twofold.storage import Table, open_storage
@@ -232,4 +235,42 @@ async def test_two_replica_processes_one_killed_and_rebuilt(tmp_path: Path) -> N
         stop.set()
         one.kill()
         two.kill()
+        storage.close()
+
+
+async def test_two_replicas_answer_every_peek_and_each_is_delivered_once() -> None:
+    """Every peek goes to both replicas and both answer it; the caller gets the first answer
+    once, and the controller counts every later one as ignored."""
+    url = memory_url()
+    storage = open_storage(url)
+    t = storage.create_table("t", KV)
+    t.insert([[k, f"v{k}"] for k in range(20)])
+    replicas = [Replica(url, "two"), Replica(url, "one")]
+    audit = Audit()
+    try:
+        with storage.ticker(0.02):
+            async with Controller({n: audit.wrap(r.connect) for n, r in enumerate(replicas, 1)},
+                                  config=InstanceConfig(storage=url)) as c:  # fmt: skip
+                await c.create_dataflow(table_index(SRC, IDX))
+                await c.wait_for_frontier(IDX, t.upper)
+                ts = c.frontier(IDX).step_back()
+                assert ts is not None
+                got = await asyncio.gather(*(c.peek(IDX, timestamp=ts, literal_constraints=[[k]])
+                                             for k in range(20)))  # fmt: skip
+                for k, rows in enumerate(got):
+                    assert multiset(rows) == {(k, f"v{k}"): 1}
+
+                def answers() -> int:
+                    return sum(1 for log in audit.logs for d, r in log
+                               if d == "recv" and isinstance(r, PeekResponse))  # fmt: skip
+
+                # Both replicas answer each peek (unless the CancelPeek overtook the slower one's
+                # work, which it may: then that one answers `PeekCanceled`, still an answer).
+                await until(lambda: answers() == 40, "both replicas to answer all 20 peeks")
+                assert c.state.ignored_peek_responses == 20
+                assert c.state.regression_count == 0
+                assert not c.state.peeks and not c._peeks
+    finally:
+        for r in replicas:
+            await r.close()
         storage.close()
