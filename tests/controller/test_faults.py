@@ -294,15 +294,22 @@ async def test_replica_process_sigkilled_and_restarted(tmp_path: Path) -> None:
                 await c.wait_for_frontier(IDX, t.upper)
                 ts = c.frontier(IDX).step_back()
                 assert ts is not None
+                # In flight at the kill: peeks at a time the index has not reached yet, which
+                # the replica holds pending (the table's ticker passes it within ~0.3 s).
+                later = ts + 300
+                in_flight = [asyncio.create_task(c.peek(IDX, timestamp=later)) for _ in range(4)]
+                await until(lambda: len(c.state.peeks) == 4, "four peeks pending")
                 proc.kill()
-                # Peeks issued while the replica is dead wait for it; none is lost.
-                pending = [asyncio.create_task(c.peek(IDX, timestamp=ts)) for _ in range(8)]
+                # Peeks issued while the replica is dead wait for it.
+                dead = [asyncio.create_task(c.peek(IDX, timestamp=ts)) for _ in range(4)]
                 for n in range(4, 7):
                     await write(t, n)
                 await proc.astart(port)
                 assert proc.address[1] == port
-                for p in pending:
+                for p in dead:
                     assert multiset(await p) == table_at(t, ts)
+                for p in in_flight:
+                    assert multiset(await p) == table_at(t, later)
                 await write(t, 7)
                 await collect_until(sub, t, batches, t.upper)
                 check_subscribe(batches, t)
