@@ -3,7 +3,8 @@
 Prints, in one run: arrangement ingest (int and string keys, with merging and compaction),
 maintained group-by count/sum, delta join against a 1 M-row arranged side, point lookups on a
 1 M-row snapshot (single and batched), memory per arranged row, and step time at 100 k vs 1 M
-rows of state (with their ratio: a step's cost must not grow with total state).
+rows of state (with their ratio: a step's cost must not grow with total state), and full
+reads of a large snapshot (plain re-consolidation vs memoised batch collections, same run).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import numpy as np
 import polars as pl
 
 from twofold.engine import Arrangement, Dataflow
-from twofold.engine.frames import DIFF, TIME
+from twofold.engine.frames import DIFF, TIME, schema
+from twofold.engine.snapshot import ArrangementSnapshot, _accumulate, _collect
 from twofold.protocol import (
     Aggregate,
     BuildDesc,
@@ -193,6 +195,44 @@ def bench_lookups(arr: Arrangement, rows: int, n: int) -> tuple[float, float]:
     return single, batched
 
 
+def _plain_read(snap: ArrangementSnapshot, t: int) -> pl.DataFrame:
+    """A read the way the engine did it before memoised batch collections: concatenate every
+    batch's updates at times <= t and consolidate them all (the side-by-side reference)."""
+    frame = _collect(snap.data, schema(snap.desc.types), le=t)
+    return _accumulate(frame, snap.columns)
+
+
+def bench_scan(arr: Arrangement, t: int, reps: int) -> tuple[float, float, float, int]:
+    """Full read of `arr` at `t`: seconds for the plain re-consolidating read, the first
+    memoised read (fills the memos), and a repeated read through a fresh snapshot (what a
+    stream of full-scan peeks of an unchanged index costs); plus the row count."""
+    snap = arr.snapshot()
+    start = _clock()
+    for _ in range(reps):
+        plain = _plain_read(snap, t)
+    plain_s = (_clock() - start) / reps
+    start = _clock()
+    first = snap.read(t)
+    first_s = _clock() - start
+    start = _clock()
+    for _ in range(reps):
+        again = arr.snapshot().read(t)
+    again_s = (_clock() - start) / reps
+    assert plain.height == first.height == again.height
+    return plain_s, first_s, again_s, plain.height
+
+
+def history_arrangement(batches: int, size: int) -> Arrangement:
+    """An arrangement fed like the ingest benchmark (history kept 5 steps back): several
+    batches of several times each."""
+    rng = np.random.default_rng(1)
+    arr = Arrangement(KV, [0])
+    for t in range(batches):
+        arr.insert(updates(rng, size, 100_000, t), Frontier.at(t + 1))
+        arr.compact(Frontier.at(max(0, t - 5)))
+    return arr
+
+
 def bench_state_growth(small: int, large: int, steps: int, size: int) -> tuple[float, float]:
     """Median group-by step time over `steps` steps of `size` updates after loading `small`
     and `large` rows of state."""
@@ -261,6 +301,22 @@ def main() -> None:
         f"{steady:6.1f} bytes held by the arrangement (raw k,v,time,diff = 32 bytes; ratios "
         f"{per_row / 32:.2f}, {steady / 32:.2f})"
     )
+    reps = 3
+    for label, scanned, t in (
+        (f"{rows:,}-row single batch", arr, 0),
+        (
+            f"{batches * size:,}-update spine",
+            hist := history_arrangement(batches, size),
+            batches - 1,
+        ),
+    ):
+        plain_s, first_s, again_s, n = bench_scan(scanned, t, reps)
+        print(
+            f"full read, {label} ({scanned.batch_count} batches, {n:,} rows): "
+            f"{plain_s * 1e3:7.1f} ms plain re-consolidating, {first_s * 1e3:7.1f} ms first, "
+            f"{again_s * 1e3:7.2f} ms repeated  ratio plain/repeated {plain_s / again_s:.0f}x"
+        )
+    del hist
     small, large = bench_state_growth(rows // 10, rows, 8 if q else 20, 10_000)
     print(
         f"group-by step, 10k updates: {small * 1e3:6.1f} ms at {rows // 10:,} rows of state, "

@@ -7,15 +7,17 @@ identical `(row, time)` updates appear once with their summed, non-zero diff. It
 `[lower, upper)` (`upper is None`: the empty frontier) and `since`, the time its times were
 advanced to.
 
-Invariant: a `Batch` is never mutated after construction (its arrays are read-only), so any
-number of readers may share it with the writer on other threads.
+Invariant: a `Batch` is never mutated after construction (its arrays are read-only; its `memo`
+only ever gains forms derived from its rows), so any number of readers may share it with the
+writer on other threads.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -41,6 +43,10 @@ class Batch:
     # claim nothing, so every merge involving the batch consolidates.
     tmin: int = 0
     tmax: int = _NO_BOUND
+    # Derived forms computed on first use by readers (e.g. the collection summed over all
+    # times); the batch itself never changes, so an entry never goes stale. Readers on several
+    # threads may race to fill an entry: each computes the same value, either may win.
+    memo: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
         return self.data.height
@@ -55,6 +61,7 @@ class Batch:
             self.since,
             self.tmin,
             self.tmax,
+            self.memo,  # same rows, same derived forms
         )
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from twofold.engine.batch import Batch, filter_time, gather_hashes
-from twofold.engine.consolidation import consolidate
+from twofold.engine.consolidation import consolidate, consolidate_sorted
 from twofold.engine.errors import EvalError, InputError, NotReadableError
 from twofold.engine.frames import DIFF, ERROR, TIME, empty, names, schema
 from twofold.engine.hashing import KEY_MASK, ROW_MASK, row_hash, scalar_row_hash
@@ -27,6 +27,7 @@ from twofold.protocol import ColumnType, Frontier, RelationDesc
 
 _KEY_MASK = int(KEY_MASK)
 _ROW_MASK = int(ROW_MASK)
+_NUMPY_EXACT = (pl.Int64, pl.UInt64, pl.Boolean)
 _FEW_KEYS = 16  # up to this many keys, a lookup walks batches in Python: no frame overheads
 
 
@@ -38,6 +39,112 @@ def _collect(
     if not parts:
         return empty({**sch, TIME: pl.UInt64(), DIFF: pl.Int64()})
     return pl.concat(parts, how="vertical", rechunk=False) if len(parts) > 1 else parts[0]
+
+
+class _Acc:
+    """A consolidated collection frame (`c*`, `diff`) with each row's sort code and row hash,
+    aligned; `sorted` says whether rows are in code order (then codes can be searched)."""
+
+    __slots__ = ("codes", "frame", "hashes", "sorted")
+
+    def __init__(
+        self, frame: pl.DataFrame, codes: np.ndarray, hashes: np.ndarray, *, sorted: bool
+    ) -> None:
+        self.frame, self.codes, self.hashes, self.sorted = frame, codes, hashes, sorted
+
+    def __len__(self) -> int:
+        return self.frame.height
+
+
+def _batch_collection(batch: Batch, cols: Sequence[str], t: int) -> _Acc:
+    """The collection `batch` holds at `t` (its updates at times `<= t`, summed), in code
+    order. At `t >= batch.tmax` that is the batch's own (memoised) all-times collection."""
+    if t >= batch.tmax:
+        memo = batch.memo.get("collection")
+        if isinstance(memo, _Acc):
+            return memo
+        frame, codes, hashes = batch.data, batch.codes, batch.hashes
+    else:
+        keep = (batch.data.get_column(TIME) <= t).to_numpy()
+        frame = batch.data.filter(pl.Series(keep))
+        codes, hashes = batch.codes[keep], batch.hashes[keep]
+    if batch.tmin == batch.tmax:
+        # One time: a consolidated batch already holds each row once.
+        acc = _Acc(frame.select([*cols, DIFF]), codes, hashes, sorted=True)
+    else:
+        # Codes ignore time, so one row's updates at different times are adjacent and sum
+        # once `time` is dropped; the (already sorted) order is kept.
+        out = consolidate_sorted(frame.select([*cols, DIFF]), codes, hashes)
+        acc = _Acc(*out, sorted=True)
+    if t >= batch.tmax:
+        batch.memo["collection"] = acc
+    return acc
+
+
+def _equal_pairs(a: pl.Series, ia: np.ndarray, b: pl.Series, ib: np.ndarray) -> np.ndarray:
+    """Whether `a[ia[i]]` equals `b[ib[i]]` (NULL equal to NULL), per `i` — the equality
+    consolidation uses."""
+    if a.dtype in _NUMPY_EXACT and a.null_count() == 0 and b.null_count() == 0:
+        eq: np.ndarray = a.to_numpy()[ia] == b.to_numpy()[ib]
+        return eq
+    return a.gather(pl.Series(ia)).eq_missing(b.gather(pl.Series(ib))).to_numpy()
+
+
+def _fold(base: _Acc, rest: _Acc, cols: Sequence[str]) -> _Acc:
+    """`base + rest` as one consolidated collection, in O(len(base)) copying plus binary
+    searches for `rest` (no sort): `base` must be in code order. Rows may have zero diffs
+    (cancelled); the result is not in code order."""
+    if len(rest) == 0:
+        return base
+    lo = np.searchsorted(base.codes, rest.codes, "left")
+    lens = np.searchsorted(base.codes, rest.codes, "right") - lo
+    total = int(lens.sum())
+    matched_rest = np.zeros(len(rest), dtype=bool)
+    diff = base.frame.get_column(DIFF)
+    if total:
+        in_rest = np.repeat(np.arange(len(rest)), lens)
+        in_base = np.repeat(lo - (np.cumsum(lens) - lens), lens) + np.arange(total)
+        m = base.hashes[in_base] == rest.hashes[in_rest]
+        in_rest, in_base = in_rest[m], in_base[m]
+        for c in cols:
+            if not len(in_rest):
+                break
+            same = _equal_pairs(
+                base.frame.get_column(c), in_base, rest.frame.get_column(c), in_rest
+            )
+            in_rest, in_base = in_rest[same], in_base[same]
+        if len(in_rest):
+            # Both sides are consolidated (distinct rows), so matches pair rows one to one.
+            diffs = diff.to_numpy().copy()
+            diffs[in_base] += rest.frame.get_column(DIFF).to_numpy()[in_rest]
+            diff = pl.Series(DIFF, diffs, pl.Int64)
+            matched_rest[in_rest] = True
+    frame = base.frame.with_columns(diff)
+    codes, hashes = base.codes, base.hashes
+    if not matched_rest.all():
+        new = ~matched_rest
+        frame = pl.concat([frame, rest.frame.filter(pl.Series(new))], how="vertical", rechunk=False)
+        codes = np.concatenate([codes, rest.codes[new]])
+        hashes = np.concatenate([hashes, rest.hashes[new]])
+    return _Acc(frame, codes, hashes, sorted=False)
+
+
+def _collection(batches: Sequence[Batch], cols: Sequence[str], t: int) -> pl.DataFrame | None:
+    """The consolidated collection of `batches` at `t`, or `None` when there are no batches.
+
+    Each batch contributes its collection at `t` (memoised on the batch when `t` is past all
+    its times, so repeated reads of an unchanged spine re-sort nothing), and the collections
+    are folded smallest into largest by binary search, never by a sort of the whole."""
+    if not batches:
+        return None
+    parts = sorted((_batch_collection(b, cols, t) for b in batches), key=len)
+    acc = parts[0]
+    for part in parts[1:]:
+        acc = _fold(part, acc, cols)
+    frame = acc.frame
+    if len(parts) > 1:
+        frame = frame.filter(pl.col(DIFF) != 0)
+    return frame
 
 
 def _accumulate(updates: pl.DataFrame, cols: Sequence[str]) -> pl.DataFrame:
@@ -140,10 +247,16 @@ class ArrangementSnapshot:
                 raise EvalError(errs[0][0])
 
     def read(self, t: int) -> pl.DataFrame:
-        """The collection at `t` as a collection frame (`c*`, `diff`), unordered."""
+        """The collection at `t` as a collection frame (`c*`, `diff`), unordered.
+
+        Costs no sort of the arrangement: each batch's collection is memoised on the
+        (immutable) batch once it is read at a time past all its updates."""
         self.check_readable(t)
         self.check_errors(t)
-        return _accumulate(_collect(self.data, schema(self.desc.types), le=t), self.columns)
+        frame = _collection(self.data, self.columns, t)
+        if frame is None:
+            return empty({**schema(self.desc.types), DIFF: pl.Int64()})
+        return frame
 
     def read_rows(self, t: int) -> list[tuple[list[Any], int]]:
         """The collection at `t` as `(row, count)` pairs sorted by row."""
