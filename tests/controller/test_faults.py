@@ -25,7 +25,6 @@ from typing import Any
 from uuid import uuid4
 
 import msgspec
-import pytest
 
 from twofold.controller import Controller, LagWindow, subscribe_dataflow
 from twofold.protocol import (
@@ -321,10 +320,6 @@ async def test_replica_process_sigkilled_and_restarted(tmp_path: Path) -> None:
         storage.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "integration-bugs.md I1: a superseding connection receives responses of the previous "
-    "iteration (the server's response pump forwards them to the new connection), which "
-    "defeats the controller's epoch filter"))  # fmt: skip
 async def test_a_new_connection_gets_nothing_of_the_previous_iteration() -> None:
     """The controller's epochs are its connections: everything received on a connection must
     belong to the iteration that connection's `Hello` started. Connection A runs an index over

@@ -434,3 +434,28 @@ async def test_recv_after_close_returns_none_even_after_a_failure(kind: str) -> 
         await mux.recv()
     await mux.aclose()
     assert await mux.recv() is None
+
+
+def test_hello_discards_responses_of_the_previous_iteration() -> None:
+    import asyncio
+    import uuid as _uuid
+
+    from twofold.client import channel_pair
+    from twofold.multiplex import Multiplexer
+    from twofold.protocol import Hello, Status
+
+    async def case() -> None:
+        m_ctl, m_rep = channel_pair()
+        i_ctl, i_rep = channel_pair()
+        async with Multiplexer(maintenance=m_ctl, interactive=i_ctl) as mux:
+            await m_rep.send(Status("old-m"))
+            await i_rep.send(Status("old-i"))
+            # Let the pumps buffer both old responses.
+            first = await mux.recv()
+            assert first in (Status("old-m"), Status("old-i"))
+            await asyncio.sleep(0)
+            await mux.send(Hello(_uuid.uuid4()))
+            await m_rep.send(Status("new"))
+            assert await asyncio.wait_for(mux.recv(), 5) == Status("new")
+
+    asyncio.run(case())

@@ -14,6 +14,7 @@ from twofold.protocol import (
     CancelPeek,
     ComputeCommand,
     ComputeResponse,
+    Hello,
     PeekCanceled,
     PeekResponse,
     Status,
@@ -32,6 +33,8 @@ class EchoWorker:
 
     def handle(self, command: ComputeCommand) -> None:
         self.thread_ids.add(threading.get_ident())
+        if isinstance(command, Hello):
+            return
         assert isinstance(command, CancelPeek)
         if command.uuid == self.fail_on:
             raise RuntimeError("boom in worker")
@@ -131,3 +134,19 @@ async def test_status_type_is_forwarded_untouched() -> None:
     async with RuntimeClient(StatusWorker(), name="t") as rt:
         await rt.send(CancelPeek(uuid.uuid4()))
         assert await rt.recv() == Status("hello")
+
+
+async def test_hello_fences_off_the_previous_iterations_responses() -> None:
+    """Responses flushed before a Hello is handled never come out after `send(Hello)`."""
+    worker = EchoWorker()
+    async with RuntimeClient(worker, name="t") as rt:
+        old = [uuid.uuid4() for _ in range(50)]
+        for u in old:
+            await rt.send(CancelPeek(u))
+        first = await rt.recv()  # the old iteration is flowing
+        assert isinstance(first, PeekResponse) and first.uuid == old[0]
+        await rt.send(Hello(uuid.uuid4()))
+        new = uuid.uuid4()
+        await rt.send(CancelPeek(new))
+        r = await asyncio.wait_for(rt.recv(), 5)
+        assert isinstance(r, PeekResponse) and r.uuid == new

@@ -45,7 +45,7 @@ from twofold.multiplex.routing import (
     Router,
     Runtime,
 )
-from twofold.protocol import ComputeCommand, ComputeResponse, Frontiers, GlobalId
+from twofold.protocol import ComputeCommand, ComputeResponse, Frontiers, GlobalId, Hello
 
 log = logging.getLogger(__name__)
 
@@ -176,11 +176,29 @@ class Multiplexer:
         # order, even when concurrent senders' deliveries would suspend (a slow transport).
         async with self._send_lock:
             routing = self._router.route(command)
+            if isinstance(command, Hello):
+                self._discard_buffered()
             for violation in routing.violations:
                 log.warning("protocol violation (%s): %s", violation.kind.value, violation.message)
             clients = self._clients
             for runtime, delivered in routing.deliveries:
                 await clients[runtime].send(delivered)
+
+    def _discard_buffered(self) -> None:
+        """A `Hello` starts a new protocol iteration: responses buffered now were produced for
+        the previous one and must not reach the new controller (runtimes fence their own
+        streams the same way)."""
+        for side in self._sides:
+            dropped = len(side.buffer)
+            side.buffer.clear()
+            if dropped:
+                log.debug("discarded %d %s responses of the previous iteration", dropped,
+                          side.runtime.label)
+            space = side.space
+            if space is not None:
+                side.space = None
+                if not space.done():
+                    space.set_result(None)
 
     # -- responses ----------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from typing import Literal
 from twofold.client import ComputeClient
 from twofold.engine import ArrangementSnapshot
 from twofold.multiplex import Multiplexer
-from twofold.protocol import ComputeCommand, ComputeResponse
+from twofold.protocol import ComputeCommand, ComputeResponse, Hello
 from twofold.runtime.introspection import ReplicaMetrics
 from twofold.runtime.registry import PublicationRegistry
 from twofold.runtime.thread import RuntimeClient
@@ -66,26 +66,38 @@ class LocalConnection:
     def __init__(self, endpoint: ComputeClient) -> None:
         self._endpoint = endpoint
         self._closed = asyncio.Event()
+        self._started = False  # this connection's Hello reached the endpoint
 
     async def send(self, command: ComputeCommand) -> None:
         if self._closed.is_set():
             raise ConnectionError("connection closed")
         await self._endpoint.send(command)
+        if isinstance(command, Hello):
+            self._started = True
 
     async def recv(self) -> ComputeResponse | None:
-        if self._closed.is_set():
-            return None
-        recv = asyncio.ensure_future(self._endpoint.recv())
-        closed = asyncio.ensure_future(self._closed.wait())
-        try:
-            await asyncio.wait({recv, closed}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            closed.cancel()
-            if not recv.done():
-                recv.cancel()  # the endpoint's recv is cancel-safe: nothing is lost
-        if recv.done() and not recv.cancelled():
-            return recv.result()
-        return None
+        while True:
+            if self._closed.is_set():
+                return None
+            recv = asyncio.ensure_future(self._tagged_recv())
+            closed = asyncio.ensure_future(self._closed.wait())
+            try:
+                await asyncio.wait({recv, closed}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                closed.cancel()
+                if not recv.done():
+                    recv.cancel()  # the endpoint's recv is cancel-safe: nothing is lost
+            if not recv.done() or recv.cancelled():
+                return None
+            response, current = recv.result()
+            # Whatever the endpoint said before this connection's Hello reached it belongs to
+            # the previous protocol iteration.
+            if response is None or current:
+                return response
+
+    async def _tagged_recv(self) -> tuple[ComputeResponse | None, bool]:
+        response = await self._endpoint.recv()
+        return response, self._started  # read at once: a Hello sent later must not count
 
     def close(self) -> None:
         self._closed.set()

@@ -5,6 +5,12 @@ wait for the activator (or the worker's own deadline), drain commands, let the w
 its responses to the asyncio side in one wakeup. Commands and responses cross threads through the
 mailboxes of `bridge.py`.
 
+Iteration fence: a `Hello` starts a new protocol iteration, and nothing the runtime produced
+before handling it may reach the new iteration's controller. The loop discards the worker's
+unflushed responses when it handles a `Hello` and then emits an internal marker; `recv` drops
+everything between a `send(Hello)` and its marker (responses already flushed for the old
+iteration), so the stream after a `Hello` starts clean.
+
 Shared fate: an unexpected exception in the worker ends the runtime — the outbox is closed with
 that error, so the next `recv` raises it (and the multiplexer and replica above end with it). The
 loop never swallows a worker error and carries on.
@@ -17,10 +23,17 @@ import logging
 import threading
 from typing import Protocol
 
-from twofold.protocol import ComputeCommand, ComputeResponse
+from twofold.protocol import ComputeCommand, ComputeResponse, Hello
 from twofold.runtime.bridge import Activator, Inbox, Outbox
 
 log = logging.getLogger(__name__)
+
+
+class _IterationStarted:
+    """Internal marker: the worker has handled a `Hello` (never leaves `RuntimeClient`)."""
+
+
+ITERATION_STARTED = _IterationStarted()
 
 
 class Worker(Protocol):
@@ -50,7 +63,8 @@ class RuntimeClient:
         self.worker = worker
         self.activator = activator or Activator()
         self._inbox: Inbox[ComputeCommand] = Inbox(self.activator)
-        self._outbox: Outbox[ComputeResponse] | None = None
+        self._outbox: Outbox[ComputeResponse | _IterationStarted] | None = None
+        self._fences = 0  # Hellos sent whose marker has not come back yet
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._stopped = threading.Event()
@@ -77,18 +91,39 @@ class RuntimeClient:
     async def send(self, command: ComputeCommand) -> None:
         if self._stopped.is_set() or self._stop.is_set():
             raise ConnectionError(f"runtime {self.name} has stopped") from self.error
+        if isinstance(command, Hello):
+            self._fences += 1
         self._inbox.put(command)
+
+    def _admit(self, item: ComputeResponse | _IterationStarted) -> bool:
+        """Whether `item` belongs to the current iteration (and is a response)."""
+        if item is ITERATION_STARTED:
+            self._fences = max(0, self._fences - 1)
+            return False
+        return self._fences == 0
 
     async def recv(self) -> ComputeResponse | None:
         if self._outbox is None:
             raise RuntimeError(f"runtime {self.name} was not started")
-        return await self._outbox.get()
+        while True:
+            item = await self._outbox.get()
+            if item is None:
+                return None
+            if self._admit(item):
+                assert not isinstance(item, _IterationStarted)
+                return item
 
     def recv_nowait(self) -> ComputeResponse | None:
         """A response that is already available, else `None` (the multiplexer's fast path)."""
         if self._outbox is None:
             return None
-        return self._outbox.get_nowait()
+        while True:
+            item = self._outbox.get_nowait()
+            if item is None:
+                return None
+            if self._admit(item):
+                assert not isinstance(item, _IterationStarted)
+                return item
 
     async def close(self) -> None:
         """Stop the worker loop and wait for its thread."""
@@ -109,7 +144,12 @@ class RuntimeClient:
                 # by it or re-sets the activator for the next turn — never lost.
                 self.activator.clear()
                 for command in self._inbox.drain():
-                    worker.handle(command)
+                    if isinstance(command, Hello):
+                        worker.take_responses()  # the old iteration's, never to be sent
+                        worker.handle(command)
+                        outbox.put(ITERATION_STARTED)
+                    else:
+                        worker.handle(command)
                 worker.step()
                 responses = worker.take_responses()
                 if responses:

@@ -164,6 +164,7 @@ class ComputeWorker:
 
     def _reset(self) -> None:
         """A new protocol iteration: forget per-connection state (standing holds stay)."""
+        self.out.clear()
         self.dataflows.clear()
         self.order.clear()
         self.peeks.clear()

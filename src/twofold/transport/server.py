@@ -66,6 +66,7 @@ class _Connection:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     task: asyncio.Task[None] | None = field(default=None)
+    started: bool = field(default=False)  # its Hello reached the target
 
     def __str__(self) -> str:
         return f"#{self.number} ({self.peer})"
@@ -224,7 +225,9 @@ class ReplicaServer:
 
     async def _deliver(self, response: ComputeResponse) -> None:
         conn = self._current
-        if conn is None or conn.writer.is_closing():
+        # Until the connection's Hello has reached the target, whatever the target answers
+        # belongs to the previous protocol iteration.
+        if conn is None or not conn.started or conn.writer.is_closing():
             logger.debug(
                 "no controller connected: dropping %s (the controller replays on reconnect)",
                 type(response).__name__,
@@ -354,3 +357,5 @@ class ReplicaServer:
                     )  # fmt: skip
                     conn.abort()
                     return
+                if isinstance(command, Hello):
+                    conn.started = True
