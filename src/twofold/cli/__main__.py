@@ -1,0 +1,3 @@
+from twofold.cli.main import main
+
+main()
