@@ -22,7 +22,7 @@ from twofold.engine.batch import Batch, filter_time, gather_hashes
 from twofold.engine.consolidation import consolidate, consolidate_sorted
 from twofold.engine.errors import EvalError, InputError, NotReadableError
 from twofold.engine.frames import DIFF, ERROR, TIME, empty, names, schema
-from twofold.engine.hashing import KEY_MASK, ROW_MASK, row_hash, scalar_row_hash
+from twofold.engine.hashing import KEY_MASK, ROW_MASK, key_range, row_hash, scalar_row_hash
 from twofold.protocol import ColumnType, Frontier, RelationDesc
 
 _KEY_MASK = int(KEY_MASK)
@@ -187,15 +187,47 @@ def lookup_batches(
 ) -> pl.DataFrame | None:
     """Updates (time <= `le` when given) whose key equals a row of `keys` (columns positional
     to `key_cols`, distinct), exactly. `None` when nothing matches."""
-    gathered = gather_keys(batches, keys)
-    if gathered is None:
-        return None
-    found = gathered[0]
-    if le is not None:
-        found = filter_time(found, le=le)
-    probe = keys.rename({c: f"_k{j}" for j, c in enumerate(keys.columns)})
     if not nulls_equal:
-        probe = probe.drop_nulls()
+        keys = keys.drop_nulls()  # SQL equality: a NULL key matches nothing
+    if keys.height == 0:
+        return None
+    hashes = row_hash(keys, list(keys.columns)) & KEY_MASK
+    uniq, first = np.unique(hashes, return_index=True)
+    lo_codes, hi_codes = key_range(uniq)
+    frames: list[pl.DataFrame] = []
+    owners: list[np.ndarray] = []
+    for b in batches:
+        if len(b) == 0:
+            continue
+        starts = np.searchsorted(b.codes, lo_codes, "left")
+        lens = np.searchsorted(b.codes, hi_codes, "right") - starts
+        total = int(lens.sum())
+        if total == 0:
+            continue
+        hit = lens > 0
+        starts, lens = starts[hit], lens[hit]
+        idx = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(total)
+        owner = np.repeat(first[hit], lens)  # the probe row whose hash range holds each row
+        frame = b.data[idx]
+        if le is not None and b.tmax > le:
+            keep = (frame.get_column(TIME) <= le).to_numpy()
+            frame, owner = frame.filter(pl.Series(keep)), owner[keep]
+        frames.append(frame)
+        owners.append(owner)
+    if not frames:
+        return None
+    found = pl.concat(frames, how="vertical", rechunk=False) if len(frames) > 1 else frames[0]
+    if len(uniq) == keys.height:
+        # Every probe key has a hash range of its own: a found row matches exactly when its
+        # key equals the key of the probe row owning its range.
+        owner = np.concatenate(owners) if len(owners) > 1 else owners[0]
+        same = np.ones(found.height, dtype=bool)
+        for c, k in zip(key_cols, keys.columns, strict=True):
+            same &= _equal_pairs(
+                found.get_column(c), np.arange(found.height), keys.get_column(k), owner
+            )
+        return found.filter(pl.Series(same)) if not same.all() else found
+    probe = keys.rename({c: f"_k{j}" for j, c in enumerate(keys.columns)})
     on = [f"_k{j}" for j in range(len(key_cols))]
     # Key columns are aliased rather than renamed: a key may name one column twice.
     found = found.with_columns([pl.col(c).alias(k) for c, k in zip(key_cols, on, strict=True)])
@@ -276,8 +308,7 @@ class ArrangementSnapshot:
         found = lookup_batches(self.data, key_cols, probe, le=t)
         if found is None:
             return empty({**schema(self.desc.types), DIFF: pl.Int64()})
-        times = found.get_column(TIME)
-        if len(self.data) == 1 and times.min() == times.max():
+        if len(self.data) == 1 and self.data[0].tmin == self.data[0].tmax:
             # One consolidated batch, one time: every row is already distinct.
             return found.drop(TIME)
         return _accumulate(found, self.columns)
