@@ -22,7 +22,14 @@ from twofold.engine.batch import Batch, filter_time, gather_hashes
 from twofold.engine.consolidation import consolidate, consolidate_sorted
 from twofold.engine.errors import EvalError, InputError, NotReadableError
 from twofold.engine.frames import DIFF, ERROR, TIME, empty, names, schema
-from twofold.engine.hashing import KEY_MASK, ROW_MASK, key_range, row_hash, scalar_row_hash
+from twofold.engine.hashing import (
+    KEY_MASK,
+    ROW_MASK,
+    key_range,
+    row_hash,
+    scalar_row_hash,
+    sorted_unique,
+)
 from twofold.protocol import ColumnType, Frontier, RelationDesc
 
 _KEY_MASK = int(KEY_MASK)
@@ -164,7 +171,7 @@ def gather_keys(
     """Candidate updates for the key rows of `keys` (columns positional to the arrangement's
     key) with their codes and hashes: every update of those keys, plus any of other keys
     whose hash shares the prefix. `None` when there are none."""
-    hashes = np.unique(row_hash(keys, list(keys.columns)) & KEY_MASK)
+    hashes = sorted_unique(row_hash(keys, list(keys.columns)) & KEY_MASK)
     parts = [p for b in batches if (p := gather_hashes(b, hashes)) is not None]
     if not parts:
         return None
@@ -192,7 +199,11 @@ def lookup_batches(
     if keys.height == 0:
         return None
     hashes = row_hash(keys, list(keys.columns)) & KEY_MASK
-    uniq, first = np.unique(hashes, return_index=True)
+    # Sorted distinct hashes, each with one probe row holding it.
+    order = np.argsort(hashes)
+    sorted_hashes = hashes[order]
+    head = np.concatenate(([True], sorted_hashes[1:] != sorted_hashes[:-1]))
+    uniq, first = sorted_hashes[head], order[head]
     lo_codes, hi_codes = key_range(uniq)
     frames: list[pl.DataFrame] = []
     owners: list[np.ndarray] = []

@@ -20,7 +20,7 @@ import polars as pl
 from twofold.engine.arrangement import Spine
 from twofold.engine.consolidation import consolidate, consolidate_sorted
 from twofold.engine.frames import DIFF, TIME, empty, schema
-from twofold.engine.hashing import row_hash
+from twofold.engine.hashing import row_hash, sorted_unique
 from twofold.engine.snapshot import gather_keys
 from twofold.protocol import ColumnType
 
@@ -139,7 +139,7 @@ class LatestState:
         key columns), plus possibly live rows of other keys sharing a hash."""
         if not self.levels or keys.height == 0:
             return empty(self.sch)
-        probe = np.unique(self._codes(keys))
+        probe = sorted_unique(self._codes(keys))
         parts: list[pl.DataFrame] = []
         part_codes: list[np.ndarray] = []
         for level in reversed(self.levels):  # newest first
@@ -171,7 +171,8 @@ class LatestState:
             return
         codes = self._codes(rows)
         if rows.height > 1:
-            order = np.argsort(codes, kind="stable")
+            # Keys are distinct: the order among equal codes carries nothing.
+            order = np.argsort(codes)
             rows, codes = rows[order], codes[order]
         if not self.levels:
             keep = (rows.get_column(self.live) != 0).to_numpy()
