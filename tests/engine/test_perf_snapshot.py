@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.engine.test_arrangement import DESC_INT, DESC_STR, naive, rows_int, rows_str, scripts
@@ -47,19 +48,16 @@ def _weak_codes() -> Iterator[None]:
     """Sort codes of 2 key bits and 1 row bit: distinct keys and rows share codes all the
     time (only the full 64-bit row hash and exact equality tell them apart). Reads only: key
     lookups would probe with real codes."""
-    orig = batch_mod.sort_code
 
-    def weak(key_hash: np.ndarray, row_hash: np.ndarray) -> np.ndarray:
+    def weak(key_hash: np.ndarray, row_hash_: np.ndarray) -> np.ndarray:
         out: np.ndarray = ((key_hash & np.uint64(3)) << np.uint64(62)) | (
-            mix(row_hash) & np.uint64(1)
+            mix(row_hash_) & np.uint64(1)
         )
         return out
 
-    batch_mod.sort_code = weak
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(batch_mod, "sort_code", weak)
         yield
-    finally:
-        batch_mod.sort_code = orig
 
 
 def _check(desc: RelationDesc, key: list[int], ops: list[tuple[str, Any]], order: int) -> None:
