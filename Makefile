@@ -30,8 +30,10 @@ demo: $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	$(BIN)/twofold demo
 
+BENCHES := mux storage engine controller isolation freshness
+
 bench: $(STAMP)
-	$(BIN)/python bench/mux.py
+	for b in $(BENCHES); do $(BIN)/python bench/$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
