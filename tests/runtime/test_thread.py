@@ -150,3 +150,22 @@ async def test_hello_fences_off_the_previous_iterations_responses() -> None:
         await rt.send(CancelPeek(new))
         r = await asyncio.wait_for(rt.recv(), 5)
         assert isinstance(r, PeekResponse) and r.uuid == new
+
+
+async def test_nice_lowers_only_the_runtime_thread_priority() -> None:
+    import os
+
+    seen: list[int] = []
+
+    class NiceWorker(EchoWorker):
+        def handle(self, command: ComputeCommand) -> None:
+            tid = threading.get_native_id()
+            seen.append(os.getpriority(os.PRIO_PROCESS, tid))
+            super().handle(command)
+
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    async with RuntimeClient(NiceWorker(), name="t", nice=5) as rt:
+        await rt.send(CancelPeek(uuid.uuid4()))
+        await rt.recv()
+    assert seen == [min(mine + 5, 19)]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import ssl as _ssl
 import threading
 from typing import Literal
@@ -112,6 +113,7 @@ class Replica:
     def __init__(
         self, storage_url: str | None = None, runtimes: RuntimesMode = "two", *,
         strict: bool = False, poll_interval: float = POLL_INTERVAL,
+        maintenance_nice: int | None = None,
     ) -> None:
         if runtimes not in ("one", "two"):
             raise ValueError(f"runtimes must be 'one' or 'two', got {runtimes!r}")
@@ -120,6 +122,11 @@ class Replica:
         self.metrics = ReplicaMetrics()
         self.strict = strict
         self.poll_interval = poll_interval
+        # How much lower the maintenance thread's OS priority is than interactive's: when both
+        # want a core, the read wins. `TWOFOLD_MAINTENANCE_NICE` overrides the default.
+        if maintenance_nice is None:
+            maintenance_nice = int(os.environ.get("TWOFOLD_MAINTENANCE_NICE", "10"))
+        self.maintenance_nice = maintenance_nice
         self.registry: PublicationRegistry[ArrangementSnapshot] | None = None
         self.runtimes: dict[Role, RuntimeClient] = {}
         self.endpoint: ComputeClient | None = None
@@ -129,7 +136,8 @@ class Replica:
     def _runtime(self, role: Role) -> RuntimeClient:
         worker = ComputeWorker(role, open_storage=self.storage, registry=self.registry,
                                metrics=self.metrics, poll_interval=self.poll_interval)
-        client = RuntimeClient(worker, name=role)
+        nice = self.maintenance_nice if role == "maintenance" else 0
+        client = RuntimeClient(worker, name=role, nice=nice)
         worker.set_activator(client.wake)
         self.runtimes[role] = client
         return client

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from typing import Protocol
 
@@ -58,8 +59,10 @@ class Worker(Protocol):
 class RuntimeClient:
     """A `ComputeClient` whose work happens on a dedicated thread. Use `async with`."""
 
-    def __init__(self, worker: Worker, *, name: str, activator: Activator | None = None) -> None:
+    def __init__(self, worker: Worker, *, name: str, activator: Activator | None = None,
+                 nice: int = 0) -> None:
         self.name = name
+        self.nice = nice
         self.worker = worker
         self.activator = activator or Activator()
         self._inbox: Inbox[ComputeCommand] = Inbox(self.activator)
@@ -137,6 +140,8 @@ class RuntimeClient:
         assert self._outbox is not None
         outbox = self._outbox
         worker = self.worker
+        if self.nice:
+            _lower_thread_priority(self.nice, self.name)
         try:
             while not self._stop.is_set():
                 self.activator.wait(worker.wait_timeout())
@@ -171,3 +176,13 @@ class RuntimeClient:
             except Exception:
                 log.exception("runtime %s failed to shut down cleanly", self.name)
             self._stopped.set()
+
+
+def _lower_thread_priority(nice: int, name: str) -> None:
+    """Raise this thread's nice value (Linux schedules threads individually), so that when both
+    runtimes want a core the other one wins. Best effort: not every platform allows it."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + nice)
+    except (AttributeError, OSError) as e:
+        log.debug("runtime %s: cannot lower thread priority: %s", name, e)
