@@ -254,6 +254,23 @@ class Listener:
                 upper=self.shard.upper,
             )
 
+    def _after_fill(
+        self, deadline: float | None, now: float
+    ) -> tuple[UpdateBatch | None, float | None]:
+        """After a fill: `(batch, None)` when the caller should return `batch` (a batch, or
+        `None` for done or timed out), else `(None, seconds)` to wait before filling again."""
+        if self._buffer:
+            return self._buffer.popleft(), None
+        if self._frontier.is_empty:
+            return None, None
+        wait = self.shard.poll_interval
+        if deadline is not None:
+            remaining = deadline - now
+            if remaining <= 0:
+                return None, None
+            wait = min(wait, remaining)
+        return None, wait
+
     def next_batch(self, timeout: float | None = None) -> UpdateBatch | None:
         """The next batch, waiting up to `timeout` seconds (`None`: forever) for one to arrive.
 
@@ -271,16 +288,9 @@ class Listener:
                 # wakes us.
                 wake.clear()
                 self._fill()
-                if self._buffer:
-                    return self._buffer.popleft()
-                if self._frontier.is_empty:
-                    return None
-                wait = self.shard.poll_interval
-                if deadline is not None:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        return None
-                    wait = min(wait, remaining)
+                batch, wait = self._after_fill(deadline, time.monotonic())
+                if wait is None:
+                    return batch
                 wake.wait(wait)
         finally:
             notifier.unsubscribe(self.shard.shard_id, wake.set)
@@ -312,16 +322,9 @@ class Listener:
                 # Reads may decode large blobs: keep them off the event loop. If this await is
                 # cancelled, the fetch still completes into the buffer, so nothing is lost.
                 await asyncio.to_thread(self._fill)
-                if self._buffer:
-                    return self._buffer.popleft()
-                if self._frontier.is_empty:
-                    return None
-                wait = self.shard.poll_interval
-                if deadline is not None:
-                    remaining = deadline - loop.time()
-                    if remaining <= 0:
-                        return None
-                    wait = min(wait, remaining)
+                batch, wait = self._after_fill(deadline, loop.time())
+                if wait is None:
+                    return batch
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), wait)
         finally:
