@@ -1,8 +1,5 @@
-"""Properties of the performance-motivated state and merge paths.
+"""Properties of the performance-motivated merge paths.
 
-- `LatestState` (one row per key, newer levels shadow older ones) returns exactly the last row
-  written for every key and nothing for deleted keys, however its levels merged — including
-  when distinct keys share a hash (forced here with a 2-bit hash), which must never merge them.
 - A spine merge of time-disjoint batches (the interleave-only fast path) gives the same batch
   contents as the general consolidating merge.
 """
@@ -15,77 +12,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from twofold.engine.batch import build_batch, merge_batches
 from twofold.engine.consolidation import consolidate
-from twofold.engine.state import LatestState
-
-SCH: dict[str, pl.DataType] = {"g0": pl.Int64(), "g1": pl.String(), "_n": pl.Int64()}
-keys = st.tuples(st.one_of(st.none(), st.integers(-3, 3)), st.sampled_from([None, "a", "b"]))
-# One write: distinct keys, each with a count (0 deletes the key).
-writes = st.dictionaries(keys, st.integers(-2, 3), max_size=12)
-
-
-def _frame(rows: dict[tuple[Any, ...], int]) -> pl.DataFrame:
-    return pl.DataFrame([[g0, g1, n] for (g0, g1), n in rows.items()], schema=SCH, orient="row")
-
-
-def _rows(frame: pl.DataFrame) -> dict[tuple[Any, ...], int]:
-    out: dict[tuple[Any, ...], int] = {}
-    for g0, g1, n in frame.iter_rows():
-        assert (g0, g1) not in out, "a key was returned twice"
-        out[(g0, g1)] = n
-    return out
-
-
-def _check(script: list[dict[tuple[Any, ...], int]], probes: list[tuple[Any, ...]]) -> None:
-    state = LatestState(SCH, ["g0", "g1"], "_n")
-    model: dict[tuple[Any, ...], int] = {}
-    for w in script:
-        state.upsert(_frame(w))
-        for k, n in w.items():
-            if n:
-                model[k] = n
-            else:
-                model.pop(k, None)
-        probe = pl.DataFrame([list(k) for k in probes], schema=["g0", "g1"], orient="row")
-        probe = probe.cast({"g0": pl.Int64, "g1": pl.String}).unique()
-        found = _rows(state.lookup(probe))
-        # Lookups may return live rows of other keys (hash candidates), but each exactly.
-        assert {k: v for k, v in found.items() if k in probes} == {
-            k: model[k] for k in probes if k in model
-        }
-        assert all(model.get(k) == v for k, v in found.items())
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(writes, min_size=1, max_size=10), st.lists(keys, min_size=1, max_size=8))
-def test_latest_state_matches_a_dict(
-    script: list[dict[tuple[Any, ...], int]], probes: list[tuple[Any, ...]]
-) -> None:
-    _check(script, probes)
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(writes, min_size=1, max_size=10), st.lists(keys, min_size=1, max_size=8))
-def test_latest_state_exact_under_hash_collisions(
-    script: list[dict[tuple[Any, ...], int]], probes: list[tuple[Any, ...]]
-) -> None:
-    orig = LatestState._codes
-    LatestState._codes = lambda self, f: orig(self, f) & np.uint64(3)  # type: ignore[method-assign,assignment]
-    try:
-        _check(script, probes)
-    finally:
-        LatestState._codes = orig  # type: ignore[method-assign]
-
-
-def test_latest_state_drops_tombstones_at_the_bottom() -> None:
-    state = LatestState(SCH, ["g0", "g1"], "_n")
-    state.upsert(_frame({(i, "a"): 1 for i in range(8)}))
-    state.upsert(_frame({(i, "a"): 0 for i in range(8)}))  # merges into the oldest level
-    assert len(state) == 0
 
 
 def _contents(frame: pl.DataFrame) -> list[tuple[Any, ...]]:

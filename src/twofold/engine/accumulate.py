@@ -1,14 +1,19 @@
-"""Reduce by accumulation: `count` and `sum` (without `distinct`) maintained per key in
-O(keys touched) per step.
+"""Reduce by accumulation: `count` and `sum` of ints (without `distinct`) maintained per group
+in O(rows of the step's input) per step, whatever the number of groups held.
 
-Instead of re-reading a touched group's input rows, the operator keeps one *accumulator row*
-per group — the group key, its row count `_n`, and per aggregate the running count or sum (sums
-of ints in Int128, so a sum that leaves the 64-bit range and comes back is still exact) plus
-the number of non-NULL values summed. A step aggregates its input delta per key, adds it to
-the looked-up accumulators, overwrites them in a `LatestState` (one row per group, so no
-retraction rows are ever stored or merged), and emits `output(new) - output(old)`. A sum
-outside the 64-bit range yields an evaluation error for that group instead of a row, and
-retracts with it.
+Instead of re-reading a touched group's input rows, the operator keeps per group its row count
+`_n` and, per aggregate, the running count or sum plus the number of non-NULL values summed.
+These live in dense numpy arrays indexed by a group id from a `GroupTable` (exact key -> id
+map). A step maps each input row to its group, sums the rows' contributions per touched group
+(`np.add.at`; sums are 128-bit, `int128`, so a sum that leaves the 64-bit range and comes back
+is still exact), adds them to the touched groups' accumulators and emits `output(new) -
+output(old)` for those groups, built straight from the arrays. A sum outside the 64-bit range
+yields an evaluation error for its group instead of a row, and retracts with it.
+
+A group whose `_n` returns to 0 is gone: its accumulators are reset (so a later row of the same
+key starts afresh) and its id is reclaimed when dead ids outnumber live ones (`GroupTable.compact`,
+amortised O(1) per step). Invariant: for every group id, the arrays hold the sums of the
+group's input rows over every time processed (all zero for a dead group).
 """
 
 from __future__ import annotations
@@ -16,16 +21,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+import numpy as np
 import polars as pl
+import pyarrow as pa
 
-from twofold.engine.consolidation import consolidate
+from twofold.engine import int128
 from twofold.engine.expr import OUT_OF_RANGE
-from twofold.engine.frames import DIFF, ERROR, empty, schema
-from twofold.engine.operator import EMPTY_ERRORS, Delta, Operator, concat_errors, empty_delta
-from twofold.engine.state import LatestState
+from twofold.engine.frames import DIFF, ERROR, schema
+from twofold.engine.groups import GroupTable, key_frame
+from twofold.engine.operator import Delta, Operator, concat_errors, empty_delta
 from twofold.protocol import Aggregate, ColumnType, GlobalId
 
-_I64: Final = (-(2**63), 2**63 - 1)
+# Dead group ids are reclaimed once they outnumber live ones and at least this many.
+_MIN_RECLAIM: Final = 4096
 
 
 def accumulable(aggregates: Sequence[Aggregate], types: Sequence[ColumnType]) -> bool:
@@ -41,6 +49,18 @@ def accumulable(aggregates: Sequence[Aggregate], types: Sequence[ColumnType]) ->
     )
 
 
+def _int64_series(name: str, values: np.ndarray, valid: np.ndarray | None) -> pl.Series:
+    """An Int64 series of `values`, NULL where `valid` is False."""
+    if valid is None or valid.all():
+        return pl.Series(name, values, pl.Int64)
+    bitmap = np.packbits(valid, bitorder="little")
+    arr = pa.Array.from_buffers(
+        pa.int64(), len(values), [pa.py_buffer(bitmap), pa.py_buffer(values)]
+    )
+    out = pl.Series(name, arr)
+    return out
+
+
 class AccumulateReduceOp(Operator):
     def __init__(
         self,
@@ -49,6 +69,7 @@ class AccumulateReduceOp(Operator):
         aggregates: Sequence[Aggregate],
         types: Sequence[ColumnType],
     ) -> None:
+        assert accumulable(aggregates, child.types)
         self.child = child
         self.types = list(types)
         self.aggs = list(aggregates)
@@ -56,110 +77,167 @@ class AccumulateReduceOp(Operator):
         self.key_in = [f"c{g}" for g in group_key]
         self.gcols = [f"g{j}" for j in range(self.k)]
         in_sch = schema(child.types)
-        acc: dict[str, pl.DataType] = {
-            g: in_sch[c] for g, c in zip(self.gcols, self.key_in, strict=True)
-        }
-        acc["_n"] = pl.Int64()
-        self.int_sums: list[int] = []
+        self.table = GroupTable(
+            {g: in_sch[c] for g, c in zip(self.gcols, self.key_in, strict=True)}
+        )
+        # Accumulator arrays by group id: `_n`, and per aggregate j `a{j}` (count of non-NULL
+        # values) or, for sums, `n{j}` (non-NULL values summed) and `h{j}`/`l{j}` (the
+        # 128-bit sum). count(*) is `_n` itself.
+        self.arrays: dict[str, np.ndarray] = {"_n": np.zeros(0, np.int64)}
         for j, a in enumerate(self.aggs):
-            if a.func == "count":
-                acc[f"a{j}"] = pl.Int64()
-            else:
-                assert a.column is not None
-                is_int = child.types[a.column].scalar == "int"
-                acc[f"a{j}"] = pl.Int128() if is_int else pl.Float64()
-                acc[f"n{j}"] = pl.Int64()
-                if is_int:
-                    self.int_sums.append(j)
-        self.acc_cols = [c for c in acc if c not in self.gcols]
-        self.state = LatestState(acc, self.gcols, "_n")
-        # With no group key there is one accumulator row at most: kept as a frame.
-        self._total = empty({c: acc[c] for c in self.acc_cols})
+            if a.func == "count" and a.column is not None:
+                self.arrays[f"a{j}"] = np.zeros(0, np.int64)
+            elif a.func == "sum":
+                self.arrays[f"n{j}"] = np.zeros(0, np.int64)
+                self.arrays[f"h{j}"] = np.zeros(0, np.int64)
+                self.arrays[f"l{j}"] = np.zeros(0, np.uint64)
+        self.live = 0  # groups with `_n != 0`
+        self._mark = np.zeros(0, np.int64)  # scratch by group id
+        self._fit(1)
 
-    def _delta_aggs(self, d: pl.DataFrame) -> pl.DataFrame:
-        diff = pl.col(DIFF)
-        exprs = [diff.sum().alias("_n")]
-        for j, a in enumerate(self.aggs):
-            if a.column is None:
-                exprs.append(diff.sum().alias(f"a{j}"))
-                continue
-            c = pl.col(f"c{a.column}")
-            nonnull = (diff * c.is_not_null().cast(pl.Int64)).sum()
-            if a.func == "count":
-                exprs.append(nonnull.alias(f"a{j}"))
-            else:
-                dtype = self.state.sch[f"a{j}"]
-                exprs.append((c.cast(dtype) * diff.cast(dtype)).sum().alias(f"a{j}"))
-                exprs.append(nonnull.alias(f"n{j}"))
-        if self.k:
-            keys = [pl.col(c).alias(g) for c, g in zip(self.key_in, self.gcols, strict=True)]
-            out = d.group_by(keys).agg(exprs)
-        else:
-            out = d.select(exprs)
-        return out.cast(self.state.sch)  # type: ignore[arg-type]
+    def _fit(self, groups: int) -> None:
+        """Grow every array by id to hold `groups` ids (doubling)."""
+        cap = len(self._mark)
+        if groups <= cap:
+            return
+        cap = max(groups, 2 * cap, 1024)
+        for name, arr in self.arrays.items():
+            grown = np.zeros(cap, arr.dtype)
+            grown[: len(arr)] = arr
+            self.arrays[name] = grown
+        self._mark = np.zeros(cap, np.int64)
 
-    def _outputs(self, acc: pl.DataFrame, sign: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-        """Output rows (diff `sign`) and error rows of live accumulator rows."""
-        acc = acc.filter(pl.col("_n") > 0)
-        if self.int_sums:
-            bad = pl.any_horizontal(
-                [(pl.col(f"a{j}") < _I64[0]) | (pl.col(f"a{j}") > _I64[1]) for j in self.int_sums]
-            )
-            flags = acc.select(bad.alias("_bad"))["_bad"]
-            n_bad = int(flags.sum())
-            errors = EMPTY_ERRORS
-            if n_bad:
-                errors = pl.DataFrame(
-                    {ERROR: [OUT_OF_RANGE] * n_bad, DIFF: [sign] * n_bad},
-                    schema={ERROR: pl.String, DIFF: pl.Int64},
-                )
-                acc = acc.filter(~flags)
-        else:
-            errors = EMPTY_ERRORS
-        cols = [pl.col(g).alias(f"c{j}") for j, g in enumerate(self.gcols)]
-        for j, a in enumerate(self.aggs):
-            value = pl.col(f"a{j}")
-            if a.func == "sum":
-                value = pl.when(pl.col(f"n{j}") > 0).then(value).otherwise(None)
-            cols.append(value.alias(f"c{self.k + j}"))
-        # with_columns, not select: a lone literal would make one row of an empty frame.
-        out = acc.with_columns(pl.lit(sign, pl.Int64).alias(DIFF)).select(*cols, DIFF)
-        return self.conform(out), errors
+    def _group_rows(self, d: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(touched group ids, one input row of each, each input row's index into touched)."""
+        n = d.height
+        if not self.k:
+            return np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(n, np.int64)
+        ids = self.table.ids(key_frame(d, self.key_in, self.gcols))
+        self._fit(len(self.table))
+        mark = self._mark
+        rows = np.arange(n)
+        # Of the rows of one group, exactly one write sticks: that row represents the group.
+        mark[ids] = rows
+        first = np.flatnonzero(mark[ids] == rows)
+        touched = ids[first]
+        mark[touched] = np.arange(len(touched))
+        return touched, first, mark[ids]
 
     def step(self, t: int, inputs: Mapping[GlobalId, Delta]) -> Delta:
         d, errs = self.child.step(t, inputs)
         if d.height == 0:
             return empty_delta(self.types)[0], errs
-        dagg = self._delta_aggs(d)
-        old = self.state.lookup(dagg.select(self.gcols)) if self.k else self._total
-        if self.k and old.height:
-            joined = old.join(
-                dagg, on=self.gcols, how="full", coalesce=True, nulls_equal=True, suffix="_d"
+        touched, first, local = self._group_rows(d)
+        m = len(touched)
+        diff = d.get_column(DIFF).to_numpy()
+
+        def per_group(x: np.ndarray) -> np.ndarray:
+            out = np.zeros(m, np.int64)
+            np.add.at(out, local, x)
+            return out
+
+        old = {name: arr[touched] for name, arr in self.arrays.items()}
+        new: dict[str, np.ndarray] = {}
+        dn = per_group(diff)
+        new["_n"] = old["_n"] + dn
+        for j, a in enumerate(self.aggs):
+            if a.column is None:
+                continue
+            col = d.get_column(f"c{a.column}")
+            if col.null_count():
+                counted = per_group(np.where(col.is_not_null().to_numpy(), diff, 0))
+                col = col.fill_null(0)
+            else:
+                counted = dn
+            if a.func == "count":
+                new[f"a{j}"] = old[f"a{j}"] + counted
+                continue
+            new[f"n{j}"] = old[f"n{j}"] + counted
+            dhi, dlo = int128.sum_products(local, m, col.to_numpy(), diff)
+            new[f"h{j}"], new[f"l{j}"] = int128.add(old[f"h{j}"], old[f"l{j}"], dhi, dlo)
+        gone = new["_n"] == 0
+        if gone.any():
+            for arr in new.values():
+                arr[gone] = 0
+        for name, arr in new.items():
+            self.arrays[name][touched] = arr
+        self.live += int((~gone).sum()) - int((old["_n"] != 0).sum())
+        out, err_diff = self._output(d, touched, first, old, new)
+        if err_diff:
+            own = pl.DataFrame(
+                {ERROR: [OUT_OF_RANGE], DIFF: [err_diff]},
+                schema={ERROR: pl.String, DIFF: pl.Int64},
             )
-            new = joined.select(
-                *self.gcols,
-                *[
-                    (pl.col(c).fill_null(0) + pl.col(f"{c}_d").fill_null(0)).alias(c)
-                    for c in self.acc_cols
-                ],
-            )
-        elif old.height:
-            new = pl.concat([old, dagg], how="vertical").select(
-                [pl.col(c).sum() for c in self.acc_cols]
-            )
-        else:
-            new = dagg
-        new = new.cast(self.state.sch)  # type: ignore[arg-type]
+            errs = concat_errors([errs, own])
+        if self.k and len(self.table) - self.live > max(self.live, _MIN_RECLAIM):
+            self._reclaim()
+        return out, errs
+
+    def _output(
+        self,
+        d: pl.DataFrame,
+        touched: np.ndarray,
+        first: np.ndarray,
+        old: dict[str, np.ndarray],
+        new: dict[str, np.ndarray],
+    ) -> tuple[pl.DataFrame, int]:
+        """The rows `-output(old) + output(new)` of the touched groups (not consolidated: an
+        unchanged group's pair is harmless downstream, where every consumer consolidates),
+        and the net diff of out-of-range errors."""
+        sides = []
+        err_diff = 0
+        for acc, sign in ((old, -1), (new, 1)):
+            emit = acc["_n"] > 0
+            bad = np.zeros(len(emit), dtype=bool)
+            for j, a in enumerate(self.aggs):
+                if a.func == "sum":
+                    bad |= ~int128.fits_int64(acc[f"h{j}"], acc[f"l{j}"])
+            if bad.any():
+                err_diff += sign * int((emit & bad).sum())
+                emit &= ~bad
+            sides.append(np.flatnonzero(emit))
+        at_old, at_new = sides
+        cols: list[pl.Series] = []
         if self.k:
-            # Rows with `_n == 0` are written as tombstones: the group is gone.
-            self.state.upsert(new)
-        new = new.filter(pl.col("_n") != 0)
-        if not self.k:
-            self._total = new
-        old_out, old_err = self._outputs(old, -1)
-        new_out, new_err = self._outputs(new, 1)
-        # Not consolidated: an unchanged group's -old/+new pair is harmless downstream (every
-        # consumer consolidates: arrangements, sinks, keyed operators), and this is a hot path.
-        out = pl.concat([old_out, new_out], how="vertical")
-        own = consolidate(pl.concat([old_err, new_err], how="vertical"), [ERROR])
-        return self.conform(out), concat_errors([errs, own])
+            cols.extend(self._keys(d, touched, first, np.concatenate([at_old, at_new])))
+        for j, a in enumerate(self.aggs):
+            name = f"c{self.k + j}"
+            if a.column is None:
+                cols.append(pl.Series(name, np.concatenate([old["_n"][at_old], new["_n"][at_new]])))
+            elif a.func == "count":
+                vals = np.concatenate([old[f"a{j}"][at_old], new[f"a{j}"][at_new]])
+                cols.append(pl.Series(name, vals))
+            else:
+                lo = np.concatenate([old[f"l{j}"][at_old], new[f"l{j}"][at_new]])
+                valid = np.concatenate([old[f"n{j}"][at_old] > 0, new[f"n{j}"][at_new] > 0])
+                cols.append(_int64_series(name, lo.view(np.int64), valid))
+        signs = np.ones(len(at_old) + len(at_new), np.int64)
+        signs[: len(at_old)] = -1
+        cols.append(pl.Series(DIFF, signs))
+        return self.conform(pl.DataFrame(cols)), err_diff
+
+    def _keys(
+        self, d: pl.DataFrame, touched: np.ndarray, first: np.ndarray, at: np.ndarray
+    ) -> list[pl.Series]:
+        """The key columns (`c0..`) of the touched groups at positions `at`."""
+        if self.table.exact:
+            # The step's own rows hold the keys (equal codes are equal keys).
+            col = d.get_column(self.key_in[0])
+            rows = first[at]
+            if col.null_count() == 0:
+                return [pl.Series("c0", col.to_numpy()[rows])]
+            return [col.gather(pl.Series(rows, dtype=pl.UInt32)).alias("c0")]
+        # The stored keys: one representative per group across steps (-0.0 vs 0.0, say).
+        keys = self.table.keys[pl.Series(touched[at], dtype=pl.UInt32)]
+        return [keys.get_column(g).alias(f"c{j}") for j, g in enumerate(self.gcols)]
+
+    def _reclaim(self) -> None:
+        """Drop dead group ids (amortised: runs once dead ids outnumber live ones)."""
+        count = len(self.table)
+        kept = self.table.compact(self.arrays["_n"][:count] != 0)
+        cap = max(2 * len(kept), 1024)
+        for name, arr in self.arrays.items():
+            fresh = np.zeros(cap, arr.dtype)
+            fresh[: len(kept)] = arr[kept]
+            self.arrays[name] = fresh
+        self._mark = np.zeros(cap, np.int64)

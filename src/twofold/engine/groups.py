@@ -1,0 +1,208 @@
+"""A map from group keys to dense group ids: a vectorised open-addressing hash table.
+
+`GroupTable.ids(keys)` returns, for every row of a key frame, the id of its key's group,
+allocating ids `0, 1, 2, ...` for keys never seen; an operator keeps per-group state in plain
+numpy arrays indexed by these ids. A step costs O(rows looked up), never O(groups held), except
+for the amortised doublings of the table and the compactions the owner asks for (`compact`).
+
+Each key has a u64 *code*. For a single Int64 key column the value's bits are the code, which is
+exact (NULL, which has no bits of its own, gets a group outside the table); otherwise the code
+is `row_hash` of the key columns and every code match is confirmed by comparing the stored key
+of the candidate group with the probe's key (NULL equal to NULL), so distinct keys sharing a code
+get distinct groups. Slots are probed linearly from `mix(code)`; a lookup runs in rounds over
+the shrinking set of unresolved probes, and in each round the probes that land on one free slot
+elect one of them (the write that sticks) to allocate the group, the others re-examine the slot
+next round — so duplicates within one call resolve to one group without a sort.
+
+Invariant: a group id, once given out, maps from exactly one key until `compact` renumbers
+(the table holds each non-NULL group once; the load factor stays at most 1/2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import numpy as np
+import polars as pl
+
+from twofold.engine.hashing import mix, row_hash
+
+_MIN_CAPACITY: Final = 1024
+_EMPTY: Final = -1
+
+
+def _capacity_for(groups: int) -> int:
+    cap = _MIN_CAPACITY
+    while cap < 2 * groups:
+        cap *= 2
+    return cap
+
+
+class GroupTable:
+    """Group ids of the key tuples of columns named `key_sch` (in order)."""
+
+    def __init__(self, key_sch: dict[str, pl.DataType]) -> None:
+        self.cols = list(key_sch)
+        self.sch = dict(key_sch)
+        # A single Int64 column: the value is the code, and equal codes are equal keys.
+        self.exact = len(self.cols) == 1 and self.sch[self.cols[0]] == pl.Int64
+        self.count = 0  # ids given out: 0 .. count-1
+        self.null_id = _EMPTY  # exact mode: the group of the NULL key, if any
+        self.codes = np.zeros(0, np.uint64)  # by id (capacity grows by doubling)
+        # Stored keys by id, for the equality check of hashed codes (not kept in exact mode).
+        self.keys = pl.DataFrame(schema=self.sch)
+        self._alloc(_MIN_CAPACITY)
+
+    def _alloc(self, cap: int) -> None:
+        self.mask = np.uint64(cap - 1)
+        self.slot_id = np.full(cap, _EMPTY, np.int64)
+        self.slot_code = np.zeros(cap, np.uint64)
+        self._claim = np.zeros(cap, np.int64)
+        self.used = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def key_codes(self, keys: pl.DataFrame) -> np.ndarray:
+        """The code of each key row (exact mode: NULL rows get 0 and are routed apart)."""
+        if self.exact:
+            col = keys.get_column(self.cols[0])
+            if col.null_count():
+                col = col.fill_null(0)
+            return col.to_numpy().view(np.uint64)
+        return row_hash(keys, self.cols)
+
+    def ids(self, keys: pl.DataFrame) -> np.ndarray:
+        """The group id of each row of `keys` (columns named like the table's), allocating
+        ids for new keys."""
+        n = keys.height
+        out = np.empty(n, np.int64)
+        codes = self.key_codes(keys)
+        rows: np.ndarray | None = None
+        if self.exact and keys.get_column(self.cols[0]).null_count():
+            null = keys.get_column(self.cols[0]).is_null().to_numpy()
+            if self.null_id == _EMPTY:
+                self.null_id = self._new_ids(1, np.zeros(1, np.uint64))[0]
+            out[null] = self.null_id
+            rows = np.flatnonzero(~null)
+        self._reserve(n if rows is None else len(rows))
+        self._probe(keys, codes, rows, out)
+        return out
+
+    def _probe(
+        self, keys: pl.DataFrame, codes: np.ndarray, rows: np.ndarray | None, out: np.ndarray
+    ) -> None:
+        if rows is None:
+            rows = np.arange(len(codes))
+            q = codes
+        else:
+            q = codes[rows]
+        pos = mix(q) & self.mask
+        while len(rows):
+            found = self.slot_id[pos]
+            free = found == _EMPTY
+            hit = ~free & (self.slot_code[pos] == q)
+            if not self.exact and hit.any():
+                at = np.flatnonzero(hit)
+                hit[at[~self._same_keys(keys, rows[at], found[at])]] = False
+            out[rows[hit]] = found[hit]
+            done = hit.copy()
+            at = np.flatnonzero(free)
+            if len(at):
+                # Probes landing on one free slot: the write that sticks elects the one that
+                # allocates the group; the rest see it occupied next round.
+                slots = pos[at]
+                self._claim[slots] = at
+                won = at[self._claim[slots] == at]
+                new = self._new_ids(len(won), q[won])
+                self.slot_id[pos[won]] = new
+                self.slot_code[pos[won]] = q[won]
+                self.used += len(won)
+                if not self.exact:
+                    self._store_keys(keys, rows[won])
+                out[rows[won]] = new
+                done[won] = True
+            step = ~free & ~hit
+            pos[step] = (pos[step] + np.uint64(1)) & self.mask
+            left = ~done
+            rows, pos, q = rows[left], pos[left], q[left]
+
+    def _same_keys(self, keys: pl.DataFrame, rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """Whether key row `rows[i]` of `keys` equals the stored key of group `ids[i]`."""
+        probe = keys.select(self.cols)[pl.Series(rows, dtype=pl.UInt32)]
+        stored = self.keys[pl.Series(ids, dtype=pl.UInt32)]
+        same = np.ones(len(rows), dtype=bool)
+        for c in self.cols:
+            same &= probe.get_column(c).eq_missing(stored.get_column(c)).to_numpy()
+        return same
+
+    def _store_keys(self, keys: pl.DataFrame, rows: np.ndarray) -> None:
+        new = keys.select(self.cols)[pl.Series(rows, dtype=pl.UInt32)]
+        self.keys = pl.concat([self.keys, new], how="vertical", rechunk=False)
+        if self.keys.n_chunks() > 32:
+            self.keys = self.keys.rechunk()
+
+    def _new_ids(self, n: int, codes: np.ndarray) -> np.ndarray:
+        start = self.count
+        if start + n > len(self.codes):
+            grown = np.zeros(max(2 * len(self.codes), start + n, 64), np.uint64)
+            grown[:start] = self.codes[:start]
+            self.codes = grown
+        self.codes[start : start + n] = codes
+        self.count = start + n
+        return np.arange(start, start + n, dtype=np.int64)
+
+    def _reserve(self, more: int) -> None:
+        """Room for `more` new groups at load factor <= 1/2 (doubling: amortised O(1))."""
+        if 2 * (self.used + more) <= len(self.slot_id):
+            return
+        self._rebuild(_capacity_for(self.used + more))
+
+    def _rebuild(self, cap: int) -> None:
+        """Re-place every group in a table of `cap` slots (ids and codes unchanged)."""
+        ids = np.arange(self.count, dtype=np.int64)
+        if self.null_id != _EMPTY:
+            ids = ids[ids != self.null_id]
+        self._alloc(cap)
+        self._place(ids)
+
+    def _place(self, ids: np.ndarray) -> None:
+        """Put groups `ids` (distinct, none in the table) into free slots."""
+        pos = mix(self.codes[ids]) & self.mask
+        while len(ids):
+            free = self.slot_id[pos] == _EMPTY
+            at = np.flatnonzero(free)
+            placed = np.zeros(len(ids), dtype=bool)
+            if len(at):
+                slots = pos[at]
+                self._claim[slots] = at
+                won = at[self._claim[slots] == at]
+                self.slot_id[pos[won]] = ids[won]
+                self.slot_code[pos[won]] = self.codes[ids[won]]
+                placed[won] = True
+            self.used += int(placed.sum())
+            move = ~free
+            pos[move] = (pos[move] + np.uint64(1)) & self.mask
+            ids, pos = ids[~placed], pos[~placed]
+
+    def compact(self, keep: np.ndarray) -> np.ndarray:
+        """Keep only the groups whose `keep` (bool, by id) is set, renumbered in id order;
+        returns the kept old ids (new id `i` was old id `result[i]`). O(groups held)."""
+        old = np.flatnonzero(keep[: self.count])
+        self.codes = self.codes[old].copy()
+        if not self.exact:
+            self.keys = self.keys[pl.Series(old, dtype=pl.UInt32)]
+        if self.null_id != _EMPTY:
+            where = np.flatnonzero(old == self.null_id)
+            self.null_id = int(where[0]) if len(where) else _EMPTY
+        self.count = len(old)
+        self._rebuild(_capacity_for(self.count))
+        return old
+
+
+def key_frame(frame: pl.DataFrame, cols: Sequence[str], names: Sequence[str]) -> pl.DataFrame:
+    """The columns `cols` of `frame` renamed to `names` (no copy)."""
+    return pl.DataFrame(
+        [frame.get_column(c).alias(n) for c, n in zip(cols, names, strict=True)]
+    )
