@@ -118,10 +118,10 @@ class AccumulateReduceOp(Operator):
         rows = np.arange(n)
         # Of the rows of one group, exactly one write sticks: that row represents the group.
         mark[ids] = rows
-        first = np.flatnonzero(mark[ids] == rows)
-        touched = ids[first]
+        first = np.flatnonzero(mark.take(ids) == rows)
+        touched = ids.take(first)
         mark[touched] = np.arange(len(touched))
-        return touched, first, mark[ids]
+        return touched, first, mark.take(ids)
 
     def step(self, t: int, inputs: Mapping[GlobalId, Delta]) -> Delta:
         d, errs = self.child.step(t, inputs)
@@ -136,7 +136,7 @@ class AccumulateReduceOp(Operator):
             np.add.at(out, local, x)
             return out
 
-        old = {name: arr[touched] for name, arr in self.arrays.items()}
+        old = {name: arr.take(touched) for name, arr in self.arrays.items()}
         new: dict[str, np.ndarray] = {}
         dn = per_group(diff)
         new["_n"] = old["_n"] + dn

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
 from twofold.engine.arrangement import Arrangement, Updates, as_update_frame
@@ -181,7 +182,7 @@ class Dataflow:
         lo = lower.time
         assert lo is not None
         inputs = self._take_inputs(upper)
-        times = sorted({t for d, e in inputs.values() for f in (d, e) for t in f[TIME].unique()})
+        times = sorted({t for d, e in inputs.values() for f in (d, e) for t in _times(f)})
         if not self._started:
             self._started = True
             if self.as_of not in times and not self.until.contains(self.as_of):
@@ -190,31 +191,22 @@ class Dataflow:
         wanted = {idx.on_id for idx, _ in self.desc.index_exports.values()} | {
             s.from_id for s in self.desc.sink_exports.values()
         }
-        parts = {
-            gid: (d.partition_by(TIME, as_dict=True), e.partition_by(TIME, as_dict=True))
-            for gid, (d, e) in inputs.items()
-        }
+        parts = {gid: (_by_time(d), _by_time(e)) for gid, (d, e) in inputs.items()}
         for t in times:
             deltas: dict[GlobalId, Delta] = {}
             for gid, (dp, ep) in parts.items():
-                d = dp.get((t,))
-                e = ep.get((t,))
+                d = dp.get(t)
+                e = ep.get(t)
                 deltas[gid] = (
-                    d.drop(TIME) if d is not None else empty_delta(self.known[gid].types)[0],
-                    e.drop(TIME) if e is not None else EMPTY_ERRORS,
+                    d if d is not None else empty_delta(self.known[gid].types)[0],
+                    e if e is not None else EMPTY_ERRORS,
                 )
             for gid, op in self._ops:
                 deltas[gid] = op.step(t, deltas)
-            lit = pl.lit(t, pl.UInt64).alias(TIME)
             for gid in wanted:
                 d, e = deltas[gid]
                 if d.height or e.height:
-                    outputs.setdefault(gid, []).append(
-                        (
-                            d.with_columns(lit).select([*d.columns[:-1], TIME, DIFF]),
-                            e.with_columns(lit).select(["error", TIME, DIFF]),
-                        )
-                    )
+                    outputs.setdefault(gid, []).append((_at_time(d, t), _at_time(e, t)))
         for gid, (idx, rel) in self.desc.index_exports.items():
             data, errs = self._gather(outputs.get(idx.on_id, []), rel)
             self._exports[gid].insert(data, upper, errors=errs)
@@ -237,9 +229,12 @@ class Dataflow:
     ) -> tuple[pl.DataFrame, pl.DataFrame]:
         if not parts:
             return empty(update_schema(rel.types)), empty(error_schema())
-        data = pl.concat([d for d, _ in parts], how="vertical")
-        errs = pl.concat([e for _, e in parts], how="vertical")
-        return data.cast(update_schema(rel.types)), errs  # type: ignore[arg-type]
+        data = _concat([d for d, _ in parts])
+        errs = _concat([e for _, e in parts])
+        sch = update_schema(rel.types)
+        if dict(data.schema) != sch:
+            data = data.cast(sch)  # type: ignore[arg-type]
+        return data, errs
 
     def _take_inputs(self, upper: Frontier) -> dict[GlobalId, tuple[pl.DataFrame, pl.DataFrame]]:
         """Remove and return every input update at a time before `upper`, advanced to `as_of`
@@ -248,12 +243,8 @@ class Dataflow:
         ut = upper.time
         for gid, src in self._sources.items():
             frames = src.pending
-            data = (
-                (pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0])
-                if frames
-                else empty(update_schema(src.desc.types))
-            )
-            if ut is not None:
+            data = _concat(frames) if frames else empty(update_schema(src.desc.types))
+            if ut is not None and data.height and _tmax(data) >= ut:
                 ready = data.filter(pl.col(TIME) < ut)
                 rest = data.filter(pl.col(TIME) >= ut)
                 src.pending = [rest] if rest.height else []
@@ -278,14 +269,18 @@ class Dataflow:
     def _window(self, frame: pl.DataFrame) -> pl.DataFrame:
         if frame.height == 0:
             return frame
-        frame = frame.with_columns(
-            pl.when(pl.col(TIME) < self.as_of)
-            .then(pl.lit(self.as_of, pl.UInt64))
-            .otherwise(pl.col(TIME))
-            .alias(TIME)
-        )
-        if self.until.time is not None:
-            frame = frame.filter(pl.col(TIME) < self.until.time)
+        times = frame.get_column(TIME).to_numpy()
+        # Each polars pass costs far more than the numpy check that usually makes it moot.
+        if int(times.min()) < self.as_of:
+            frame = frame.with_columns(
+                pl.when(pl.col(TIME) < self.as_of)
+                .then(pl.lit(self.as_of, pl.UInt64))
+                .otherwise(pl.col(TIME))
+                .alias(TIME)
+            )
+        until = self.until.time
+        if until is not None and int(times.max()) >= until:
+            frame = frame.filter(pl.col(TIME) < until)
         return frame
 
     # --- exports -------------------------------------------------------------------------------
@@ -310,3 +305,39 @@ class Dataflow:
     def allow_compaction(self, export_id: GlobalId, since: Frontier) -> None:
         """Compact an index export to `since` (never regresses)."""
         self.export(export_id).compact(since)
+
+
+def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical")
+
+
+def _tmax(frame: pl.DataFrame) -> int:
+    return int(frame.get_column(TIME).to_numpy().max())
+
+
+def _times(frame: pl.DataFrame) -> list[int]:
+    """The distinct times of an update frame."""
+    if frame.height == 0:
+        return []
+    times = frame.get_column(TIME).to_numpy()
+    lo, hi = int(times.min()), int(times.max())
+    return [lo] if lo == hi else [int(t) for t in np.unique(times)]
+
+
+def _by_time(frame: pl.DataFrame) -> dict[int, pl.DataFrame]:
+    """An update frame's rows by time, without the `time` column."""
+    times = _times(frame)
+    if not times:
+        return {}
+    if len(times) == 1:
+        return {times[0]: frame.drop(TIME)}
+    return {
+        int(t): part.drop(TIME) for (t,), part in frame.partition_by(TIME, as_dict=True).items()
+    }
+
+
+def _at_time(frame: pl.DataFrame, t: int) -> pl.DataFrame:
+    """A collection or error frame as updates at `t` (`time` before `diff`)."""
+    cols = [frame.get_column(c) for c in frame.columns if c != DIFF]
+    times = pl.Series(TIME, np.full(frame.height, t, np.uint64))
+    return pl.DataFrame([*cols, times, frame.get_column(DIFF)])

@@ -10,9 +10,10 @@ exact (NULL, which has no bits of its own, gets a group outside the table); othe
 is `row_hash` of the key columns and every code match is confirmed by comparing the stored key
 of the candidate group with the probe's key (NULL equal to NULL), so distinct keys sharing a code
 get distinct groups. Slots are probed linearly from `mix(code)`; a lookup runs in rounds over
-the shrinking set of unresolved probes, and in each round the probes that land on one free slot
-elect one of them (the write that sticks) to allocate the group, the others re-examine the slot
-next round — so duplicates within one call resolve to one group without a sort.
+the shrinking set of unresolved probes (the first round looks up each probe's home slot, later
+ones scan windows of 16 slots), and in each round the probes that stop at one free slot elect one
+of them (the write that sticks) to allocate the group, the others re-examine the slot next
+round — so duplicates within one call resolve to one group without a sort.
 
 Invariant: a group id, once given out, maps from exactly one key until `compact` renumbers
 (the table holds each non-NULL group once; the load factor stays at most 1/2).
@@ -93,40 +94,69 @@ class GroupTable:
     def _probe(
         self, keys: pl.DataFrame, codes: np.ndarray, rows: np.ndarray | None, out: np.ndarray
     ) -> None:
+        # Positions are int64 (numpy indexes with uint64 several times slower).
+        mask = len(self.slot_id) - 1
         if rows is None:
             rows = np.arange(len(codes))
             q = codes
         else:
-            q = codes[rows]
-        pos = mix(q) & self.mask
+            q = codes.take(rows)
+        pos = (mix(q) & self.mask).view(np.int64)
+        # Round one: each probe's home slot, where most resolve.
+        found = self.slot_id.take(pos)
+        hit = self.slot_code.take(pos) == q
+        hit &= found != _EMPTY
+        if not self.exact and hit.any():
+            at = np.flatnonzero(hit)
+            hit[at[~self._same_keys(keys, rows.take(at), found.take(at))]] = False
+        at = np.flatnonzero(hit)
+        out[rows.take(at)] = found.take(at)
+        left = np.flatnonzero(~hit)
+        rows, pos, q = rows.take(left), pos.take(left), q.take(left)
+        width = 16
+        offsets = np.arange(width)
         while len(rows):
-            found = self.slot_id[pos]
-            free = found == _EMPTY
-            hit = ~free & (self.slot_code[pos] == q)
+            window = (pos[:, None] + offsets) & mask
+            found2 = self.slot_id[window]
+            free2 = found2 == _EMPTY
+            stop2 = free2 | (self.slot_code[window] == q[:, None])
+            # A probe stops at its window's first slot that is free or holds its code: its
+            # key is in no later slot (slots are never freed, only rebuilt).
+            first = stop2.argmax(axis=1)
+            r = np.arange(len(rows))
+            stopped = stop2[r, first]
+            slot = window[r, first]
+            got = found2[r, first]
+            is_free = stopped & free2[r, first]
+            hit = stopped & ~is_free
+            nxt = pos + width  # no stop in the window: scan the next one
             if not self.exact and hit.any():
                 at = np.flatnonzero(hit)
-                hit[at[~self._same_keys(keys, rows[at], found[at])]] = False
-            out[rows[hit]] = found[hit]
-            done = hit.copy()
-            at = np.flatnonzero(free)
+                other = at[~self._same_keys(keys, rows[at], got[at])]
+                if len(other):
+                    # A distinct key with the same code: keep scanning after it.
+                    hit[other] = False
+                    nxt[other] = slot[other] + 1
+            out[rows[hit]] = got[hit]
+            done = hit
+            at = np.flatnonzero(is_free)
             if len(at):
-                # Probes landing on one free slot: the write that sticks elects the one that
-                # allocates the group; the rest see it occupied next round.
-                slots = pos[at]
+                # Probes stopping at one free slot: the write that sticks elects the one that
+                # allocates the group; the rest re-examine the slot (now taken) next round.
+                slots = slot[at]
                 self._claim[slots] = at
                 won = at[self._claim[slots] == at]
                 new = self._new_ids(len(won), q[won])
-                self.slot_id[pos[won]] = new
-                self.slot_code[pos[won]] = q[won]
+                self.slot_id[slot[won]] = new
+                self.slot_code[slot[won]] = q[won]
                 self.used += len(won)
                 if not self.exact:
                     self._store_keys(keys, rows[won])
                 out[rows[won]] = new
                 done[won] = True
-            step = ~free & ~hit
-            pos[step] = (pos[step] + np.uint64(1)) & self.mask
-            left = ~done
-            rows, pos, q = rows[left], pos[left], q[left]
+                nxt[at] = slot[at]
+            left = np.flatnonzero(~done)
+            rows, pos, q = rows[left], nxt[left] & mask, q[left]
 
     def _same_keys(self, keys: pl.DataFrame, rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
         """Whether key row `rows[i]` of `keys` equals the stored key of group `ids[i]`."""

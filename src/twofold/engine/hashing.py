@@ -47,19 +47,23 @@ def mix(x: np.ndarray) -> np.ndarray:
 
 def column_hash(series: pl.Series) -> np.ndarray:
     """A u64 hash of each value of `series` (NULL hashes to a constant)."""
-    if series.dtype in _FIXED and series.dtype != pl.Int128:
-        if series.dtype == pl.Boolean:
-            bits = series.fill_null(False).to_numpy().astype(np.uint64)
-        elif series.dtype == pl.Float64:
+    nulls = series.null_count()
+    dtype = series.dtype
+    if dtype in _FIXED and dtype != pl.Int128:
+        # polars' fill_null copies even when there is nothing to fill: only call it if needed.
+        if dtype == pl.Boolean:
+            bits = (series.fill_null(False) if nulls else series).to_numpy().astype(np.uint64)
+        elif dtype == pl.Float64:
             # SQL equality: -0.0 = 0.0 (adding 0.0 turns -0.0 into 0.0), and one NaN.
-            floats = series.fill_null(0.0).fill_nan(np.nan).to_numpy() + 0.0
+            floats = (series.fill_null(0.0) if nulls else series).to_numpy() + 0.0
+            floats[np.isnan(floats)] = np.nan
             bits = floats.view(np.uint64)
         else:
-            bits = series.fill_null(0).to_numpy().view(np.uint64)
+            bits = (series.fill_null(0) if nulls else series).to_numpy().view(np.uint64)
         out = mix(bits ^ _GOLDEN)
     else:
         out = series.hash(seed=_SEED).to_numpy()
-    if series.null_count():
+    if nulls:
         out = np.where(series.is_null().to_numpy(), _NULL, out)
     return out
 
