@@ -44,7 +44,12 @@ def test_consolidation_is_exact_even_when_every_code_collides(
     # Codes that collide across distinct rows (only `distinct_codes` values for 4 rows).
     codes = np.array([r % distinct_codes for r, _ in rows], dtype=np.uint64)
     hashes = np.array([r * 7919 + 1 for r, _ in rows], dtype=np.uint64)
-    out, _, _ = consolidate_sorted(frame, codes, hashes)
+    out, out_codes, out_hashes = consolidate_sorted(frame, codes, hashes)
+    # Codes and hashes stay aligned with the rows they belong to, and sorted by code.
+    ids = out.get_column("c0").to_list()
+    assert out_codes.tolist() == [r % distinct_codes for r in ids]
+    assert out_hashes.tolist() == [r * 7919 + 1 for r in ids]
+    assert out_codes.tolist() == sorted(out_codes.tolist())
     want = Counter()
     for r, d in rows:
         want[r] += d

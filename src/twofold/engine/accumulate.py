@@ -80,32 +80,37 @@ class AccumulateReduceOp(Operator):
         self.table = GroupTable(
             {g: in_sch[c] for g, c in zip(self.gcols, self.key_in, strict=True)}
         )
-        # Accumulator arrays by group id: `_n`, and per aggregate j `a{j}` (count of non-NULL
-        # values) or, for sums, `n{j}` (non-NULL values summed) and `h{j}`/`l{j}` (the
-        # 128-bit sum). count(*) is `_n` itself.
-        self.arrays: dict[str, np.ndarray] = {"_n": np.zeros(0, np.int64)}
+        # Accumulators by group id, one row per group (a step's reads and writes of a group
+        # share cache lines): column 0 is per-step scratch (see `_group_rows`), then `_n`, and
+        # per aggregate j `a{j}` (count of non-NULL values) or, for sums, `n{j}` (non-NULL
+        # values summed) and `h{j}`/`l{j}` (the 128-bit sum; `l` holds uint64 bits).
+        # count(*) is `_n` itself.
+        names = ["_mark", "_n"]
         for j, a in enumerate(self.aggs):
             if a.func == "count" and a.column is not None:
-                self.arrays[f"a{j}"] = np.zeros(0, np.int64)
+                names.append(f"a{j}")
             elif a.func == "sum":
-                self.arrays[f"n{j}"] = np.zeros(0, np.int64)
-                self.arrays[f"h{j}"] = np.zeros(0, np.int64)
-                self.arrays[f"l{j}"] = np.zeros(0, np.uint64)
+                names.extend([f"n{j}", f"h{j}", f"l{j}"])
+        self.col = {name: i for i, name in enumerate(names)}
+        self.acc = np.zeros((0, len(names)), np.int64)
         self.live = 0  # groups with `_n != 0`
-        self._mark = np.zeros(0, np.int64)  # scratch by group id
         self._fit(1)
 
     def _fit(self, groups: int) -> None:
-        """Grow every array by id to hold `groups` ids (doubling)."""
-        cap = len(self._mark)
+        """Grow the accumulators to hold `groups` ids (doubling)."""
+        cap = len(self.acc)
         if groups <= cap:
             return
-        cap = max(groups, 2 * cap, 1024)
-        for name, arr in self.arrays.items():
-            grown = np.zeros(cap, arr.dtype)
-            grown[: len(arr)] = arr
-            self.arrays[name] = grown
-        self._mark = np.zeros(cap, np.int64)
+        grown = np.zeros((max(groups, 2 * cap, 1024), self.acc.shape[1]), np.int64)
+        grown[:cap] = self.acc
+        self.acc = grown
+
+    def _views(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """Named column views of accumulator rows (`l{j}` as uint64)."""
+        return {
+            name: rows[:, i].view(np.uint64) if name[0] == "l" else rows[:, i]
+            for name, i in self.col.items()
+        }
 
     def _group_rows(self, d: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(touched group ids, one input row of each, each input row's index into touched)."""
@@ -114,14 +119,15 @@ class AccumulateReduceOp(Operator):
             return np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(n, np.int64)
         ids = self.table.ids(key_frame(d, self.key_in, self.gcols))
         self._fit(len(self.table))
-        mark = self._mark
+        flat = self.acc.reshape(-1)
+        at = ids * self.acc.shape[1]  # each row's group's scratch cell
         rows = np.arange(n)
         # Of the rows of one group, exactly one write sticks: that row represents the group.
-        mark[ids] = rows
-        first = np.flatnonzero(mark.take(ids) == rows)
+        flat[at] = rows
+        first = np.flatnonzero(flat.take(at) == rows)
         touched = ids.take(first)
-        mark[touched] = np.arange(len(touched))
-        return touched, first, mark.take(ids)
+        flat[touched * self.acc.shape[1]] = np.arange(len(touched))
+        return touched, first, flat.take(at)
 
     def step(self, t: int, inputs: Mapping[GlobalId, Delta]) -> Delta:
         d, errs = self.child.step(t, inputs)
@@ -136,10 +142,11 @@ class AccumulateReduceOp(Operator):
             np.add.at(out, local, x)
             return out
 
-        old = {name: arr.take(touched) for name, arr in self.arrays.items()}
-        new: dict[str, np.ndarray] = {}
+        old_rows = self.acc.take(touched, axis=0)
+        new_rows = old_rows.copy()
+        old, new = self._views(old_rows), self._views(new_rows)
         dn = per_group(diff)
-        new["_n"] = old["_n"] + dn
+        new["_n"] += dn
         for j, a in enumerate(self.aggs):
             if a.column is None:
                 continue
@@ -150,17 +157,15 @@ class AccumulateReduceOp(Operator):
             else:
                 counted = dn
             if a.func == "count":
-                new[f"a{j}"] = old[f"a{j}"] + counted
+                new[f"a{j}"] += counted
                 continue
-            new[f"n{j}"] = old[f"n{j}"] + counted
+            new[f"n{j}"] += counted
             dhi, dlo = int128.sum_products(local, m, col.to_numpy(), diff)
-            new[f"h{j}"], new[f"l{j}"] = int128.add(old[f"h{j}"], old[f"l{j}"], dhi, dlo)
+            new[f"h{j}"][:], new[f"l{j}"][:] = int128.add(old[f"h{j}"], old[f"l{j}"], dhi, dlo)
         gone = new["_n"] == 0
         if gone.any():
-            for arr in new.values():
-                arr[gone] = 0
-        for name, arr in new.items():
-            self.arrays[name][touched] = arr
+            new_rows[gone] = 0
+        self.acc[touched] = new_rows
         self.live += int((~gone).sum()) - int((old["_n"] != 0).sum())
         out, err_diff = self._output(d, touched, first, old, new)
         if err_diff:
@@ -234,10 +239,7 @@ class AccumulateReduceOp(Operator):
     def _reclaim(self) -> None:
         """Drop dead group ids (amortised: runs once dead ids outnumber live ones)."""
         count = len(self.table)
-        kept = self.table.compact(self.arrays["_n"][:count] != 0)
-        cap = max(2 * len(kept), 1024)
-        for name, arr in self.arrays.items():
-            fresh = np.zeros(cap, arr.dtype)
-            fresh[: len(kept)] = arr[kept]
-            self.arrays[name] = fresh
-        self._mark = np.zeros(cap, np.int64)
+        kept = self.table.compact(self.acc[:count, self.col["_n"]] != 0)
+        fresh = np.zeros((max(2 * len(kept), 1024), self.acc.shape[1]), np.int64)
+        fresh[: len(kept)] = self.acc.take(kept, axis=0)
+        self.acc = fresh

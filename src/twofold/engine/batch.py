@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from twofold.engine.consolidation import consolidate_sorted
+from twofold.engine.consolidation import consolidate_sorted, take_rows
 from twofold.engine.frames import DIFF, TIME, advance_times
 from twofold.engine.hashing import key_range, row_and_key_hash, sort_code
 
@@ -100,7 +100,7 @@ def build_batch(
     if frame.height > 1 and tmin != tmax:
         # Order by time first; the stable sort by code in consolidation keeps it within codes.
         by_time = np.argsort(times, kind="stable")
-        frame, codes, hashes = frame[by_time], codes[by_time], hashes[by_time]
+        frame, codes, hashes = take_rows(frame, by_time), codes[by_time], hashes[by_time]
     # One time: no time order to keep within a code, so the (faster) unstable sort will do.
     return _sorted_consolidated(
         frame, codes, hashes, lower, upper, since, tmin, tmax, stable=tmin != tmax
@@ -132,7 +132,7 @@ def merge_batches(batches: Sequence[Batch], since: int) -> Batch:
         # merge, so no two rows can consolidate: the merge is only an interleave by code
         # (stable, so each code's rows stay in time order).
         order = np.argsort(codes, kind="stable")
-        codes, hashes, frame = codes[order], hashes[order], frame[order]
+        codes, hashes, frame = codes.take(order), hashes.take(order), take_rows(frame, order)
         _freeze(codes, hashes)
         return Batch(frame, codes, hashes, batches[0].lower, batches[-1].upper, since, tmin, tmax)
     return _sorted_consolidated(
@@ -180,4 +180,4 @@ def gather_hashes(
     # Row indexes of every range laid end to end: each range's start, offset by the running
     # total of the lengths before it.
     idx = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(total)
-    return batch.data[idx], batch.codes[idx], batch.hashes[idx]
+    return take_rows(batch.data, idx), batch.codes.take(idx), batch.hashes.take(idx)

@@ -21,14 +21,19 @@ from twofold.engine.hashing import mix, row_hash
 _NUMPY_EXACT = (pl.Int64, pl.UInt64, pl.Boolean)
 
 
-def _equal_to_previous(col: pl.Series, rows: np.ndarray) -> np.ndarray:
-    """Whether `col[rows[i]]` equals `col[rows[i] - 1]` (NULL equal to NULL)."""
+def take_rows(frame: pl.DataFrame, idx: np.ndarray) -> pl.DataFrame:
+    """`frame[idx]` for int row indexes (as a UInt32 series: polars gathers by its own index
+    type markedly faster than by an int64 array it must convert first)."""
+    return frame[pl.Series(idx.astype(np.uint32, copy=False))]
+
+
+def _equal_at(col: pl.Series, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Whether `col[a[i]]` equals `col[b[i]]` (NULL equal to NULL), per `i`."""
     if col.dtype in _NUMPY_EXACT and col.null_count() == 0:
         values = col.to_numpy()
-        eq: np.ndarray = values[rows] == values[rows - 1]
+        eq: np.ndarray = values.take(a) == values.take(b)
         return eq
-    idx = pl.Series(rows)
-    return col.gather(idx).eq_missing(col.gather(idx - 1)).to_numpy()
+    return col.gather(pl.Series(a)).eq_missing(col.gather(pl.Series(b))).to_numpy()
 
 
 def consolidate_sorted(
@@ -38,32 +43,40 @@ def consolidate_sorted(
     in every column but `diff`, dropping zero diffs. Returns the three, aligned.
 
     `stable=False` when the input order among equal codes carries nothing (no time order to
-    keep): numpy's unstable sort is several times faster on unsorted codes."""
-    if frame.height > 1:
-        order = np.argsort(codes, kind="stable" if stable else None)
-        if not np.array_equal(order, np.arange(len(order))):
-            codes, hashes, frame = codes[order], hashes[order], frame[order]
+    keep): numpy's unstable sort is several times faster on unsorted codes. The frame itself
+    is gathered once, at the end: comparisons read the unsorted columns through `order`."""
     n = frame.height
-    keep: np.ndarray | None = None
+    order: np.ndarray | None = None
+    if n > 1:
+        order = np.argsort(codes, kind="stable" if stable else None)
+        if np.array_equal(order, np.arange(n)):
+            order = None
+        else:
+            codes, hashes = codes.take(order), hashes.take(order)
     diffs = frame.get_column(DIFF).to_numpy()
+    keep: np.ndarray | None = None
     if n > 1:
         cand = np.flatnonzero(codes[1:] == codes[:-1]) + 1
-        mixed = cand[hashes[cand] != hashes[cand - 1]]
+        mixed = cand[hashes.take(cand) != hashes.take(cand - 1)]
         if len(mixed):
             # Distinct rows share a code (its row bits are short) and may interleave: within
             # just those runs of equal codes, order by the full row hash (stably, so times
             # stay ordered).
             run = np.cumsum(np.concatenate([[True], codes[1:] != codes[:-1]]))
             rows = np.flatnonzero(np.isin(run, run[mixed]))
-            order = np.arange(n)
-            order[rows] = rows[np.lexsort((hashes[rows], run[rows]))]
-            codes, hashes, frame = codes[order], hashes[order], frame[order]
-            diffs = frame.get_column(DIFF).to_numpy()
+            within = np.arange(n)
+            within[rows] = rows[np.lexsort((hashes[rows], run[rows]))]
+            order = within if order is None else order.take(within)
+            codes, hashes = codes.take(within), hashes.take(within)
+        if order is not None:
+            diffs = diffs.take(order)
         if len(cand):
+            src = order if order is not None else np.arange(n)
+            a, b = src.take(cand), src.take(cand - 1)
             same = np.ones(len(cand), dtype=bool)
             for c in frame.columns:
                 if c != DIFF:
-                    same &= _equal_to_previous(frame.get_column(c), cand)
+                    same &= _equal_at(frame.get_column(c), a, b)
             starts_mask = np.ones(n, dtype=bool)
             starts_mask[cand[same]] = False
             starts = np.flatnonzero(starts_mask)
@@ -71,11 +84,14 @@ def consolidate_sorted(
                 diffs = np.add.reduceat(diffs, starts)
                 keep = starts
     nonzero = diffs != 0
-    if keep is not None or not nonzero.all():
-        idx = keep[nonzero] if keep is not None else np.flatnonzero(nonzero)
-        frame = frame[idx].with_columns(pl.Series(DIFF, diffs[nonzero], pl.Int64))
-        codes, hashes = codes[idx], hashes[idx]
-    return frame, codes, hashes
+    if keep is None and nonzero.all():
+        if order is not None:
+            frame = take_rows(frame, order)
+        return frame, codes, hashes
+    idx = keep[nonzero] if keep is not None else np.flatnonzero(nonzero)
+    rows = order.take(idx) if order is not None else idx
+    frame = take_rows(frame, rows).with_columns(pl.Series(DIFF, diffs[nonzero], pl.Int64))
+    return frame, codes.take(idx), hashes.take(idx)
 
 
 def consolidate(frame: pl.DataFrame, cols: Sequence[str]) -> pl.DataFrame:

@@ -57,8 +57,11 @@ class GroupTable:
 
     def _alloc(self, cap: int) -> None:
         self.mask = np.uint64(cap - 1)
-        self.slot_id = np.full(cap, _EMPTY, np.int64)
-        self.slot_code = np.zeros(cap, np.uint64)
+        # Slot i's group id and code side by side (flat 2i, 2i+1): one cache line per probe.
+        self.slots = np.zeros(2 * cap, np.int64)
+        self.slots[0::2] = _EMPTY
+        self.slot_id = self.slots[0::2]
+        self.slot_code = self.slots[1::2].view(np.uint64)
         self._claim = np.zeros(cap, np.int64)
         self.used = 0
 
@@ -103,8 +106,9 @@ class GroupTable:
             q = codes.take(rows)
         pos = (mix(q) & self.mask).view(np.int64)
         # Round one: each probe's home slot, where most resolve.
-        found = self.slot_id.take(pos)
-        hit = self.slot_code.take(pos) == q
+        at2 = 2 * pos
+        found = self.slots.take(at2)
+        hit = self.slots.take(at2 + 1).view(np.uint64) == q
         hit &= found != _EMPTY
         if not self.exact and hit.any():
             at = np.flatnonzero(hit)
