@@ -3,17 +3,18 @@ in O(rows of the step's input) per step, whatever the number of groups held.
 
 Instead of re-reading a touched group's input rows, the operator keeps per group its row count
 `_n` and, per aggregate, the running count or sum plus the number of non-NULL values summed.
-These live in dense numpy arrays indexed by a group id from a `GroupTable` (exact key -> id
-map). A step maps each input row to its group, sums the rows' contributions per touched group
-(`np.add.at`; sums are 128-bit, `int128`, so a sum that leaves the 64-bit range and comes back
-is still exact), adds them to the touched groups' accumulators and emits `output(new) -
-output(old)` for those groups, built straight from the arrays. A sum outside the 64-bit range
-yields an evaluation error for its group instead of a row, and retracts with it.
+These live in one dense int64 numpy array, a row per group id from a `GroupTable` (exact
+key -> id map). A step maps each input row to its group, sums the rows' contributions per
+touched group (`np.add.at`; sums are 128-bit, `int128`, so a sum that leaves the 64-bit range
+and comes back is still exact), adds them to the touched groups' rows and emits
+`output(new) - output(old)` for those groups, built straight from the arrays (a few polars
+calls per step, none per row). A sum outside the 64-bit range yields an evaluation error for
+its group instead of a row, and retracts with it.
 
-A group whose `_n` returns to 0 is gone: its accumulators are reset (so a later row of the same
-key starts afresh) and its id is reclaimed when dead ids outnumber live ones (`GroupTable.compact`,
-amortised O(1) per step). Invariant: for every group id, the arrays hold the sums of the
-group's input rows over every time processed (all zero for a dead group).
+A group whose `_n` returns to 0 is gone: its row is reset (so a later row of the same key
+starts afresh, as a dropped group would) and its id is reclaimed when dead ids outnumber live
+ones (`GroupTable.compact`, amortised O(1) per step). Invariant: every group id's row holds the
+sums over the group's input rows at every time processed (all zero for a dead group).
 """
 
 from __future__ import annotations
