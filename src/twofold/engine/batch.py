@@ -91,11 +91,14 @@ def build_batch(
     updates: pl.DataFrame, key_cols: Sequence[str], lower: int, upper: int | None, since: int
 ) -> Batch:
     """A batch from arbitrary updates: advance to `since`, hash, sort, consolidate."""
-    frame = advance_times(updates, since) if since > 0 else updates
+    frame = updates
+    times = frame.get_column(TIME).to_numpy()
+    if since > 0 and len(times) and int(times.min()) < since:
+        frame = advance_times(updates, since)
+        times = frame.get_column(TIME).to_numpy()
     cols = [c for c in frame.columns if c not in (TIME, DIFF)]
     hashes, key_hashes = row_and_key_hash(frame, cols, key_cols)
     codes = sort_code(key_hashes, hashes)
-    times = frame.get_column(TIME).to_numpy()
     tmin, tmax = (int(times.min()), int(times.max())) if len(times) else (0, _NO_BOUND)
     if frame.height > 1 and tmin != tmax:
         # Order by time first; the stable sort by code in consolidation keeps it within codes.
@@ -108,7 +111,8 @@ def build_batch(
 
 
 def _needs_advance(batch: Batch, since: int) -> bool:
-    if batch.since >= since or len(batch) == 0:
+    # `tmin` is a lower bound on the times held: at or past `since`, nothing moves.
+    if batch.since >= since or len(batch) == 0 or batch.tmin >= since:
         return False
     earliest = batch.data.get_column(TIME).min()
     return isinstance(earliest, int) and earliest < since
