@@ -11,9 +11,9 @@ is `row_hash` of the key columns and every code match is confirmed by comparing 
 of the candidate group with the probe's key (NULL equal to NULL), so distinct keys sharing a code
 get distinct groups. Slots are probed linearly from `mix(code)`; a lookup runs in rounds over
 the shrinking set of unresolved probes (the first round looks up each probe's home slot, later
-ones scan windows of 16 slots), and in each round the probes that stop at one free slot elect one
-of them (the write that sticks) to allocate the group, the others re-examine the slot next
-round — so duplicates within one call resolve to one group without a sort.
+ones scan windows of 4 slots, a cache line), and in each round the probes that stop at one free
+slot elect one of them (the write that sticks) to allocate the group, the others re-examine the
+slot next round — so duplicates within one call resolve to one group without a sort.
 
 Invariant: a group id, once given out, maps from exactly one key until `compact` renumbers
 (the table holds each non-NULL group once; the load factor stays at most 1/2).
@@ -117,7 +117,7 @@ class GroupTable:
         out[rows.take(at)] = found.take(at)
         left = np.flatnonzero(~hit)
         rows, pos, q = rows.take(left), pos.take(left), q.take(left)
-        width = 16
+        width = 4
         offsets = np.arange(width)
         while len(rows):
             window = (pos[:, None] + offsets) & mask
