@@ -1,10 +1,11 @@
 """Engine benchmarks (`spec/engine.md` performance bar). Run: `python bench/engine.py [--quick]`.
 
 Prints, in one run: arrangement ingest (int and string keys, with merging and compaction),
-maintained group-by count/sum, delta join against a 1 M-row arranged side, point lookups on a
-1 M-row snapshot (single and batched), memory per arranged row, and step time at 100 k vs 1 M
-rows of state (with their ratio: a step's cost must not grow with total state), and full
-reads of a large snapshot (plain re-consolidation vs memoised batch collections, same run).
+maintained group-by count/sum (int keys; with the export compacted; string keys), delta join
+against a 1 M-row arranged side, point lookups on a 1 M-row snapshot (single and batched),
+memory per arranged row, and step time at 100 k vs 1 M rows of state (with their ratio: a
+step's cost must not grow with total state), and full reads of a large snapshot (plain
+re-consolidation vs memoised batch collections, same run).
 """
 
 from __future__ import annotations
@@ -77,11 +78,12 @@ def bench_ingest(batches: int, size: int, *, strings: bool) -> float:
 def source_dataflow(
     plan_of: Callable[[GlobalId, GlobalId], object],
     out_desc: RelationDesc,
+    a_desc: RelationDesc = KV,
 ) -> tuple[Dataflow, GlobalId, GlobalId]:
     a, b, out = GlobalId.user(1), GlobalId.user(2), GlobalId.user(3)
     desc = DataflowDescription(
         "bench",
-        source_imports={a: SourceImport("a", KV), b: SourceImport("b", KV)},
+        source_imports={a: SourceImport("a", a_desc), b: SourceImport("b", KV)},
         objects_to_build=[BuildDesc(out, plan_of(a, b))],  # type: ignore[arg-type]
         index_exports={out: (IndexDesc(out, [0]), out_desc)},
         as_of=Frontier.minimum(),
@@ -110,12 +112,18 @@ def drive(
     return out
 
 
-def bench_group_by(batches: int, size: int, *, keep: int | None = None) -> float:
+def bench_group_by(
+    batches: int, size: int, *, keep: int | None = None, strings: bool = False
+) -> float:
+    """Input updates/s of a maintained count/sum by key (int keys: exact key codes; string
+    keys: hashed codes confirmed against stored keys)."""
     rng = np.random.default_rng(2)
-    frames = [updates(rng, size, 100_000, 0) for _ in range(batches)]
-    rel = RelationDesc(["k", "count", "sum"], [INT, INT, ColumnType("int")])
+    frames = [updates(rng, size, 100_000, 0, strings=strings) for _ in range(batches)]
+    rel = RelationDesc(["k", "count", "sum"], [STR if strings else INT, INT, ColumnType("int")])
     df, a, b = source_dataflow(
-        lambda a, b: Reduce(Get(a), [0], [Aggregate("count"), Aggregate("sum", 1)]), rel
+        lambda a, b: Reduce(Get(a), [0], [Aggregate("count"), Aggregate("sum", 1)]),
+        rel,
+        SV if strings else KV,
     )
     # Inserts only for the first batch so retractions have something to retract.
     frames[0] = frames[0].with_columns(pl.lit(1, pl.Int64).alias(DIFF))
@@ -297,6 +305,8 @@ def main() -> None:
     gbc = bench_group_by(batches, size, keep=5)
     print(f"  same, export compacted to 5 times of history each step (as ingest above): "
           f"{gbc / 1e6:.2f} M/s  ratio {gbc / gb:.2f}")
+    gbs = bench_group_by(batches // 2, size, strings=True)
+    print(f"  same, string keys: {gbs / 1e6:.2f} M/s  ratio str/int {gbs / gb:.2f}")
     join = bench_join(rows, 20 if not q else 5, size)
     print(f"delta join vs {rows:,}-row side: {join / 1e6:6.2f} M input updates/s")
     single, batched = bench_lookups(arr, rows, 10_000)
