@@ -53,7 +53,7 @@ def accumulable(aggregates: Sequence[Aggregate], types: Sequence[ColumnType]) ->
 def _int64_series(name: str, values: np.ndarray, valid: np.ndarray | None) -> pl.Series:
     """An Int64 series of `values`, NULL where `valid` is False."""
     if valid is None or valid.all():
-        return pl.Series(name, values, pl.Int64)
+        return pl.Series(name, values)  # int64 already: naming the dtype costs a cast check
     bitmap = np.packbits(valid, bitorder="little")
     arr = pa.Array.from_buffers(
         pa.int64(), len(values), [pa.py_buffer(bitmap), pa.py_buffer(values)]

@@ -37,6 +37,8 @@ from twofold.engine.snapshot import ArrangementSnapshot
 from twofold.engine.typecheck import typecheck_dataflow
 from twofold.protocol import DataflowDescription, Frontier, GlobalId, RelationDesc
 
+_EMPTY_ERROR_UPDATES = empty(error_schema())
+
 
 @dataclass(frozen=True, slots=True)
 class SinkChunk:
@@ -104,6 +106,8 @@ class Dataflow:
             for gid, (idx, rel) in desc.index_exports.items()
         }
         self._sinks: dict[GlobalId, list[SinkChunk]] = {gid: [] for gid in desc.sink_exports}
+        self._empties: dict[GlobalId, pl.DataFrame] = {}
+        self._empty_deltas: dict[GlobalId, pl.DataFrame] = {}
 
     # --- inputs -------------------------------------------------------------------------------
 
@@ -198,7 +202,7 @@ class Dataflow:
                 d = dp.get(t)
                 e = ep.get(t)
                 deltas[gid] = (
-                    d if d is not None else empty_delta(self.known[gid].types)[0],
+                    d if d is not None else self._empty_delta(gid),
                     e if e is not None else EMPTY_ERRORS,
                 )
             for gid, op in self._ops:
@@ -243,14 +247,14 @@ class Dataflow:
         ut = upper.time
         for gid, src in self._sources.items():
             frames = src.pending
-            data = _concat(frames) if frames else empty(update_schema(src.desc.types))
+            data = _concat(frames) if frames else self._empty_updates(gid, src.desc)
             if ut is not None and data.height and _tmax(data) >= ut:
                 ready = data.filter(pl.col(TIME) < ut)
                 rest = data.filter(pl.col(TIME) >= ut)
                 src.pending = [rest] if rest.height else []
             else:
                 ready, src.pending = data, []
-            out[gid] = (self._window(ready), empty(error_schema()))
+            out[gid] = (self._window(ready), _EMPTY_ERROR_UPDATES)
         for gid, inp in self._indexes.items():
             snap = inp.snapshot
             assert snap is not None  # the input frontier is minimum until a snapshot arrives
@@ -265,6 +269,18 @@ class Dataflow:
             errs = pl.concat([e for _, e in parts], how="vertical")
             out[gid] = (self._window(data), self._window(errs))
         return out
+
+    def _empty_updates(self, gid: GlobalId, desc: RelationDesc) -> pl.DataFrame:
+        # Frames are never mutated in place, so one empty frame per input serves every step
+        # (building one costs tens of microseconds).
+        if gid not in self._empties:
+            self._empties[gid] = empty(update_schema(desc.types))
+        return self._empties[gid]
+
+    def _empty_delta(self, gid: GlobalId) -> pl.DataFrame:
+        if gid not in self._empty_deltas:
+            self._empty_deltas[gid] = empty_delta(self.known[gid].types)[0]
+        return self._empty_deltas[gid]
 
     def _window(self, frame: pl.DataFrame) -> pl.DataFrame:
         if frame.height == 0:
