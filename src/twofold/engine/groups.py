@@ -62,7 +62,7 @@ class GroupTable:
         self.slots[0::2] = _EMPTY
         self.slot_id = self.slots[0::2]
         self.slot_code = self.slots[1::2].view(np.uint64)
-        self._claim = np.zeros(cap, np.int64)
+        self._claim = np.zeros(cap, np.int32)  # per-round scratch: probe index per slot
         self.used = 0
 
     def __len__(self) -> int:
