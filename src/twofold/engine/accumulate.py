@@ -166,7 +166,9 @@ class AccumulateReduceOp(Operator):
         gone = new["_n"] == 0
         if gone.any():
             new_rows[gone] = 0
-        self.acc[touched] = new_rows
+        # Rows written back as whole records (numpy's row-wise fancy assignment is slower).
+        record = np.dtype((np.void, new_rows.shape[1] * 8))
+        self.acc.view(record).reshape(-1)[touched] = new_rows.view(record).reshape(-1)
         self.live += int((~gone).sum()) - int((old["_n"] != 0).sum())
         out, err_diff = self._output(d, touched, first, old, new)
         if err_diff:
