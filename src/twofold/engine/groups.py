@@ -51,8 +51,10 @@ class GroupTable:
         self.count = 0  # ids given out: 0 .. count-1
         self.null_id = _EMPTY  # exact mode: the group of the NULL key, if any
         self.codes = np.zeros(0, np.uint64)  # by id (capacity grows by doubling)
-        # Stored keys by id, for the equality check of hashed codes (not kept in exact mode).
+        # Stored keys by id, for the equality check of hashed codes (not kept in exact mode):
+        # parts merged geometrically, so each key is copied O(log groups) times, never per step.
         self.keys = pl.DataFrame(schema=self.sch)
+        self._key_parts: list[pl.DataFrame] = []
         self._alloc(_MIN_CAPACITY)
 
     def _alloc(self, cap: int) -> None:
@@ -80,6 +82,8 @@ class GroupTable:
     def ids(self, keys: pl.DataFrame) -> np.ndarray:
         """The group id of each row of `keys` (columns named like the table's), allocating
         ids for new keys."""
+        if keys.columns != self.cols:
+            keys = keys.select(self.cols)
         n = keys.height
         out = np.empty(n, np.int64)
         codes = self.key_codes(keys)
@@ -164,7 +168,7 @@ class GroupTable:
 
     def _same_keys(self, keys: pl.DataFrame, rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
         """Whether key row `rows[i]` of `keys` equals the stored key of group `ids[i]`."""
-        probe = keys.select(self.cols)[pl.Series(rows, dtype=pl.UInt32)]
+        probe = keys[pl.Series(rows, dtype=pl.UInt32)]
         stored = self.keys[pl.Series(ids, dtype=pl.UInt32)]
         same = np.ones(len(rows), dtype=bool)
         for c in self.cols:
@@ -172,10 +176,11 @@ class GroupTable:
         return same
 
     def _store_keys(self, keys: pl.DataFrame, rows: np.ndarray) -> None:
-        new = keys.select(self.cols)[pl.Series(rows, dtype=pl.UInt32)]
-        self.keys = pl.concat([self.keys, new], how="vertical", rechunk=False)
-        if self.keys.n_chunks() > 32:
-            self.keys = self.keys.rechunk()
+        parts = [*self._key_parts, keys[pl.Series(rows, dtype=pl.UInt32)]]
+        while len(parts) >= 2 and parts[-2].height <= 2 * parts[-1].height:
+            parts[-2:] = [pl.concat(parts[-2:], how="vertical", rechunk=True)]
+        self._key_parts = parts
+        self.keys = parts[0] if len(parts) == 1 else pl.concat(parts, how="vertical", rechunk=False)
 
     def _new_ids(self, n: int, codes: np.ndarray) -> np.ndarray:
         start = self.count
@@ -203,7 +208,8 @@ class GroupTable:
 
     def _place(self, ids: np.ndarray) -> None:
         """Put groups `ids` (distinct, none in the table) into free slots."""
-        pos = mix(self.codes[ids]) & self.mask
+        mask = len(self.slot_id) - 1
+        pos = (mix(self.codes[ids]) & self.mask).view(np.int64)
         while len(ids):
             free = self.slot_id[pos] == _EMPTY
             at = np.flatnonzero(free)
@@ -217,7 +223,7 @@ class GroupTable:
                 placed[won] = True
             self.used += int(placed.sum())
             move = ~free
-            pos[move] = (pos[move] + np.uint64(1)) & self.mask
+            pos[move] = (pos[move] + 1) & mask
             ids, pos = ids[~placed], pos[~placed]
 
     def compact(self, keep: np.ndarray) -> np.ndarray:
@@ -227,6 +233,7 @@ class GroupTable:
         self.codes = self.codes[old].copy()
         if not self.exact:
             self.keys = self.keys[pl.Series(old, dtype=pl.UInt32)]
+            self._key_parts = [self.keys]
         if self.null_id != _EMPTY:
             where = np.flatnonzero(old == self.null_id)
             self.null_id = int(where[0]) if len(where) else _EMPTY
