@@ -19,6 +19,7 @@ from twofold.protocol import (
     PeekResponse,
     Status,
 )
+from twofold.runtime.sched import ThreadHints
 from twofold.runtime.thread import RuntimeClient
 
 
@@ -164,7 +165,7 @@ async def test_nice_lowers_only_the_runtime_thread_priority() -> None:
             super().handle(command)
 
     mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    async with RuntimeClient(NiceWorker(), name="t", nice=5) as rt:
+    async with RuntimeClient(NiceWorker(), name="t", hints=ThreadHints(nice=5)) as rt:
         await rt.send(CancelPeek(uuid.uuid4()))
         await rt.recv()
     assert seen == [min(mine + 5, 19)]

@@ -24,8 +24,10 @@ from twofold.client import ComputeClient
 from twofold.engine import ArrangementSnapshot
 from twofold.multiplex import Multiplexer
 from twofold.protocol import ComputeCommand, ComputeResponse, Hello
+from twofold.runtime import sched
 from twofold.runtime.introspection import ReplicaMetrics
 from twofold.runtime.registry import PublicationRegistry
+from twofold.runtime.sched import ThreadHints, latency_slice_from_env
 from twofold.runtime.thread import RuntimeClient
 from twofold.runtime.worker import POLL_INTERVAL, ComputeWorker, Role
 from twofold.storage import Storage, open_storage
@@ -113,7 +115,7 @@ class Replica:
     def __init__(
         self, storage_url: str | None = None, runtimes: RuntimesMode = "two", *,
         strict: bool = False, poll_interval: float = POLL_INTERVAL,
-        maintenance_nice: int | None = None,
+        maintenance_nice: int | None = None, latency_slice_us: int | bool | None = True,
     ) -> None:
         if runtimes not in ("one", "two"):
             raise ValueError(f"runtimes must be 'one' or 'two', got {runtimes!r}")
@@ -127,6 +129,12 @@ class Replica:
         if maintenance_nice is None:
             maintenance_nice = int(os.environ.get("TWOFOLD_MAINTENANCE_NICE", "10"))
         self.maintenance_nice = maintenance_nice
+        # The interactive runtime's thread asks the OS for a short latency slice, so that waking
+        # for a read preempts whatever is mid-slice (`runtime/sched.py`). `True`: the default,
+        # or `TWOFOLD_LATENCY_SLICE_US`; `None` or `False`: off.
+        if latency_slice_us is True:
+            latency_slice_us = latency_slice_from_env()
+        self.latency_slice_us: int | None = latency_slice_us or None
         self.registry: PublicationRegistry[ArrangementSnapshot] | None = None
         self.runtimes: dict[Role, RuntimeClient] = {}
         self.endpoint: ComputeClient | None = None
@@ -136,8 +144,12 @@ class Replica:
     def _runtime(self, role: Role) -> RuntimeClient:
         worker = ComputeWorker(role, open_storage=self.storage, registry=self.registry,
                                metrics=self.metrics, poll_interval=self.poll_interval)
-        nice = self.maintenance_nice if role == "maintenance" else 0
-        client = RuntimeClient(worker, name=role, nice=nice)
+        hints = ThreadHints()
+        if role == "maintenance":
+            hints = ThreadHints(nice=self.maintenance_nice)
+        elif role == "interactive":
+            hints = ThreadHints(slice_us=self.latency_slice_us)
+        client = RuntimeClient(worker, name=role, hints=hints)
         worker.set_activator(client.wake)
         self.runtimes[role] = client
         return client
@@ -201,6 +213,10 @@ async def serve_replica(
 ) -> int:
     """Serve a replica over TCP until its endpoint ends; returns the process exit code."""
     replica = Replica(storage_url, runtimes)
+    if runtimes == "two" and replica.latency_slice_us is not None:
+        # This thread runs the event loop — network and multiplexer — so it is on every read's
+        # path too. The process is the replica's own, so its main thread may take the hint.
+        sched.apply(ThreadHints(slice_us=replica.latency_slice_us), "replica event loop")
     endpoint = await replica.start()
     server = ReplicaServer(endpoint, host=host, port=port, token=token, ssl=ssl)
     try:

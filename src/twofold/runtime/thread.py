@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 from typing import Protocol
 
 from twofold.protocol import ComputeCommand, ComputeResponse, Hello
+from twofold.runtime import sched
 from twofold.runtime.bridge import Activator, Inbox, Outbox
+from twofold.runtime.sched import ThreadHints
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +61,9 @@ class RuntimeClient:
     """A `ComputeClient` whose work happens on a dedicated thread. Use `async with`."""
 
     def __init__(self, worker: Worker, *, name: str, activator: Activator | None = None,
-                 nice: int = 0) -> None:
+                 hints: ThreadHints | None = None) -> None:
         self.name = name
-        self.nice = nice
+        self.hints = hints or ThreadHints()
         self.worker = worker
         self.activator = activator or Activator()
         self._inbox: Inbox[ComputeCommand] = Inbox(self.activator)
@@ -140,8 +141,8 @@ class RuntimeClient:
         assert self._outbox is not None
         outbox = self._outbox
         worker = self.worker
-        if self.nice:
-            _lower_thread_priority(self.nice, self.name)
+        if not self.hints.is_default:
+            sched.apply(self.hints, self.name)
         try:
             while not self._stop.is_set():
                 self.activator.wait(worker.wait_timeout())
@@ -177,12 +178,3 @@ class RuntimeClient:
                 log.exception("runtime %s failed to shut down cleanly", self.name)
             self._stopped.set()
 
-
-def _lower_thread_priority(nice: int, name: str) -> None:
-    """Raise this thread's nice value (Linux schedules threads individually), so that when both
-    runtimes want a core the other one wins. Best effort: not every platform allows it."""
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + nice)
-    except (AttributeError, OSError) as e:
-        log.debug("runtime %s: cannot lower thread priority: %s", name, e)
