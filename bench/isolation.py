@@ -543,25 +543,26 @@ def plot(arms: list[Arm], idle_p50: float) -> None:
 async def main(args: argparse.Namespace) -> None:
     # The instrument's own wakeups should not be what is measured (see the module docstring).
     sched.apply(ThreadHints(slice_us=sched.latency_slice_from_env()), "bench client")
-    with tempfile.TemporaryDirectory(prefix="tf-isolation-") as tmp:
-        url = f"sqlite:///{tmp}/isolation.db"
-        storage = open_storage(url)
-        small = storage.create_table("small", DESC)
-        small_ts = small.insert(block(0, args.small))
-        arms = []
-        arm_modes: list[tuple[str, Mode]] = [
-            ("idle", "one"), ("one loaded", "one"), ("two loaded", "two")]
-        for n, (name, mode) in enumerate(arm_modes):
-            if args.arms and name.split()[0] not in args.arms:
-                continue
-            # A fresh big table per arm: the previous arm's churn history must not weigh on it.
-            big = storage.create_table(f"big{n}", DESC)
+    arms = []
+    arm_modes: list[tuple[str, Mode]] = [
+        ("idle", "one"), ("one loaded", "one"), ("two loaded", "two")]
+    for name, mode in arm_modes:
+        if args.arms and name.split()[0] not in args.arms:
+            continue
+        # A fresh database per arm: no arm inherits an earlier arm's churn history (the one-loaded
+        # arm writes about a gigabyte, and its WAL and checkpoints would weigh on the next arm).
+        with tempfile.TemporaryDirectory(prefix="tf-isolation-") as tmp:
+            url = f"sqlite:///{tmp}/isolation.db"
+            storage = open_storage(url)
+            small = storage.create_table("small", DESC)
+            small_ts = small.insert(block(0, args.small))
+            big = storage.create_table("big", DESC)
             for start in range(0, args.rows, 250_000):
                 big.insert(block(start, min(250_000, args.rows - start)))
             print(f"[{name}] big {args.rows:,} rows, small {args.small:,} rows; "
                   f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}", flush=True)
             arms.append(await run_arm(name, mode, url, big, small, small_ts, args))
-        storage.close()
+            storage.close()
     if len(arms) == 3:
         report(arms, args)
     else:
