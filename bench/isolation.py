@@ -48,6 +48,7 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 
+from replica_diag import Sampler, Stages  # bench/ is the script's directory
 from twofold.protocol import (
     ColumnType,
     ComputeResponse,
@@ -85,57 +86,6 @@ Mode = Literal["one", "two"]
 # -- processes -------------------------------------------------------------------------------------
 
 
-class Sampler:
-    """A diagnostic stack sampler for the replica process (`--profile`): every `interval` it
-    records the innermost twofold/library frame of each runtime thread, and how late it woke —
-    a late wakeup is time some thread held the GIL without releasing it."""
-
-    def __init__(self, path: str, interval: float = 0.005) -> None:
-        import collections
-        import threading
-
-        self.path = path
-        self.interval = interval
-        self.counts: collections.Counter[tuple[str, str]] = collections.Counter()
-        self.late: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        import threading
-        import traceback
-
-        names = {}
-        while not self._stop.is_set():
-            t0 = time.perf_counter()
-            time.sleep(self.interval)
-            late = time.perf_counter() - t0 - self.interval
-            self.late.append(late)
-            names = {t.ident: t.name for t in threading.enumerate()}
-            for ident, frame in sys._current_frames().items():
-                name = names.get(ident, "?")
-                if not name.startswith("twofold-"):
-                    continue
-                stack = traceback.extract_stack(frame)
-                where = [f"{Path(f.filename).name}:{f.name}" for f in stack[-4:]]
-                self.counts[(name, " < ".join(reversed(where)))] += 1
-                if late > float(os.environ.get("TWOFOLD_BENCH_LATE_MS", "20")) / 1000:
-                    # Where a thread stands right after a long GIL hold (or a scheduling gap).
-                    self.counts[(f"LATE {name}", " < ".join(reversed(where)))] += 1
-
-    def dump(self) -> None:
-        self._stop.set()
-        late = np.array(self.late) * 1000
-        with open(self.path, "w") as f:
-            if len(late):
-                f.write(f"sampler wakeup lateness ms: p50 {np.percentile(late, 50):.1f} p90 "
-                        f"{np.percentile(late, 90):.1f} p99 {np.percentile(late, 99):.1f} max "
-                        f"{late.max():.1f} (n={len(late)})\n")
-            for (thread, where), n in self.counts.most_common(60):
-                f.write(f"{n:6d} {thread:22s} {where}\n")
-
-
 def serve_main(url: str, mode: Mode) -> int:
     """The replica process: serve on a free loopback port, print it, run until killed."""
     from twofold.replica import serve_replica
@@ -143,11 +93,17 @@ def serve_main(url: str, mode: Mode) -> int:
     switch = os.environ.get("TWOFOLD_BENCH_SWITCH_INTERVAL")
     if switch:
         sys.setswitchinterval(float(switch))
+    dumps = []
     profile = os.environ.get("TWOFOLD_BENCH_PROFILE")
     if profile:
-        sampler = Sampler(profile)
+        dumps.append(Sampler(profile).dump)
+    stages = os.environ.get("TWOFOLD_BENCH_STAGES")
+    if stages:
+        dumps.append(Stages(stages).dump)
+    if dumps:
         def on_term(*_: object) -> None:
-            sampler.dump()
+            for dump in dumps:
+                dump()
             os._exit(0)
 
         signal.signal(signal.SIGTERM, on_term)
@@ -440,6 +396,8 @@ async def run_arm(name: str, mode: Mode, url: str, big: Table, small: Table, sma
                   args: argparse.Namespace) -> Arm:
     env_profile = f"{OUT}/isolation_profile_{name.replace(' ', '_')}.txt" if args.profile else ""
     os.environ["TWOFOLD_BENCH_PROFILE"] = env_profile
+    env_stages = f"{OUT}/isolation_stages_{name.replace(' ', '_')}.txt" if args.stages else ""
+    os.environ["TWOFOLD_BENCH_STAGES"] = env_stages
     os.environ["TWOFOLD_BENCH_SWITCH_INTERVAL"] = str(args.switch_interval or "")
     with child("serve", url, mode, ready="LISTENING") as (_, line):
         _, host, port = line.split()
@@ -592,6 +550,9 @@ def cli() -> None:
                         help="sys.setswitchinterval in the replica process (experiment)")
     parser.add_argument("--profile", action="store_true",
                         help="sample the replica's runtime threads (bench/out/*_profile_*.txt)")
+    parser.add_argument("--stages", action="store_true",
+                        help="time each lookup's stages inside the replica, with per-thread "
+                             "run-queue waits (bench/out/*_stages_*.txt)")
     args = parser.parse_args()
     if args.quick:
         args.rows, args.churn, args.samples = 200_000, 50_000, 300
