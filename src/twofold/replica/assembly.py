@@ -115,7 +115,7 @@ class Replica:
     def __init__(
         self, storage_url: str | None = None, runtimes: RuntimesMode = "two", *,
         strict: bool = False, poll_interval: float = POLL_INTERVAL,
-        maintenance_nice: int | None = None, latency_slice_us: int | bool | None = True,
+        maintenance_nice: int | None = None, latency_slice_us: int | None = None,
     ) -> None:
         if runtimes not in ("one", "two"):
             raise ValueError(f"runtimes must be 'one' or 'two', got {runtimes!r}")
@@ -130,9 +130,9 @@ class Replica:
             maintenance_nice = int(os.environ.get("TWOFOLD_MAINTENANCE_NICE", "10"))
         self.maintenance_nice = maintenance_nice
         # The interactive runtime's thread asks the OS for a short latency slice, so that waking
-        # for a read preempts whatever is mid-slice (`runtime/sched.py`). `True`: the default,
-        # or `TWOFOLD_LATENCY_SLICE_US`; `None` or `False`: off.
-        if latency_slice_us is True:
+        # for a read preempts whatever is mid-slice (`runtime/sched.py`). `None`: the default,
+        # or `TWOFOLD_LATENCY_SLICE_US`; 0: off.
+        if latency_slice_us is None:
             latency_slice_us = latency_slice_from_env()
         self.latency_slice_us: int | None = latency_slice_us or None
         self.registry: PublicationRegistry[ArrangementSnapshot] | None = None
