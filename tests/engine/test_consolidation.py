@@ -55,3 +55,19 @@ def test_consolidation_is_exact_even_when_every_code_collides(
         want[r] += d
     assert sorted(out.rows()) == sorted((r, d) for r, d in want.items() if d)
     assert sorted(consolidate(frame, ["c0"]).rows()) == sorted(out.rows())
+
+
+def test_every_nan_and_both_zeros_hash_alike_in_scalar_and_vector_form() -> None:
+    # NaNs with other payloads and signs, as arithmetic or I/O may produce them.
+    bits = np.array(
+        [0x7FF8000000000000, 0xFFF8000000000000, 0x7FF0000000000001, 0x7FF8DEADBEEF0001],
+        dtype=np.uint64,
+    )
+    nans = [float(x) for x in bits.view(np.float64)]
+    values = [*nans, 0.0, -0.0]
+    frame = pl.DataFrame({"c": values}, schema={"c": pl.Float64})
+    hashes = row_hash(frame, ["c"])
+    scalar = [scalar_row_hash([v], [pl.Float64]) for v in values]
+    assert scalar == [int(h) for h in hashes]
+    assert len(set(scalar[: len(nans)])) == 1  # one NaN
+    assert scalar[-1] == scalar[-2]  # -0.0 = 0.0

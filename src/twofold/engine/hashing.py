@@ -55,7 +55,8 @@ def column_hash(series: pl.Series) -> np.ndarray:
             bits = (series.fill_null(False) if nulls else series).to_numpy().astype(np.uint64)
         elif dtype == pl.Float64:
             # SQL equality: -0.0 = 0.0 (adding 0.0 turns -0.0 into 0.0), and one NaN.
-            floats = (series.fill_null(0.0) if nulls else series).to_numpy() + 0.0
+            with np.errstate(invalid="ignore"):  # a signalling NaN is still just NaN here
+                floats = (series.fill_null(0.0) if nulls else series).to_numpy() + 0.0
             floats[np.isnan(floats)] = np.nan
             bits = floats.view(np.uint64)
         else:
@@ -139,8 +140,11 @@ def _scalar_hash(value: object, dtype: pl.DataType) -> int:
     if dtype == pl.Int64:
         return _mix_int((int(value) & _U64) ^ _PGOLDEN)  # type: ignore[call-overload]
     if dtype == pl.Float64:
-        bits = int((np.array([value], dtype=np.float64) + 0.0).view(np.uint64)[0])
-        return _mix_int(bits ^ _PGOLDEN)
+        # As `column_hash`: -0.0 hashes as 0.0, and every NaN as the one canonical NaN.
+        with np.errstate(invalid="ignore"):  # a signalling NaN is still just NaN here
+            floats = np.array([value], dtype=np.float64) + 0.0
+        floats[np.isnan(floats)] = np.nan
+        return _mix_int(int(floats.view(np.uint64)[0]) ^ _PGOLDEN)
     return int(column_hash(pl.Series([value], dtype=dtype))[0])
 
 
