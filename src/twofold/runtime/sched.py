@@ -33,6 +33,7 @@ DEFAULT_LATENCY_SLICE_US: Final = 100
 """The slice the read path asks for (the kernel's minimum custom slice is 100 µs)."""
 
 _SYS_SCHED_SETATTR: Final = {"x86_64": 314, "aarch64": 274}
+_SYS_SCHED_GETATTR: Final = {"x86_64": 315, "aarch64": 275}
 _SCHED_OTHER: Final = 0
 
 
@@ -97,7 +98,7 @@ def current_slice_ns(tid: int | None = None) -> int | None:
         return None
     attr = _SchedAttr()
     tid = threading.get_native_id() if tid is None else tid
-    if syscall(_SYS_SCHED_SETATTR[_machine()] + 1, tid, ctypes.byref(attr),
+    if syscall(_SYS_SCHED_GETATTR[_machine()], tid, ctypes.byref(attr),
                ctypes.sizeof(attr), 0) != 0:
         return None
     return int(attr.sched_runtime)
