@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
+BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: test check lint typecheck bench clean demo
 
@@ -32,7 +33,11 @@ demo: $(BIN)/python
 
 BENCHES := mux storage engine controller isolation freshness
 
-bench: $(STAMP)
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[test,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	for b in $(BENCHES); do $(BIN)/python bench/$$b.py || exit 1; done
 
 clean:
