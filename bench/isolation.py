@@ -50,6 +50,7 @@ import pyarrow as pa
 
 from replica_diag import Sampler, Stages  # bench/ is the script's directory
 from twofold.protocol import (
+    AllowCompaction,
     ColumnType,
     ComputeResponse,
     CreateDataflow,
@@ -136,16 +137,27 @@ def churn_main(url: str, table: str, start: int, n: int) -> int:
     return 0
 
 
+COMPACTION_WINDOW_MS = 1_000
+"""How far behind its write frontier the controller lets the big index compact (Materialize's
+default compaction window for an index is 1 s)."""
+
+
 class Churn:
     """Keeps maintenance busy with one block at a time: write, wait until the big index has
     absorbed it (its write frontier passed the write), write the next. Paced by the replica's
-    own progress, so the load is a steady stream of long steps, never an unbounded backlog."""
+    own progress, so the load is a steady stream of long steps, never an unbounded backlog.
+
+    Like a controller's read policy, each absorbed write lets the big index compact to
+    `COMPACTION_WINDOW_MS` behind it, so inserts and retractions older than that consolidate
+    away and the index stays about `--rows` large; without it, the index would keep every churn
+    write's history and its merges would grow through the run."""
 
     def __init__(self, s: Session, gid: GlobalId, url: str, table: str, start: int,
                  n: int) -> None:
         self.s, self.gid = s, gid
         self.args = [url, table, str(start), str(n)]
         self.writes = 0
+        self.compacted_to = -1
         self.task: asyncio.Task[None] | None = None
         self.proc: asyncio.subprocess.Process | None = None
 
@@ -176,6 +188,12 @@ class Churn:
                 return f is not None and after.less_equal(f)
 
             await self.s.wait(absorbed, "the churn write to be absorbed", 600)
+            if self.compacted_to < 0:
+                self.compacted_to = ts  # never before the first write (the index's since)
+            target = max(self.compacted_to, ts - COMPACTION_WINDOW_MS)
+            if target > self.compacted_to:
+                self.compacted_to = target
+                await self.s.conn.send(AllowCompaction(self.gid, Frontier.at(target)))
 
     async def __aexit__(self, *exc: object) -> None:
         if self.task is not None:
