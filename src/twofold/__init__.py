@@ -13,11 +13,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from twofold import _alloc
-
-# Before anything below us loads polars; see `twofold/_alloc.py` (TWOFOLD_ALLOCATOR=system: off).
-ALLOCATOR = _alloc.configure()
-
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
