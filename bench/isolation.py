@@ -10,6 +10,9 @@ churn writer do not. Arms, measured side by side in one run on the same storage:
 - `one loaded`: one runtime, churn running — a lookup waits for the maintenance step in flight;
 - `two loaded`: two runtimes, churn running — lookups are served by the interactive runtime.
 
+The churned index is compacted 1 s behind each absorbed write, as a controller's read policy
+would (see `Churn`), so it stays about `--rows` large and its merges are the long steps.
+
 Latency is open-loop: from the lookup's scheduled send time to its response's arrival, so a
 stalled replica is charged for the queue it builds. The client is the measuring instrument: in
 E12 it runs on another machine, here it shares two cores with the replica and the churn writer,
