@@ -52,6 +52,7 @@ from twofold.protocol import Literal as Lit
 from twofold.storage import open_storage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _plotting import pyplot
 from isolation import (
     DESC,
     OUT,
@@ -265,10 +266,9 @@ def _windows(x: np.ndarray, y: np.ndarray, width: float
 
 
 def plot(arms: list[Arm]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
+    if plt is None:
+        return
 
     OUT.mkdir(parents=True, exist_ok=True)
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(10, 8), sharex=True)

@@ -51,7 +51,8 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 
-from replica_diag import Sampler, Stages  # bench/ is the script's directory
+from _plotting import pyplot  # bench/ is the script's directory
+from replica_diag import Sampler, Stages
 from twofold.protocol import (
     AllowCompaction,
     ColumnType,
@@ -496,10 +497,9 @@ def report(arms: list[Arm], args: argparse.Namespace) -> None:
 
 
 def plot(arms: list[Arm], idle_p50: float) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
+    if plt is None:
+        return
 
     OUT.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(8, 5))
