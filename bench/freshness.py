@@ -17,8 +17,8 @@ Reading the ratio: the writes come every 100 ms, so the lag is a sawtooth whose 
 50 ms + d (d: a write's delay until its frontier arrives) and whose peak is about 100 ms + the
 largest d. Even with no scans at all the ratio is therefore 2 minus (twice the mean d minus the
 largest d) over the baseline: it sits just under 2 when delays are steady and crosses it on
-noise alone (E13's own quiet arms read 1.8-2.1). The line "two peak (scans) / two quiet max"
-shows what the scans themselves add.
+noise alone (E13's own two-runtime and trivial-peek arms read 1.8-2.1). The line
+"two peak (scans) / two quiet max" shows what the scans themselves add.
 Bar (E13: peak lag 2340 ms inline vs ~110 ms with two runtimes over a 55 ms baseline): the
 `two` arm's peak lag <= 2x its baseline lag. A plot of lag over time for both arms is saved to
 `bench/out/freshness_lag.png`.
