@@ -619,3 +619,28 @@ def type_mismatches(pairs: Iterable[tuple[Sequence[Any], int]], types: Sequence[
             if v is not None and type(v) is not py.get(t, object):
                 out.append(f"row {list(row)} column {i}: {type(v).__name__}, expected {t}")
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Results as the engine's test driver reports them
+
+
+def naive_at(
+    plan: Plan,
+    inputs: Mapping[GlobalId, tuple[Any, Sequence[tuple[Sequence[Any], int, int]]]],
+    t: int,
+) -> list[tuple[list[Any], int]] | str:
+    """What `twofold.engine.testing.run_plan_at_times` must return for time `t`: the plan's
+    rows over the inputs (`id -> (RelationDesc, updates)`) accumulated to `t`, sorted with NULLs
+    last, or the message of the evaluation error."""
+    colls = {
+        gid: ([c.scalar for c in desc.types], accumulate(ups, t))
+        for gid, (desc, ups) in inputs.items()
+    }
+    try:
+        out = evaluate(plan, colls)
+    except EvalError as e:
+        return str(e)
+    rows = [(list(r), m) for r, m in out.items()]
+    rows.sort(key=lambda rm: tuple((1, 0) if v is None else (0, v) for v in rm[0]))
+    return rows

@@ -2,7 +2,7 @@
 
 Random valid histories go through `run_plan_at_times` (the real Dataflow API) with one step per
 time and with all times in one step; each time's result must equal the naive evaluator's
-(`naive.py`) on the collections at that time, and also a single-time dataflow (as_of = t,
+(`reference.py`) on the collections at that time, and also a single-time dataflow (as_of = t,
 until = t + 1) computing the plan from scratch.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from tests.engine.histories import DESC_A, A, B, inputs_ab
-from tests.engine.naive import naive_at
+from tests.engine.reference import naive_at
 
 from twofold.engine import Dataflow
 from twofold.engine.testing import run_plan_at_times
