@@ -13,7 +13,8 @@ polars-like DSL, index and materialize them, and read them by peek, subscribe or
 
 Layers: `schema` (types), `expr` (expressions), `binding` (names and types), `relation`
 (relations → plans), `objects` (tables, indexes, views), `reads` (read plumbing), `session` (the
-async core), `sync` (the blocking wrapper), `errors`.
+async core: opening and closing; its parts `core`, `inputs`, `definitions`, `queries`), `sync`
+(the blocking wrapper), `errors`.
 """
 
 from twofold.api.errors import (

@@ -1,0 +1,153 @@
+"""`Queries`: reading relations — one-off queries, key lookups, subscriptions, copy-to.
+
+Contract: plain index reads and key lookups are peeks of the index (a map/filter/project of one
+index too); anything else is a transient peek dataflow. Every controller error becomes the API's
+typed error naming the relation read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from twofold.api.errors import InvalidArgument, TypeMismatch
+from twofold.api.inputs import Inputs
+from twofold.api.objects import Index, MaterializedView, Table
+from twofold.api.reads import AsyncSubscription, index_mfp, translate
+from twofold.api.relation import Relation
+from twofold.api.results import Result, expand
+from twofold.controller import copy_to_dataflow, subscribe_dataflow
+from twofold.protocol import (
+    BuildDesc,
+    Frontier,
+    Get,
+    GlobalId,
+    IndexImport,
+    RowSetFinishing,
+    SourceImport,
+    StorageTarget,
+)
+
+
+class Queries(Inputs):
+    """Reads; see the module docstring."""
+
+    def _name_of(self, rel: Relation) -> str:
+        if isinstance(rel, Table | Index | MaterializedView):
+            return f"{type(rel).__name__.lower()} {rel.name!r}"
+        return "query over " + ", ".join(sorted(i.label for i in rel.inputs.values()))
+
+    async def query(self, relation: Relation, *, as_of: int | None = None,
+                    timeout: float | None = None) -> Result:
+        """Read `relation` at one time (default: now; see the module docstring)."""
+        rel = self._check_relation(relation, "query")
+        ctl = self._ctl
+        t = self._choose_time(rel, as_of)
+        timeout = self.timeout if timeout is None else timeout
+        name = self._name_of(rel)
+        finishing = RowSetFinishing(order_by=rel.order) if rel.order else None
+        with translate(name):
+            peekable = index_mfp(rel)
+            if peekable is not None:
+                # A map/filter/project of one index needs no dataflow: the replica applies it
+                # while reading the arrangement (on interactive, with two runtimes).
+                gid, mfp = peekable
+                rows = await ctl.peek(gid, timestamp=t, mfp=mfp, finishing=finishing,
+                                      result_desc=rel.schema.desc(), timeout=timeout)
+            elif isinstance(rel.plan, Get) and len(rel.inputs) == 1:
+                inp = rel.inputs[rel.plan.id]
+                if inp.kind == "index":
+                    rows = await ctl.peek(inp.id, timestamp=t, finishing=finishing,
+                                          timeout=timeout)
+                else:
+                    assert inp.shard is not None
+                    rows = await ctl.peek(StorageTarget(id=inp.id, shard=inp.shard),
+                                          timestamp=t, finishing=finishing, timeout=timeout)
+            else:
+                indexes, sources = self._imports(rel)
+                rows = await ctl.peek_query(rel.plan, rel.schema.desc(), index_imports=indexes,
+                                            source_imports=sources, timestamp=t,
+                                            finishing=finishing, timeout=timeout)
+        return Result(rel.schema, t, expand(rows))
+
+    async def lookup(self, index: Index, *keys: Any, as_of: int | None = None,
+                     timeout: float | None = None) -> Result:
+        """The rows of `index` whose key equals one of `keys`: a scalar each for a one-column
+        key, else tuples in key order. Answered by the index's arrangement."""
+        if not isinstance(index, Index):
+            raise InvalidArgument(f"lookup: expected an Index, got {type(index).__name__}")
+        self._check_relation(index, "lookup")
+        if not keys:
+            raise InvalidArgument("lookup: give at least one key")
+        types = [index.schema.type_of(k, "lookup") for k in index.key]
+        constraints: list[list[Any]] = []
+        for k in keys:
+            values = list(k) if isinstance(k, tuple | list) else [k]
+            if len(values) != len(types):
+                raise InvalidArgument(f"lookup on index {index.name!r}: a key has "
+                                      f"{len(types)} values {index.key}, got {k!r}")
+            row = []
+            for v, ty, kname in zip(values, types, index.key, strict=True):
+                if v is not None and type(v) is int and ty.scalar == "float":
+                    v = float(v)
+                if v is not None and {bool: "bool", int: "int", float: "float", str: "str",
+                                      bytes: "bytes"}.get(type(v)) != ty.scalar:
+                    raise TypeMismatch("lookup", f"key value {v!r} is not a {ty.scalar}",
+                                       kname)
+                row.append(v)
+            constraints.append(row)
+        t = self._choose_time(index, as_of)
+        with translate(f"index {index.name!r}"):
+            rows = await self._ctl.peek(index.id, timestamp=t, literal_constraints=constraints,
+                                        timeout=self.timeout if timeout is None else timeout)
+        return Result(index.schema, t, expand(rows))
+
+    def _transient_dataflow_parts(
+        self, rel: Relation
+    ) -> tuple[GlobalId, list[BuildDesc], dict[GlobalId, IndexImport],
+               dict[GlobalId, SourceImport]]:
+        indexes, sources = self._imports(rel)
+        build = self._ctl.new_transient_id()
+        return build, [BuildDesc(id=build, plan=rel.plan)], indexes, sources
+
+    async def subscribe(self, relation: Relation, *, as_of: int | None = None,
+                        snapshot: bool = True, up_to: int | None = None) -> AsyncSubscription:
+        """Follow `relation`'s changes: the contents at the start time first (unless
+        `snapshot=False`), then a `Batch` per step. Ends at `up_to` if given."""
+        rel = self._check_relation(relation, "subscribe")
+        t = self._choose_time(rel, as_of)
+        if up_to is not None and up_to <= t:
+            raise InvalidArgument(f"subscribe: up_to {up_to} must be after the start time {t}")
+        build, objects, indexes, sources = self._transient_dataflow_parts(rel)
+        desc = subscribe_dataflow(
+            sink_id=self._ctl.new_transient_id(), from_id=build, desc=rel.schema.desc(),
+            index_imports=indexes, source_imports=sources, objects_to_build=objects,
+            as_of=Frontier.at(t), with_snapshot=snapshot,
+            up_to=None if up_to is None else Frontier.at(up_to),
+        )
+        name = self._name_of(rel)
+        with translate(name):
+            sub = await self._ctl.subscribe(desc)
+        return AsyncSubscription(sub, rel.schema, name, t)
+
+    async def copy_to(self, relation: Relation, path: str | Path, *,
+                      format: Literal["parquet", "csv"] | None = None,
+                      as_of: int | None = None, timeout: float | None = None) -> int:
+        """Write `relation` at one time to a Parquet or CSV file (by `format`, else by the
+        file's suffix); returns the number of rows written."""
+        rel = self._check_relation(relation, "copy_to")
+        target = Path(path).expanduser().resolve()
+        fmt = format or {".parquet": "parquet", ".csv": "csv"}.get(target.suffix.lower())
+        if fmt not in ("parquet", "csv"):
+            raise InvalidArgument(f"copy_to: cannot tell the format of {str(path)!r}; name it "
+                                  "*.parquet or *.csv or pass format='parquet'|'csv'")
+        t = self._choose_time(rel, as_of)
+        build, objects, indexes, sources = self._transient_dataflow_parts(rel)
+        desc = copy_to_dataflow(
+            sink_id=self._ctl.new_transient_id(), from_id=build, desc=rel.schema.desc(),
+            path=str(target), format=fmt, timestamp=t, index_imports=indexes,
+            source_imports=sources, objects_to_build=objects,
+        )
+        with translate(self._name_of(rel)):
+            return await self._ctl.copy_to(
+                desc, timeout=self.timeout if timeout is None else timeout)
