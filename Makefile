@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: test check lint typecheck bench clean demo
+.PHONY: test test-deep check lint typecheck bench clean demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,10 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# Property tests search 25x deeper (hypothesis profile `deep`, tests/conftest.py) (much longer than `make test`).
+test-deep: $(STAMP)
+	TWOFOLD_HYPOTHESIS=deep $(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -1,26 +1,12 @@
-"""Fixtures for the API tests: an embedded database per test (memory storage, fast ticks), and
-`async def` tests run on a fresh event loop (no pytest-asyncio dependency)."""
+"""Fixtures for the API tests: an embedded database per test (memory storage, fast ticks)."""
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 import twofold
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    if inspect.iscoroutinefunction(pyfuncitem.obj):
-        names = pyfuncitem._fixtureinfo.argnames
-        kwargs: dict[str, Any] = {n: pyfuncitem.funcargs[n] for n in names}
-        asyncio.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), timeout=60))
-        return True
-    return None
 
 
 @pytest.fixture

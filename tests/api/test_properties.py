@@ -16,6 +16,7 @@ from twofold.api.binding import bind
 from twofold.api.expr import Expr
 from twofold.api.schema import parse_schema
 from twofold.engine.typecheck import typecheck_expr
+from twofold.testing.profiles import examples
 
 SCHEMA = parse_schema({"i": int, "f": float, "s": str, "b": bool, "n": int},
                       nullable=["n", "s"])
@@ -47,7 +48,7 @@ def _extend(children: st.SearchStrategy[Expr]) -> st.SearchStrategy[Expr]:
 exprs = st.recursive(leaves, _extend, max_leaves=6)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(exprs)
 def test_dsl_types_agree_with_the_engine(e: Expr) -> None:
     try:
@@ -63,7 +64,7 @@ histories = st.lists(st.tuples(st.booleans(), st.lists(rows, min_size=1, max_siz
                      min_size=1, max_size=6)
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=list(HealthCheck))
 @given(histories)
 def test_maintained_aggregate_matches_direct_computation(
         history: list[tuple[bool, list[tuple[int, int]]]]) -> None:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from twofold.client import ChannelClosed, ComputeClient, Pipe, channel_pair
 from twofold.protocol import GlobalId, Schedule, Status
+from twofold.testing.profiles import examples
 
 
 def run(coro: Coroutine[Any, Any, None]) -> None:
@@ -192,7 +193,7 @@ ops = st.lists(
 )
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(ops, st.booleans())
 @example([("recv", 0), ("recv", 0), ("yield", 1), ("cancel", 0), ("send", 1), ("yield", 2)], False)
 def test_recv_is_cancel_safe_under_random_schedules(schedule: list[Op], fail: bool) -> None:

@@ -16,6 +16,7 @@ from twofold.controller.backoff import Backoff
 from twofold.controller.controller import Controller
 from twofold.controller.instance import Effects, PeekAnswered
 from twofold.protocol import DecodeError, GlobalId, InitializationComplete, Peek
+from twofold.testing.profiles import examples
 
 from .fakes import FakeReplica, Session
 from .helpers import index_dataflow
@@ -86,14 +87,14 @@ async def scenario(steps: list[tuple[str, int, int]]) -> None:
         results = await asyncio.gather(*peeks)
         assert results == [ROWS] * len(peeks)
         assert all(n == 1 for n in c.answered.values()) and len(c.answered) == len(peeks)
-        assert c.state.peeks == {} and c._peeks == {}
+        assert c.state.peeks == {} and c.deliveries.peeks == {}
         c.state.history.reduce()
         assert not any(isinstance(x, Peek) for x in c.state.history.commands())
     for f in fakes:
         await f.stop()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["peek", "peek", "answer", "kill"]),
                           st.integers(0, 1), st.integers(0, 5)), max_size=25))
 def test_every_peek_answered_exactly_once_across_failures(

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from twofold.controller.frontiers import CollectionFrontiers, FrontierKind
 from twofold.protocol import Frontier, GlobalId
+from twofold.testing.profiles import examples
 
 ID = GlobalId.user(1)
 
@@ -65,7 +66,7 @@ reports = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(reports)
 def test_frontiers_never_regress(ops: list[tuple[int, FrontierKind, int | None, bool]]) -> None:
     f = CollectionFrontiers(ID, Frontier.at(0))

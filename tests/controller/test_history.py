@@ -33,6 +33,7 @@ from twofold.protocol import (
     Schedule,
     UpdateConfiguration,
 )
+from twofold.testing.profiles import examples
 
 DESC = RelationDesc(names=["k"], types=[ColumnType("int")])
 
@@ -188,7 +189,7 @@ REPLAY_RANK = {
 }
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(histories())
 def test_reduced_history_is_equivalent_to_full_history(
     h: tuple[list[ComputeCommand], set[UUID]],
@@ -229,7 +230,7 @@ def live_size(model: ReplicaModel) -> int:
     return 4 + 4 * n_live + n_peeks
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(st.data())
 def test_size_tracks_live_state_not_traffic(data: st.DataObject) -> None:
     history = CommandHistory()

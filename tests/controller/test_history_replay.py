@@ -44,6 +44,7 @@ from twofold.protocol import (
 )
 from twofold.replica import Replica
 from twofold.storage import Table, open_storage
+from twofold.testing.profiles import examples
 
 from .proxy import KV, WAIT, index_on_index, multiset, table_at, table_index
 
@@ -215,7 +216,7 @@ async def replay_and_compare(program: Program, runtimes: str, url: str, t: Table
             await r.close()
 
 
-@settings(max_examples=15, deadline=None,
+@settings(max_examples=examples(15), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(ops=ops, runtimes=st.sampled_from(["one", "two"]),
        lag=st.one_of(st.none(), st.integers(0, UPPER - 1)))

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from twofold.controller.holds import HoldError, LagWindow, NoCompaction, ReadHolds, WriteOnly
 from twofold.protocol import MAX_TIME, Frontier
+from twofold.testing.profiles import examples
 
 
 def at(t: int) -> Frontier:
@@ -54,7 +55,7 @@ def test_read_policies() -> None:
         LagWindow(-1)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.booleans(), st.integers(0, 30)), max_size=50))
 def test_since_tracks_meet(ops: list[tuple[bool, int]]) -> None:
     h = ReadHolds(at(0))

@@ -25,6 +25,7 @@ from twofold.protocol import (
     PeekResponse,
     PeekRows,
 )
+from twofold.testing.profiles import examples
 
 from .helpers import index_dataflow
 
@@ -69,7 +70,7 @@ class Checker:
                 self.since[c.id] = f
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.data())
 def test_compaction_never_passes_what_readers_need(data: st.DataObject) -> None:
     s = InstanceState(read_policy=LagWindow(data.draw(st.integers(0, 3))))

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from twofold.controller.subscribes import SubscribeMerger
 from twofold.protocol import Frontier, GlobalId, SubscribeBatch, SubscribeDroppedAt
+from twofold.testing.profiles import examples
 
 ID = GlobalId.transient(1)
 END = 12
@@ -48,7 +49,7 @@ class Source:
         return SubscribeBatch(lower=Frontier.at(lo), upper=up, updates=updates)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.data())
 def test_merged_stream_is_contiguous_and_exactly_once(data: st.DataObject) -> None:
     merger = SubscribeMerger(ID)

@@ -27,6 +27,7 @@ from twofold.engine.groups import GroupTable
 from twofold.engine.render import render_plan
 from twofold.engine.testing import run_plan_at_times
 from twofold.protocol import Aggregate, ColumnType, Get, GlobalId, Reduce, RelationDesc
+from twofold.testing.profiles import examples
 
 A = GlobalId.user(1)
 INT, STR = ColumnType("int"), ColumnType("str")
@@ -112,13 +113,13 @@ def test_the_plan_renders_as_accumulation() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(KEYS))
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(seed=st.integers(0, 2**32))
 def test_accumulated_reduce_under_churn_matches_model(name: str, seed: int) -> None:
     check(seed, name)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(seed=st.integers(0, 2**32))
 def test_accumulated_reduce_exact_under_code_collisions(seed: int) -> None:
     orig = GroupTable.key_codes

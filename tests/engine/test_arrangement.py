@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from twofold.engine import Arrangement, EvalError, InputError, NotReadableError
 from twofold.protocol import ColumnType, Frontier, RelationDesc
+from twofold.testing.profiles import examples
 
 DESC_INT = RelationDesc(["k", "v"], [ColumnType("int"), ColumnType("int")])
 DESC_STR = RelationDesc(
@@ -111,13 +112,13 @@ def run_script(desc: RelationDesc, key: list[int], ops: list[tuple[str, Any]]) -
                     snap.read(bad)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(scripts(rows_int), st.sampled_from([[0], [1], [0, 1], []]))
 def test_int_arrangement_matches_naive(ops: list[tuple[str, Any]], key: list[int]) -> None:
     run_script(DESC_INT, key, ops)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(scripts(rows_str), st.sampled_from([[0], [0, 1], [2]]))
 def test_string_arrangement_matches_naive(ops: list[tuple[str, Any]], key: list[int]) -> None:
     run_script(DESC_STR, key, ops)

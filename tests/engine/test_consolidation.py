@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from twofold.engine.consolidation import consolidate, consolidate_sorted
 from twofold.engine.hashing import row_hash, scalar_row_hash
+from twofold.testing.profiles import examples
 
 values = st.tuples(
     st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)),
@@ -23,7 +24,7 @@ values = st.tuples(
 SCHEMA = {"c0": pl.Int64, "c1": pl.String, "c2": pl.Float64, "c3": pl.Boolean}
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(values, max_size=10))
 def test_scalar_and_vector_row_hashes_agree(rows: list[tuple[Any, ...]]) -> None:
     frame = pl.DataFrame(rows, schema=SCHEMA, orient="row")
@@ -32,7 +33,7 @@ def test_scalar_and_vector_row_hashes_agree(rows: list[tuple[Any, ...]]) -> None
         assert scalar_row_hash(row, list(SCHEMA.values())) == int(hashes[i])
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(-2, 2)), max_size=30), st.integers(1, 3))
 def test_consolidation_is_exact_even_when_every_code_collides(
     rows: list[tuple[int, int]], distinct_codes: int

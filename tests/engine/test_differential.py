@@ -8,13 +8,13 @@ error. It runs once with the engine choosing its own steps and once with random 
 so steps spanning several times are exercised.
 
 Skips only while `twofold.engine.testing` does not exist; any other import failure is an error.
-`TWOFOLD_DIFF_EXAMPLES` raises the number of examples per test for deeper local runs.
+Example counts follow the hypothesis profile (`twofold.testing.profiles`): `CI=true` or
+`TWOFOLD_HYPOTHESIS=deep` search deeper, and the per-test timeout scales with them.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -51,8 +51,8 @@ from twofold.protocol import (
     TopK,
     UnionAll,
 )
+from twofold.testing.profiles import examples
 
-EXAMPLES = int(os.environ.get("TWOFOLD_DIFF_EXAMPLES", "100"))
 ENGINE_TESTING = "twofold.engine.testing"
 
 
@@ -73,10 +73,8 @@ def _engine_testing() -> ModuleType:
 engine_testing = _engine_testing()
 
 
-# pyproject's 120 s per-test timeout fits the default example count; deep runs get more.
-DEEP_TIMEOUT = pytest.mark.timeout(max(120, 2 * EXAMPLES))
 DIFF_SETTINGS = settings(
-    max_examples=EXAMPLES,
+    max_examples=examples(100),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -125,7 +123,6 @@ def check(s: Scenario, steps: list[int] | None, run: Runner | None = None) -> No
             raise AssertionError(f"t={t}: expected (DuckDB) {missing}, engine has {extra}")
 
 
-@DEEP_TIMEOUT
 @DIFF_SETTINGS
 @given(scenarios())
 def test_engine_matches_duckdb_at_every_time(s: Scenario) -> None:
@@ -142,7 +139,6 @@ def scenarios_with_steps(draw: Any) -> tuple[Scenario, list[int]]:
     return s, sorted({*inner, end})
 
 
-@DEEP_TIMEOUT
 @DIFF_SETTINGS
 @given(scenarios_with_steps())
 def test_engine_matches_duckdb_with_multi_time_steps(case: tuple[Scenario, list[int]]) -> None:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from twofold.engine import groups
 from twofold.engine.groups import GroupTable
+from twofold.testing.profiles import examples
 
 EXACT: dict[str, pl.DataType] = {"g0": pl.Int64()}
 HASHED: dict[str, pl.DataType] = {"g0": pl.Int64(), "g1": pl.String()}
@@ -71,13 +72,13 @@ def run_script(sch: dict[str, pl.DataType], steps: list[Step]) -> None:
         assert len(table) == len(model)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(script(st.tuples(I64)))
 def test_exact_table_matches_a_dict(steps: list[Step]) -> None:
     run_script(EXACT, steps)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(script(st.tuples(I64, STRS)))
 def test_hashed_table_matches_a_dict(steps: list[Step]) -> None:
     run_script(HASHED, steps)
@@ -105,21 +106,21 @@ def slot_collisions(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("code_collisions")
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(script(st.tuples(I64, STRS)))
 def test_hashed_table_is_exact_under_code_collisions(steps: list[Step]) -> None:
     run_script(HASHED, steps)
 
 
 @pytest.mark.usefixtures("slot_collisions")
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(script(st.tuples(I64)))
 def test_exact_table_under_slot_collisions(steps: list[Step]) -> None:
     run_script(EXACT, steps)
 
 
 @pytest.mark.usefixtures("slot_collisions", "code_collisions")
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(script(st.tuples(I64, STRS)))
 def test_hashed_table_under_slot_and_code_collisions(steps: list[Step]) -> None:
     run_script(HASHED, steps)

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twofold.engine import int128
+from twofold.testing.profiles import examples
 
 I64 = st.integers(-(2**63), 2**63 - 1)
 EDGES = st.sampled_from([-(2**63), -(2**63) + 1, -1, 0, 1, 2**62, 2**63 - 1])
@@ -24,7 +25,7 @@ def wrap(v: int) -> int:
     return v - (1 << 128) if v >= 1 << 127 else v
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(INT128, INT128), min_size=1, max_size=20))
 def test_add_carries_like_python(pairs: list[tuple[int, int]]) -> None:
     a, b = [p[0] for p in pairs], [p[1] for p in pairs]
@@ -38,7 +39,7 @@ def test_add_carries_like_python(pairs: list[tuple[int, int]]) -> None:
             assert low == v
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.one_of(I64, EDGES), min_size=1, max_size=20))
 def test_from_int64_round_trips(values: list[int]) -> None:
     hi, lo = int128.from_int64(np.array(values, np.int64))
@@ -55,7 +56,7 @@ rows = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(rows)
 def test_sum_products_is_exact(data: list[tuple[int, int, int]]) -> None:
     groups = np.array([g for g, _, _ in data], np.int64)

@@ -41,6 +41,7 @@ from twofold.protocol import (
     TopK,
     UnionAll,
 )
+from twofold.testing.profiles import examples
 
 PLANS: dict[str, Plan] = {
     "mfp": Mfp(
@@ -118,7 +119,7 @@ def run_snapshot(df: Dataflow, out: GlobalId, t: int) -> list[Any] | str:
 
 
 @pytest.mark.parametrize("name", sorted(PLANS))
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inputs=inputs_ab())
 def test_incremental_equals_from_scratch(name: str, inputs: dict[GlobalId, Any]) -> None:
     plan = PLANS[name]

@@ -31,6 +31,7 @@ from twofold.engine.frames import TIME, schema
 from twofold.engine.hashing import mix
 from twofold.engine.snapshot import ArrangementSnapshot, _accumulate, _collect
 from twofold.protocol import Frontier, RelationDesc
+from twofold.testing.profiles import examples
 
 
 def _plain_read(snap: ArrangementSnapshot, t: int) -> list[str]:
@@ -84,7 +85,7 @@ def _check(desc: RelationDesc, key: list[int], ops: list[tuple[str, Any]], order
                 assert snap.read_rows(t) == naive(history, t)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(scripts(rows_int), st.sampled_from([[0], [1], []]), st.integers(0, 2))
 def test_memoised_reads_equal_plain_reads(
     ops: list[tuple[str, Any]], key: list[int], order: int
@@ -92,7 +93,7 @@ def test_memoised_reads_equal_plain_reads(
     _check(DESC_INT, key, ops, order)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(scripts(rows_str), st.sampled_from([[0], [2]]), st.integers(0, 2))
 def test_memoised_reads_exact_under_code_collisions(
     ops: list[tuple[str, Any]], key: list[int], order: int

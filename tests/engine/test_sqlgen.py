@@ -7,7 +7,6 @@ every time, so the DuckDB oracle is trusted before the engine is compared to it.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
@@ -37,8 +36,8 @@ from twofold.protocol import (
     TopK,
     UnionAll,
 )
+from twofold.testing.profiles import examples
 
-EXAMPLES = int(os.environ.get("TWOFOLD_DIFF_EXAMPLES", "100"))
 U1, U2 = GlobalId.user(1), GlobalId.user(2)
 
 
@@ -199,9 +198,8 @@ def _env_inputs(s: Scenario) -> dict[GlobalId, tuple[list[str], list[Any]]]:
     return {g: ([t.scalar for t in d.types], u) for g, (d, u) in s.inputs.items()}
 
 
-@pytest.mark.timeout(max(120, 2 * EXAMPLES))
 @settings(
-    max_examples=EXAMPLES,
+    max_examples=examples(100),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -226,7 +224,7 @@ def test_duckdb_translation_matches_the_reference(s: Scenario) -> None:
         oracle.close()
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(input_sets())
 def test_generated_histories_are_never_negative(inputs: Any) -> None:
     for desc, updates in inputs.values():
@@ -240,7 +238,7 @@ def test_generated_histories_are_never_negative(inputs: Any) -> None:
                 assert v is not None or ct.nullable
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.data())
 def test_generated_plans_are_well_typed(data: st.DataObject) -> None:
     env = {U1: ["int", "str"], U2: ["float", "bool", "int"]}

@@ -42,6 +42,7 @@ from twofold.protocol import (
     StorageTarget,
     UpdateConfiguration,
 )
+from twofold.testing.profiles import examples
 
 from .fakes import (
     RUNTIME_KINDS,
@@ -167,7 +168,7 @@ def command_histories(draw: st.DrawFn) -> list[tuple[ComputeCommand, tuple[Runti
     return out
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(
     history=command_histories(),
     strict=st.booleans(),
@@ -226,7 +227,7 @@ def check_merge(
 steps = st.lists(st.tuples(st.sampled_from("miy"), st.integers(1, 40)), min_size=1, max_size=30)
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(schedule=steps, kind=st.sampled_from(sorted(RUNTIME_KINDS)))
 def test_random_interleavings_come_out_complete_and_in_order(
     schedule: list[tuple[str, int]], kind: str
@@ -268,7 +269,7 @@ cancel_steps = st.lists(
 )
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(schedule=cancel_steps, kind=st.sampled_from(sorted(RUNTIME_KINDS)))
 def test_cancelling_recv_at_any_point_loses_and_duplicates_nothing(
     schedule: list[tuple[str, int]], kind: str

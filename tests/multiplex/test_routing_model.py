@@ -29,6 +29,7 @@ from twofold.protocol import (
     Schedule,
     StorageTarget,
 )
+from twofold.testing.profiles import examples
 
 from .fakes import instance, maintained_index, materialized_view, peek_dataflow, subscribe_dataflow
 
@@ -111,7 +112,7 @@ class Model:
         return to, violations
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(history=st.lists(commands, max_size=30))
 def test_lenient_router_follows_the_model(history: list[ComputeCommand]) -> None:
     router, model = Router(strict=False), Model()
@@ -128,7 +129,7 @@ def test_lenient_router_follows_the_model(history: list[ComputeCommand]) -> None
         assert {g: (c.runtime, c.published) for g, c in router.collections.items()} == model.live
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(history=st.lists(commands, max_size=30))
 def test_strict_router_raises_exactly_on_violations_and_changes_nothing(
     history: list[ComputeCommand],

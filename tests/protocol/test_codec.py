@@ -27,10 +27,11 @@ from twofold.protocol import (
     Status,
 )
 from twofold.protocol.codec import decode_command, decode_response, encode
+from twofold.testing.profiles import examples
 from twofold.testing.strategies import commands, responses
 
-ROUND_TRIP = settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
-FUZZ = settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+ROUND_TRIP = settings(max_examples=examples(150), suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=examples(150), suppress_health_check=[HealthCheck.too_slow])
 
 
 @ROUND_TRIP
@@ -86,7 +87,7 @@ def _check_wire_shape(value: Any, wire: Any) -> None:
         assert type(wire) is type(value) and wire == value
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(st.one_of(commands(), responses()))
 def test_wire_shape(msg: ComputeCommand | ComputeResponse) -> None:
     wire = msgspec.msgpack.decode(encode(msg))
@@ -173,14 +174,14 @@ def test_non_bytes_input_is_refused() -> None:
     assert decode_command(memoryview(encode(InitializationComplete()))) == InitializationComplete()
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(commands())
 def test_a_command_is_not_a_response(cmd: ComputeCommand) -> None:
     with pytest.raises(DecodeError):
         decode_response(encode(cmd))
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(responses())
 def test_a_response_is_not_a_command(resp: ComputeResponse) -> None:
     with pytest.raises(DecodeError):

@@ -21,6 +21,7 @@ from twofold.protocol.codec import (
     read_frame,
     write_frame,
 )
+from twofold.testing.profiles import examples
 
 
 def header(n: int) -> bytes:
@@ -42,7 +43,7 @@ def chunked_streams(draw: st.DrawFn) -> tuple[list[bytes], list[bytes]]:
     return payloads, [stream[a:b] for a, b in itertools.pairwise(bounds)]
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(chunked_streams())
 def test_decoder_splits_any_chunking_exactly(case: tuple[list[bytes], list[bytes]]) -> None:
     payloads, chunks = case
@@ -198,7 +199,7 @@ def test_oversized_frame_over_tcp() -> None:
 
 
 @given(chunked_streams())
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 def test_read_frame_over_chunked_feed(case: tuple[list[bytes], list[bytes]]) -> None:
     payloads, chunks = case
 

@@ -29,10 +29,12 @@ from twofold.protocol import (
     plan_children,
 )
 from twofold.testing import strategies as s
+from twofold.testing.profiles import examples
 
 T = TypeVar("T")
 
-# Coverage checks sample a fixed, derandomized set of examples (no shrinking, no flakiness).
+# Coverage checks sample a fixed, derandomized set of examples (no shrinking, no flakiness):
+# a sample of a stated size, not a search, so the hypothesis profile does not scale it.
 SAMPLE = settings(max_examples=150, derandomize=True, database=None)
 
 
@@ -235,7 +237,7 @@ def _named_ids(msg: Any) -> list[GlobalId]:
     return [msg.id] if isinstance(getattr(msg, "id", None), GlobalId) else []
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(st.one_of(s.commands(st.sampled_from(POOL)), s.responses(st.sampled_from(POOL))))
 def test_messages_name_only_ids_from_the_pool(msg: Any) -> None:
     assert set(_named_ids(msg)) <= set(POOL)

@@ -38,6 +38,7 @@ from twofold.protocol import (
     UnionAll,
 )
 from twofold.protocol.codec import decode_command, decode_response, encode
+from twofold.testing.profiles import examples
 from twofold.testing.strategies import commands, responses
 
 U1 = GlobalId.user(1)
@@ -49,7 +50,7 @@ def get() -> Get:
     return Get(U1)
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(st.one_of(commands(), responses()))
 def test_every_message_is_frozen(msg: ComputeCommand | ComputeResponse) -> None:
     field = msg.__struct_fields__[0] if msg.__struct_fields__ else "anything"
@@ -57,7 +58,7 @@ def test_every_message_is_frozen(msg: ComputeCommand | ComputeResponse) -> None:
         setattr(msg, field, None)
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(st.one_of(commands(), responses()))
 def test_equal_by_value(msg: ComputeCommand | ComputeResponse) -> None:
     data = encode(msg)

@@ -49,6 +49,7 @@ from twofold.protocol import (
     Schedule,
 )
 from twofold.protocol import Literal as Lit
+from twofold.testing.profiles import examples
 
 Op = tuple[Any, ...]
 
@@ -156,7 +157,7 @@ def _check_positions(run: Run, last: int) -> None:
     assert numeric and numeric[-1] == last, run.positions
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(ops=ops_st)
 def test_one_and_two_runtimes_answer_identically(ops: list[Op]) -> None:
     async def both() -> tuple[Run, Run]:

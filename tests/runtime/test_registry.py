@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from twofold.protocol import Frontier, GlobalId
 from twofold.runtime.registry import PublicationClosed, PublicationRegistry
+from twofold.testing.profiles import examples
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def test_hold_before_first_publish_is_kept() -> None:
     assert reg.standing_hold(U1) == Frontier.at(3)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["ctl", "int"]), st.integers(0, 20)), max_size=30))
 def test_i1c_target_never_passes_the_interactive_position(
     events: list[tuple[str, int]],

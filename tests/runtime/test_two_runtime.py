@@ -49,6 +49,7 @@ from twofold.protocol import (
     SourceImport,
 )
 from twofold.storage import Storage, Table, open_storage
+from twofold.testing.profiles import examples
 
 MAINT, INTER = 0, 1
 SRC, IDX = GlobalId.user(1), GlobalId.user(2)
@@ -263,7 +264,7 @@ def _run_i1_race(world: World, readers: list[Reader], k: int, schedule: list[int
     assert _since(world) == Frontier.at(target)
 
 
-@settings(max_examples=150, deadline=None,
+@settings(max_examples=examples(150), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(readers=readers_st, k=st.integers(1, 3),
        schedule=st.lists(st.integers(0, 3), max_size=40))

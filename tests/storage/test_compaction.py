@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from twofold.protocol import Frontier
 from twofold.storage import PartInfo
 from twofold.storage.compaction import FACTOR, behind, plan_compaction, settled
+from twofold.testing.profiles import examples
 
 
 def parts_from(widths: list[int], counts: list[int], settled_upto: int) -> list[PartInfo]:
@@ -43,7 +44,7 @@ def test_empty_since_makes_every_closed_part_eligible() -> None:
     assert behind(parts[0], Frontier.empty()) and not behind(parts[2], Frontier.empty())
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(
     widths=st.lists(st.integers(1, 5), min_size=1, max_size=12),
     counts=st.lists(st.integers(0, 100), min_size=12, max_size=12),

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twofold.storage import TimestampOracle, wall_clock_ms
+from twofold.testing.profiles import examples
 
 
 def test_default_clock_is_wall_clock_milliseconds() -> None:
@@ -19,7 +20,7 @@ def test_default_clock_is_wall_clock_milliseconds() -> None:
     assert stamp > 1_600_000_000_000  # milliseconds since the epoch, not seconds
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(st.lists(st.integers(0, 10**6), min_size=1, max_size=40))
 def test_oracle_is_strictly_increasing_whatever_the_clock_does(readings: list[int]) -> None:
     clock: Iterator[int] = iter(readings)

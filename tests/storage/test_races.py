@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from twofold.storage import Storage, open_storage, to_tuples
+from twofold.testing.profiles import examples
 
 from .helpers import (
     BIG,
@@ -29,7 +30,7 @@ from .helpers import (
 SPAWN = multiprocessing.get_context("spawn")
 
 
-@settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture],
+@settings(max_examples=examples(12), suppress_health_check=[HealthCheck.function_scoped_fixture],
           deadline=None)
 @given(threads=st.integers(2, 5), per_thread=st.integers(1, 4), size=st.integers(1, 50))
 def test_racing_threads_each_upper_has_one_winner(shared_storage: Storage, threads: int,

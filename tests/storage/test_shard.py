@@ -25,11 +25,14 @@ from twofold.storage import (
     to_update_table,
 )
 from twofold.storage.shard import tile_batches
+from twofold.testing.profiles import examples
 
 from .helpers import DESC, Update, fresh_id, reference_at, snapshot_counter
 
 SHARED = settings(
-    max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None
+    max_examples=examples(25),
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    deadline=None,
 )
 
 

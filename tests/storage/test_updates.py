@@ -20,6 +20,7 @@ from twofold.storage import (
     to_update_table,
     update_schema,
 )
+from twofold.testing.profiles import examples
 
 from .helpers import DESC
 
@@ -131,7 +132,7 @@ update_lists = st.lists(
 )
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(update_lists, st.integers(0, 6))
 def test_consolidate_matches_reference(updates: list, as_of: int) -> None:
     table = to_update_table([(list(r), t, d) for r, t, d in updates], DESC)
@@ -152,7 +153,7 @@ def test_consolidate_matches_reference(updates: list, as_of: int) -> None:
 FLOATS = RelationDesc(names=["f", "s"], types=[ColumnType("float"), ColumnType("str")])
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(st.lists(st.tuples(st.sampled_from([0.5, float("nan"), None, -1.5]),
                           st.sampled_from(["a", None]), st.integers(-2, 2).filter(bool)),
                 max_size=30))

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twofold.protocol import PeekResponse, PeekRows, Status
+from twofold.testing.profiles import examples
 from twofold.transport import ReplicaServer, connect
 
 from .support import EchoReplica, async_test, hello, peek, within
@@ -21,7 +22,7 @@ async def _yield(times: int) -> None:
         await asyncio.sleep(0)
 
 
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 @given(
     delays=st.lists(st.integers(min_value=0, max_value=6), min_size=1, max_size=40),
     buffer_limit=st.sampled_from([64, 1024, 1 << 20]),

@@ -21,6 +21,7 @@ from twofold.protocol import (
 )
 from twofold.protocol.codec import decode_response, encode
 from twofold.protocol.framing import FrameDecoder, frame
+from twofold.testing.profiles import examples
 from twofold.transport import ReplicaServer
 
 from .support import EchoReplica, async_test, hello, raw_connection, within
@@ -44,7 +45,7 @@ commands: st.SearchStrategy[ComputeCommand] = st.one_of(
 )
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(
     sent=st.lists(commands, max_size=40),
     cuts=st.lists(st.integers(min_value=1, max_value=64), min_size=1, max_size=20),
