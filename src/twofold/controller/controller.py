@@ -22,6 +22,7 @@ from uuid import UUID, uuid4
 
 from twofold.controller.backoff import Backoff
 from twofold.controller.dataflows import peek_dataflow
+from twofold.controller.delivery import Deliveries
 from twofold.controller.errors import (
     ControllerClosed,
     CopyToFailed,
@@ -30,19 +31,12 @@ from twofold.controller.errors import (
     PeekFailed,
     PeekTimeout,
     SinceViolation,
-    SubscribeFailed,
-    UnknownCollection,
 )
 from twofold.controller.frontiers import ReplicaId
 from twofold.controller.holds import DEFAULT_READ_POLICY, ReadPolicy
 from twofold.controller.instance import (
-    CollectionForgotten,
-    CopyToDone,
     Effects,
-    FrontierAdvanced,
     InstanceState,
-    PeekAnswered,
-    SubscribeDelivered,
 )
 from twofold.controller.replica import ConnectFactory, ReplicaConnection, Sleep
 from twofold.controller.subscription import Subscription
@@ -50,8 +44,6 @@ from twofold.protocol import (
     ComputeCommand,
     ComputeParameters,
     ComputeResponse,
-    CopyToError,
-    CopyToRowCount,
     DataflowDescription,
     Frontier,
     GlobalId,
@@ -98,10 +90,8 @@ class Controller:
         self._nonce = nonce
         self.connections: dict[ReplicaId, ReplicaConnection] = {}
         self._tasks: dict[ReplicaId, asyncio.Task[None]] = {}
-        self._peeks: dict[UUID, asyncio.Future[PeekResult]] = {}
-        self._copy_tos: dict[GlobalId, asyncio.Future[int]] = {}
-        self._subscriptions: dict[GlobalId, Subscription] = {}
-        self._frontier_waiters: dict[GlobalId, list[tuple[Frontier, asyncio.Future[None]]]] = {}
+        self.deliveries = Deliveries()
+        """The callers waiting for peeks, copy-tos, subscribes and frontiers."""
         self._transient_ids = itertools.count(1)
         self._started = False
         self._closed = False
@@ -138,20 +128,7 @@ class Controller:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
-        closed = ControllerClosed("the controller was closed")
-        for pfut in self._peeks.values():
-            if not pfut.done():
-                pfut.set_exception(closed)
-        for cfut in self._copy_tos.values():
-            if not cfut.done():
-                cfut.set_exception(closed)
-        for waiters in self._frontier_waiters.values():
-            for _, fut in waiters:
-                if not fut.done():
-                    fut.set_exception(ControllerClosed("the controller was closed"))
-        for sub in self._subscriptions.values():
-            sub._push(ControllerClosed("the controller was closed"))
-        self._subscriptions.clear()
+        self.deliveries.fail_all(lambda: ControllerClosed("the controller was closed"))
 
     def _check_open(self) -> None:
         if self._closed:
@@ -218,58 +195,7 @@ class Controller:
         if fx.commands:
             for conn in self.connections.values():
                 conn.enqueue(fx.commands)
-        for ev in fx.events:
-            if isinstance(ev, PeekAnswered):
-                fut = self._peeks.pop(ev.uuid, None)
-                if fut is not None and not fut.done():
-                    fut.set_result(ev.result)
-            elif isinstance(ev, SubscribeDelivered):
-                sub = self._subscriptions.get(ev.id)
-                if sub is None:
-                    continue
-                if ev.batch is not None and ev.error is None:
-                    sub._push(ev.batch)
-                if ev.ended:
-                    self._subscriptions.pop(ev.id, None)
-                    if ev.error is not None:
-                        sub._push(SubscribeFailed(ev.id, ev.error))
-                    elif ev.dropped_at is not None:
-                        sub._push(SubscribeFailed(ev.id, f"dropped at {ev.dropped_at!r}"))
-                    else:
-                        sub._push(None)
-            elif isinstance(ev, CopyToDone):
-                cfut = self._copy_tos.pop(ev.id, None)
-                if cfut is None or cfut.done():
-                    continue
-                r = ev.result
-                if isinstance(r, CopyToRowCount):
-                    cfut.set_result(r.count)
-                elif isinstance(r, CopyToError):
-                    cfut.set_exception(CopyToFailed(ev.id, r.message))
-                else:
-                    cfut.set_exception(CopyToFailed(ev.id, "dropped before it completed"))
-            elif isinstance(ev, FrontierAdvanced):
-                self._wake_frontier(ev.id, ev.frontier)
-            elif isinstance(ev, CollectionForgotten):
-                for _, wfut in self._frontier_waiters.pop(ev.id, []):
-                    if not wfut.done():
-                        wfut.set_exception(UnknownCollection(ev.id, "wait_for_frontier"))
-
-    def _wake_frontier(self, id: GlobalId, frontier: Frontier) -> None:
-        waiters = self._frontier_waiters.get(id)
-        if not waiters:
-            return
-        keep = []
-        for target, fut in waiters:
-            if target <= frontier:
-                if not fut.done():
-                    fut.set_result(None)
-            else:
-                keep.append((target, fut))
-        if keep:
-            self._frontier_waiters[id] = keep
-        else:
-            del self._frontier_waiters[id]
+        self.deliveries.deliver(fx.events)
 
     def new_transient_id(self) -> GlobalId:
         """A transient id never used before by this controller."""
@@ -315,7 +241,7 @@ class Controller:
         if frontier <= self.frontier(id):
             fut.set_result(None)
         else:
-            self._frontier_waiters.setdefault(id, []).append((frontier, fut))
+            self.deliveries.frontier_waiters.setdefault(id, []).append((frontier, fut))
         return fut
 
     # -- peeks ------------------------------------------------------------------------------
@@ -350,7 +276,7 @@ class Controller:
             finishing=finishing,
             result_desc=result_desc,
         )
-        self._peeks[uuid] = fut
+        self.deliveries.peeks[uuid] = fut
         self._apply(fx)
         try:
             # `asyncio.timeout`, not `wait_for`: the latter can lose a racing cancellation.
@@ -369,7 +295,7 @@ class Controller:
         return result.rows
 
     def _abandon_peek(self, uuid: UUID) -> None:
-        self._peeks.pop(uuid, None)
+        self.deliveries.peeks.pop(uuid, None)
         if not self._closed:
             self._apply(self.state.cancel_peek(uuid))
 
@@ -443,11 +369,11 @@ class Controller:
                 f"got exports {desc.export_ids()}"
             )
         sub = Subscription(self, ids[0])
-        self._subscriptions[ids[0]] = sub
+        self.deliveries.subscriptions[ids[0]] = sub
         try:
             await self.create_dataflow(desc, read_policy=read_policy)
         except BaseException:
-            self._subscriptions.pop(ids[0], None)
+            self.deliveries.subscriptions.pop(ids[0], None)
             raise
         return sub
 
@@ -462,7 +388,7 @@ class Controller:
                 f"got exports {desc.export_ids()}"
             )
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._copy_tos[ids[0]] = fut
+        self.deliveries.copy_tos[ids[0]] = fut
         try:
             await self.create_dataflow(desc)
             try:
@@ -471,7 +397,7 @@ class Controller:
             except TimeoutError:
                 raise CopyToFailed(ids[0], f"no result within {timeout} s") from None
         finally:
-            self._copy_tos.pop(ids[0], None)
+            self.deliveries.copy_tos.pop(ids[0], None)
             if not self._closed and ids[0] in self.state.collections:
                 c = self.state.collections[ids[0]]
                 if not c.dropped:

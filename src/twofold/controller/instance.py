@@ -5,17 +5,13 @@ scheduling, peeks, subscribes and copy-tos. Sans-IO: methods take values and ret
 Contract (`spec/controller.md`, `reference/mz-compute-protocol.md` §9):
 - every emitted command is first recorded in `history`; `connect_replica` reduces it and returns
   the replay for a new connection;
-- a collection's `since` is the meet of its read holds: its implied hold (placed by its read
-  policy from the global write frontier), the holds of dataflows reading it (at their `as_of`,
-  then following their own since), and the holds of pending peeks (at their timestamp). Each
-  change of the since emits `AllowCompaction(id, since)`;
-- `drop` releases the implied hold; `AllowCompaction(id, empty)` follows once no other hold
-  remains; the collection is forgotten once every replica reported all frontiers empty, and only
-  then are its holds on its inputs released;
-- `Schedule(id)` is sent once the dataflow's compute dependencies are scheduled and their write
-  frontiers lie beyond its `as_of` (transient dataflows are scheduled at once);
-- a peek's first response is delivered once; finishing a peek sends `CancelPeek` *before* its
-  read hold is released.
+- holds, compaction, scheduling and cleanup follow the rules of `tracking.py`; responses are
+  applied as `responses.py` says;
+- `create_dataflow` validates the description, chooses an `as_of` if missing (the earliest time
+  every input is readable) and holds the inputs there; transient dataflows are scheduled at
+  once;
+- a peek holds its target at its timestamp until it finishes; its first response is delivered
+  once; finishing a peek sends `CancelPeek` *before* its read hold is released.
 
 Invariant protected: no `AllowCompaction` ever passes a time an outstanding peek or a live
 dataflow still needs.
@@ -23,7 +19,6 @@ dataflow still needs.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from uuid import UUID
 
@@ -34,17 +29,13 @@ from twofold.controller.errors import (
     InvalidDataflow,
     InvalidRead,
     SinceViolation,
-    UnknownCollection,
 )
-from twofold.controller.frontiers import CollectionFrontiers, ReplicaId
-from twofold.controller.history import CommandHistory
+from twofold.controller.frontiers import ReplicaId
 from twofold.controller.holds import (
     DEFAULT_READ_POLICY,
-    NoCompaction,
-    ReadHolds,
     ReadPolicy,
-    WriteOnly,
 )
+from twofold.controller.responses import ResponseAbsorber
 from twofold.controller.state import (
     CollectionForgotten,
     CollectionKind,
@@ -59,40 +50,29 @@ from twofold.controller.state import (
 )
 from twofold.controller.subscribes import SubscribeMerger
 from twofold.protocol import (
-    AllowCompaction,
     AllowWrites,
-    CancelPeek,
     ComputeCommand,
     ComputeParameters,
-    ComputeResponse,
-    CopyToResponse,
     CopyToSink,
     CreateDataflow,
     CreateInstance,
     DataflowDescription,
     Frontier,
-    Frontiers,
     GlobalId,
     Hello,
     InitializationComplete,
     InstanceConfig,
     MapFilterProject,
     Peek,
-    PeekResponse,
     PeekTarget,
     RelationDesc,
     Row,
     RowSetFinishing,
     Schedule,
     StorageTarget,
-    SubscribeBatch,
-    SubscribeDroppedAt,
-    SubscribeResponse,
     SubscribeSink,
     UpdateConfiguration,
 )
-
-log = logging.getLogger(__name__)
 
 __all__ = [
     "CollectionForgotten",
@@ -109,8 +89,12 @@ __all__ = [
 ]
 
 
-class InstanceState:
-    """Collections, read holds, peeks, subscribes and the command history of one instance."""
+class InstanceState(ResponseAbsorber):
+    """Collections, read holds, peeks, subscribes and the command history of one instance.
+
+    Layered by responsibility: `CollectionTracker` (`tracking.py`: collections, holds,
+    compaction, scheduling, cleanup), `ResponseAbsorber` (`responses.py`: replica responses),
+    and this class: the instance's lifecycle, replicas, dataflows and peeks."""
 
     def __init__(
         self,
@@ -118,38 +102,10 @@ class InstanceState:
         read_policy: ReadPolicy = DEFAULT_READ_POLICY,
         source_upper: Callable[[str], Frontier | None] | None = None,
     ) -> None:
+        super().__init__(read_policy)
         self.config = InstanceConfig() if config is None else config
         self.source_upper = source_upper
         """Storage's current upper of a source shard (`None`: unknown); refreshes replays."""
-        self.read_policy = read_policy
-        self.history = CommandHistory()
-        self.collections: dict[GlobalId, CollectionState] = {}
-        self.peeks: dict[UUID, PendingPeek] = {}
-        self._unscheduled: dict[GlobalId, None] = {}  # an ordered set: creation order
-        self.replicas: set[ReplicaId] = set()
-        self.regression_count = 0
-        """Frontier reports that would have moved a frontier backwards (logged, not applied)."""
-        self.unknown_reports = 0
-        """Responses naming a collection the controller does not know (logged, ignored)."""
-        self.ignored_peek_responses = 0
-        """Responses to peeks already finished: every later replica's answer lands here."""
-        self._fx = Effects()
-
-    # -- plumbing ---------------------------------------------------------------------------
-
-    def _send(self, command: ComputeCommand) -> None:
-        self.history.push(command)
-        self._fx.commands.append(command)
-
-    def _take(self) -> Effects:
-        fx, self._fx = self._fx, Effects()
-        return fx
-
-    def collection(self, id: GlobalId, what: str = "lookup") -> CollectionState:
-        c = self.collections.get(id)
-        if c is None:
-            raise UnknownCollection(id, what)
-        return c
 
     # -- instance lifecycle -----------------------------------------------------------------
 
@@ -196,111 +152,6 @@ class InstanceState:
         for c in list(self.collections.values()):
             self._maybe_cleanup(c)
         return self._take()
-
-    # -- collections and holds --------------------------------------------------------------
-
-    def _add_collection(
-        self,
-        id: GlobalId,
-        kind: CollectionKind,
-        as_of: Frontier,
-        dependencies: list[GlobalId],
-        policy: ReadPolicy | None = None,
-    ) -> CollectionState:
-        if policy is None:
-            if kind in (CollectionKind.INDEX, CollectionKind.INTROSPECTION):
-                policy = self.read_policy
-            elif kind is CollectionKind.COPY_TO:
-                policy = NoCompaction()
-            else:
-                policy = WriteOnly()
-        frontiers = CollectionFrontiers(id, as_of)
-        for r in self.replicas:
-            frontiers.add_replica(r, as_of)
-        c = CollectionState(
-            id=id,
-            kind=kind,
-            as_of=as_of,
-            frontiers=frontiers,
-            holds=ReadHolds(as_of),
-            policy=policy,
-            implied=as_of,
-            dependencies=dependencies,
-        )
-        self.collections[id] = c
-        for dep in dependencies:
-            self.collections[dep].holds.acquire(as_of)
-            c.input_holds[dep] = as_of
-        return c
-
-    def _since_changed(self, c: CollectionState, new: Frontier | None) -> None:
-        if new is None:
-            return
-        self._send(AllowCompaction(id=c.id, frontier=new))
-        if not new.is_empty:
-            # The collection no longer reads its inputs before its own since.
-            for dep, held in list(c.input_holds.items()):
-                if held != new:
-                    c.input_holds[dep] = new
-                    d = self.collections[dep]
-                    self._since_changed(d, d.holds.downgrade(held, new))
-        self._maybe_cleanup(c)
-
-    def _maybe_cleanup(self, c: CollectionState) -> None:
-        if not (c.dropped and c.since.is_empty and c.frontiers.all_replicas_empty()):
-            return
-        if self.collections.get(c.id) is not c:
-            return
-        del self.collections[c.id]
-        self._fx.events.append(CollectionForgotten(c.id))
-        for dep, held in c.input_holds.items():
-            d = self.collections[dep]
-            self._since_changed(d, d.holds.release(held))
-        c.input_holds.clear()
-
-    def _advance_implied(self, c: CollectionState) -> None:
-        if c.dropped:
-            return
-        # A subscribe's progress is what was delivered, not what any replica claims: a replay
-        # must restart no later than one step behind the delivered upper.
-        write = c.write_frontier
-        if c.subscribe is not None:
-            write = c.subscribe.upper or c.as_of
-        new = c.policy.implied_hold(write, c.implied)
-        if new != c.implied:
-            old, c.implied = c.implied, new
-            self._since_changed(c, c.holds.downgrade(old, new))
-
-    def set_read_policy(self, id: GlobalId, policy: ReadPolicy) -> Effects:
-        """Change `id`'s read policy; the implied hold only ever moves forward."""
-        c = self.collection(id, "set_read_policy")
-        c.policy = policy
-        self._advance_implied(c)
-        return self._take()
-
-    def _ready(self, c: CollectionState) -> bool:
-        t = c.as_of.time
-        for dep in c.dependencies:
-            d = self.collections[dep]
-            if not d.scheduled or (t is not None and d.write_frontier.contains(t)):
-                return False
-        return True
-
-    def _schedule_ready(self) -> None:
-        # Only unscheduled collections are looked at, so a frontier report costs nothing once
-        # everything is running.
-        progress = True
-        while progress and self._unscheduled:  # scheduling one can make its dependents ready
-            progress = False
-            for id in list(self._unscheduled):
-                c = self.collections.get(id)
-                if c is None or c.dropped:
-                    del self._unscheduled[id]
-                elif self._ready(c):
-                    del self._unscheduled[id]
-                    c.scheduled = True
-                    progress = True
-                    self._send(Schedule(id=c.id))
 
     # -- dataflows --------------------------------------------------------------------------
 
@@ -363,16 +214,6 @@ class InstanceState:
             self._send(AllowWrites(id=e))
         return desc, self._take()
 
-    def drop(self, id: GlobalId) -> Effects:
-        """Drop `id`: release its implied hold (compaction to empty follows once no peek or
-        dataflow holds it any more)."""
-        c = self.collection(id, "drop")
-        if c.dropped:
-            return self._take()
-        c.dropped = True
-        self._since_changed(c, c.holds.release(c.implied))
-        return self._take()
-
     # -- peeks ------------------------------------------------------------------------------
 
     def choose_timestamp(self, id: GlobalId, timestamp: int | None = None) -> int:
@@ -433,105 +274,9 @@ class InstanceState:
         self._send(peek)
         return peek, self._take()
 
-    def _finish_peek(self, p: PendingPeek) -> None:
-        # CancelPeek goes out *before* the hold is released: a replica must never see the
-        # compaction that invalidates a peek it might still be serving.
-        self._send(CancelPeek(uuid=p.uuid))
-        if p.held:
-            c = self.collections[p.target]
-            self._since_changed(c, c.holds.release(Frontier.at(p.timestamp)))
-
     def cancel_peek(self, uuid: UUID) -> Effects:
         """Finish a pending peek without an answer (cancelled or timed out). Unknown: no-op."""
         p = self.peeks.pop(uuid, None)
         if p is not None:
             self._finish_peek(p)
         return self._take()
-
-    # -- responses --------------------------------------------------------------------------
-
-    def absorb(self, replica: ReplicaId, response: ComputeResponse) -> Effects:
-        """Apply one response from `replica` (of its current epoch)."""
-        if isinstance(response, Frontiers):
-            self._absorb_frontiers(replica, response)
-        elif isinstance(response, PeekResponse):
-            p = self.peeks.pop(response.uuid, None)
-            if p is None:
-                self.ignored_peek_responses += 1
-            else:
-                self._fx.events.append(PeekAnswered(response.uuid, response.result))
-                self._finish_peek(p)
-        elif isinstance(response, SubscribeResponse):
-            self._absorb_subscribe(replica, response)
-        elif isinstance(response, CopyToResponse):
-            self._absorb_copy_to(replica, response)
-        return self._take()
-
-    def _known(self, id: GlobalId, what: str) -> CollectionState | None:
-        c = self.collections.get(id)
-        if c is None:
-            # Expected after a drop: replicas report until they have processed it (and every
-            # replica's final empty report may trail the one that let us forget the id).
-            self.unknown_reports += 1
-            log.debug("%s for unknown collection %s ignored", what, id)
-        return c
-
-    def _after_write_advance(self, c: CollectionState, advanced: Frontier | None) -> None:
-        if advanced is None:
-            return
-        self._fx.events.append(FrontierAdvanced(c.id, advanced))
-        self._advance_implied(c)
-        self._schedule_ready()
-
-    def _absorb_frontiers(self, replica: ReplicaId, r: Frontiers) -> None:
-        c = self._known(r.id, "Frontiers")
-        if c is None:
-            return
-        before = len(c.frontiers.regressions)
-        advanced = c.frontiers.observe(
-            replica, r.write_frontier, r.input_frontier, r.output_frontier
-        )
-        self.regression_count += len(c.frontiers.regressions) - before
-        self._after_write_advance(c, advanced)
-        self._maybe_cleanup(c)
-
-    def _absorb_subscribe(self, replica: ReplicaId, r: SubscribeResponse) -> None:
-        c = self._known(r.id, "SubscribeResponse")
-        if c is None or c.subscribe is None:
-            return
-        ev = r.event
-        upper = ev.upper if isinstance(ev, SubscribeBatch) else Frontier.empty()
-        before = len(c.frontiers.regressions)
-        advanced = c.frontiers.observe(replica, upper, upper, upper)
-        self.regression_count += len(c.frontiers.regressions) - before
-        merger = c.subscribe
-        was_finished = merger.finished
-        batch = merger.absorb(ev)
-        if merger.finished and not was_finished:
-            self._fx.events.append(
-                SubscribeDelivered(c.id, batch, True, merger.error, merger.dropped_at)
-            )
-        elif batch is not None:
-            self._fx.events.append(SubscribeDelivered(c.id, batch, False))
-        self._after_write_advance(c, advanced)
-        if merger.finished and not c.dropped:
-            # A finished subscribe has nothing left to compute: drop it.
-            c.dropped = True
-            self._since_changed(c, c.holds.release(c.implied))
-        self._maybe_cleanup(c)
-        if isinstance(ev, SubscribeDroppedAt) and not was_finished:
-            log.info("subscribe %s dropped at %r", c.id, ev.frontier)
-
-    def _absorb_copy_to(self, replica: ReplicaId, r: CopyToResponse) -> None:
-        c = self._known(r.id, "CopyToResponse")
-        if c is None:
-            return
-        empty = Frontier.empty()
-        c.frontiers.observe(replica, empty, empty, empty)
-        if not c.copy_to_done:
-            c.copy_to_done = True
-            self._fx.events.append(CopyToDone(c.id, r.result))
-            if not c.dropped:
-                c.dropped = True
-                self._since_changed(c, c.holds.release(c.implied))
-        self._maybe_cleanup(c)

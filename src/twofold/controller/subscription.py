@@ -54,7 +54,7 @@ class Subscription:
 
     async def aclose(self) -> None:
         self._done = True
-        self._controller._subscriptions.pop(self.id, None)
+        self._controller.deliveries.subscriptions.pop(self.id, None)
         if self.id in self._controller.state.collections:
             await self._controller.drop(self.id)
 
