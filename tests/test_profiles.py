@@ -41,7 +41,7 @@ def test_deeper_profiles_search_more() -> None:
 
 def test_a_stated_budget_scales_with_the_loaded_profile() -> None:
     assert examples(7) == 7 * factor()
-    assert settings.default.max_examples == BASE_EXAMPLES * factor()
+    assert settings().max_examples == BASE_EXAMPLES * factor()
     with pytest.raises(ValueError, match="n >= 1"):
         examples(0)
     runs = []

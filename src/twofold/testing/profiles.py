@@ -16,8 +16,7 @@ profile, so the suite never writes one.
 
 `TWOFOLD_HYPOTHESIS=<profile>` selects a profile explicitly and wins over `CI`. No profile has
 a deadline: timing on a loaded machine is not a correctness signal. `ci` and `deep` print the
-blob that reproduces a failure; `deep` also derandomizes nothing and keeps the example
-database, so a failure found once is replayed first next time.
+blob that reproduces a failure (`@reproduce_failure`).
 """
 
 from __future__ import annotations
@@ -74,7 +73,7 @@ def load_profile(environ: Mapping[str, str] = os.environ) -> str:
 
 def factor() -> int:
     """The loaded profile's factor (1 if a profile not registered here is loaded)."""
-    return max(1, settings.default.max_examples // BASE_EXAMPLES)
+    return max(1, settings().max_examples // BASE_EXAMPLES)
 
 
 def examples(n: int) -> int:
