@@ -9,7 +9,13 @@ import pytest
 
 from twofold.protocol import PeekResponse
 from twofold.protocol.framing import frame, read_frame
-from twofold.transport import AuthenticationFailed, ReplicaServer, VersionMismatch, connect
+from twofold.transport import (
+    AuthenticationFailed,
+    ReplicaServer,
+    StorageMismatch,
+    VersionMismatch,
+    connect,
+)
 from twofold.transport.handshake import client_hello, parse_server_hello, raise_for
 
 from .support import EchoReplica, async_test, closed_by_peer, hello, peek, within
@@ -119,3 +125,21 @@ async def test_a_token_sent_to_a_server_without_one_is_accepted() -> None:
         await client.send(hello())
         await client.send(peek(2))
         assert isinstance(await within(client.recv()), PeekResponse)
+
+
+@async_test
+async def test_a_replica_on_another_storage_refuses_the_controller_and_says_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="twofold.transport")
+    replica = EchoReplica()
+    async with ReplicaServer(replica, storage_id="aaaa", storage="sqlite:///r.db") as server:
+        host, port = server.address
+        with pytest.raises(StorageMismatch, match=rf"{host}:{port}.*sqlite:///r.db.*aaaa.*bbbb"):
+            await connect(host, port, storage_id="bbbb")
+        async with await connect(host, port, storage_id="aaaa") as client:
+            await client.send(hello())
+            await client.send(peek(1))
+            assert isinstance(await within(client.recv()), PeekResponse)
+    assert "refusing connection" in caplog.text and "bbbb" in caplog.text
+    assert len(replica.commands) == 2  # the refused controller sent nothing

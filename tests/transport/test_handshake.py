@@ -6,7 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from twofold.transport import AuthenticationFailed, HandshakeFailed, VersionMismatch
+from twofold.transport import (
+    AuthenticationFailed,
+    HandshakeFailed,
+    StorageMismatch,
+    VersionMismatch,
+)
 from twofold.transport.handshake import (
     MAGIC,
     PROTOCOL_VERSION,
@@ -114,3 +119,37 @@ def test_client_rejects_a_server_accepting_another_version() -> None:
     reply = server_hello(Verdict(HelloStatus.OK), version=PROTOCOL_VERSION + 1)
     with pytest.raises(VersionMismatch):
         parse_server_hello(reply)
+
+
+# -- storage identity (issue 12: a controller and a replica on different storage) -----------
+
+
+@given(token=st.one_of(st.none(), tokens), ours=st.text(max_size=40), theirs=st.text(max_size=40))
+def test_a_hello_names_the_controllers_storage_and_a_replica_on_another_refuses(
+    token: str | bytes | None, ours: str, theirs: str
+) -> None:
+    auth = Authenticator(token, storage_id=ours or None, storage="sqlite:///replica.db")
+    verdict = auth.judge(client_hello(token, storage_id=theirs or None))
+    # Unchecked unless both sides name one; otherwise accepted iff the ids are equal.
+    assert verdict.ok == (not ours or not theirs or ours == theirs)
+    if not verdict.ok:
+        assert verdict.status is HelloStatus.STORAGE_MISMATCH
+        assert "sqlite:///replica.db" in verdict.reason and ours in verdict.reason
+
+
+def test_the_token_is_judged_before_the_storage() -> None:
+    auth = Authenticator("secret", storage_id="a", storage="sqlite:///private.db")
+    verdict = auth.judge(client_hello("wrong", storage_id="b"))
+    assert verdict.status is HelloStatus.AUTHENTICATION_FAILED
+    assert "private.db" not in verdict.reason  # nothing about the storage before the token
+
+
+def test_a_storage_refusal_is_a_typed_error_naming_the_peer() -> None:
+    with pytest.raises(StorageMismatch, match="replica at h:1 refused.*another storage"):
+        raise_for(Verdict(HelloStatus.STORAGE_MISMATCH, "another storage"), "h:1")
+
+
+@pytest.mark.parametrize("payload", [MAGIC + PROTOCOL_VERSION.to_bytes(2, "big"),
+                                     MAGIC + PROTOCOL_VERSION.to_bytes(2, "big") + b"\x00\x09ab"])
+def test_a_hello_whose_token_length_lies_is_malformed(payload: bytes) -> None:
+    assert Authenticator(None).judge(payload).status is HelloStatus.MALFORMED

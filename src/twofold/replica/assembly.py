@@ -31,6 +31,7 @@ from twofold.runtime.sched import ThreadHints, latency_slice_from_env
 from twofold.runtime.thread import RuntimeClient
 from twofold.runtime.worker import POLL_INTERVAL, ComputeWorker, Role
 from twofold.storage import Storage, open_storage
+from twofold.storage.identity import storage_id
 from twofold.transport import ReplicaServer
 
 log = logging.getLogger(__name__)
@@ -211,14 +212,24 @@ async def serve_replica(
     runtimes: RuntimesMode = "two", token: str | None = None,
     ssl: _ssl.SSLContext | None = None, ready: asyncio.Future[tuple[str, int]] | None = None,
 ) -> int:
-    """Serve a replica over TCP until its endpoint ends; returns the process exit code."""
+    """Serve a replica over TCP until its endpoint ends; returns the process exit code.
+
+    The storage is opened first (a bad URL or an unopenable file raises `StorageError` before
+    anything listens), and its identity guards the handshake: a controller naming another
+    storage is refused."""
     replica = Replica(storage_url, runtimes)
+    try:
+        own = storage_id(replica.storage(None))
+    except BaseException:
+        replica.storage.close()
+        raise
     if runtimes == "two" and replica.latency_slice_us is not None:
         # This thread runs the event loop — network and multiplexer — so it is on every read's
         # path too. The process is the replica's own, so its main thread may take the hint.
         sched.apply(ThreadHints(slice_us=replica.latency_slice_us), "replica event loop")
     endpoint = await replica.start()
-    server = ReplicaServer(endpoint, host=host, port=port, token=token, ssl=ssl)
+    server = ReplicaServer(endpoint, host=host, port=port, token=token, ssl=ssl,
+                           storage_id=own, storage=storage_url)
     try:
         await server.start()
         if ready is not None and not ready.done():

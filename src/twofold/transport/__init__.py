@@ -22,6 +22,7 @@ from twofold.transport.errors import (
     EndpointEnded,
     HandshakeFailed,
     MessageTooLarge,
+    StorageMismatch,
     TransportError,
     VersionMismatch,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "MessageTooLarge",
     "ReplicaConnection",
     "ReplicaServer",
+    "StorageMismatch",
     "TransportError",
     "VersionMismatch",
     "connect",

@@ -210,14 +210,16 @@ async def connect(
     timeout: float = DEFAULT_TIMEOUT,
     server_hostname: str | None = None,
     buffer_limit: int = DEFAULT_BUFFER_LIMIT,
+    storage_id: str | None = None,
 ) -> ReplicaConnection:
     """Connect to a replica server and complete the handshake.
 
     `timeout` bounds the TCP connect, the TLS handshake and the twofold handshake together.
-    Raises `ConnectFailed` (`ConnectTimeout`), `AuthenticationFailed`, `VersionMismatch` or
-    `HandshakeFailed`; `ValueError` for an empty token.
+    `storage_id` (`twofold.storage.identity`) names the storage this controller uses; a replica
+    serving another refuses. Raises `ConnectFailed` (`ConnectTimeout`), `AuthenticationFailed`,
+    `VersionMismatch`, `StorageMismatch` or `HandshakeFailed`; `ValueError` for an empty token.
     """
-    hello = client_hello(token)
+    hello = client_hello(token, storage_id=storage_id)
     check_max_frame(max_frame)
     if buffer_limit <= 0:
         raise ValueError(f"buffer_limit must be positive, got {buffer_limit}")
@@ -270,7 +272,7 @@ async def _handshake(
             f"{peer} closed the connection during the handshake "
             "(a TLS server reached without TLS, or not a twofold replica?)"
         )
-    raise_for(parse_server_hello(payload))
+    raise_for(parse_server_hello(payload), peer)
 
 
 def check_max_frame(max_frame: int) -> None:

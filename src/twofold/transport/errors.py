@@ -3,8 +3,9 @@
 Every failure of a connection surfaces as a `TransportError` subclass that says which stage
 failed (connecting, the twofold handshake, or an established connection), so a caller can tell
 "retry with backoff" (`ConnectFailed`, `ConnectionLost`) from "fix the configuration"
-(`AuthenticationFailed`, `VersionMismatch`). `TransportError` is a `ConnectionError`, so code
-that already treats `OSError`s as "the replica is unreachable" keeps working.
+(`AuthenticationFailed`, `VersionMismatch`, `StorageMismatch`). `TransportError` is a
+`ConnectionError`, so code that already treats `OSError`s as "the replica is unreachable" keeps
+working.
 
 Malformed bytes from the peer are not transport errors: they raise the protocol's own
 `twofold.protocol.DecodeError` (and `FrameTooLarge`, one of its subclasses), as `spec/protocol.md`
@@ -32,6 +33,10 @@ class HandshakeFailed(TransportError):
 
 class AuthenticationFailed(HandshakeFailed):
     """The replica refused the token (a wrong token, or none where one is required)."""
+
+
+class StorageMismatch(HandshakeFailed):
+    """The replica serves another storage than the one the controller uses."""
 
 
 class VersionMismatch(HandshakeFailed):

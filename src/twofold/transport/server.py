@@ -7,8 +7,9 @@ the replica does).
 
 Contract (`spec/runtime.md`, "The replica process"):
 - Every connection first completes the handshake of `handshake.py` (magic, wire version, token
-  checked in constant time) within `handshake_timeout`, before any command is read. A refused
-  handshake is logged with its reason and closes only that connection.
+  checked in constant time, then the controller's storage id against `storage_id`) within
+  `handshake_timeout`, before any command is read. A refused handshake is answered with its
+  reason (so the client can say why), logged, and closes only that connection.
 - A connection that completes the handshake **supersedes** the current one: the old socket is
   aborted and its task cancelled, so none of its reads reach `target` afterwards. The first
   command on a connection must be `Hello`.
@@ -88,13 +89,15 @@ class ReplicaServer:
         *,
         max_frame: int = DEFAULT_MAX_FRAME,
         handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
+        storage_id: str | None = None,
+        storage: str = "",
     ) -> None:
         check_max_frame(max_frame)
         self._target = target
         self._host = host
         self._port = port
         self._ssl = ssl
-        self._auth = Authenticator(token)
+        self._auth = Authenticator(token, storage_id=storage_id, storage=storage)
         self._max_frame = max_frame
         self._handshake_timeout = handshake_timeout
         self._server: asyncio.Server | None = None
