@@ -5,9 +5,10 @@ Each sink is a small state machine over the contiguous chunks its dataflow produ
 - `SubscribeState` turns chunks into contiguous, increasing `SubscribeBatch`es and ends exactly
   once: a batch whose upper is empty (the input closed or `up_to` was reached), or
   `SubscribeDroppedAt` when the controller drops it. Nothing follows the end.
-- `MaterializedViewState` buffers chunks until `AllowWrites`, then writes them into its shard by
-  compare-and-append. Another writer (a second replica) may have written a stretch already: on
-  `UpperMismatch` the part it covered is skipped, never written twice.
+- `MaterializedViewState` self-corrects: it holds the difference between what its shard holds
+  and what the view should hold, and from `AllowWrites` on writes that difference by
+  compare-and-append, so a restart, a second replica (another writer of the shard) or a
+  re-created view never duplicates or loses rows.
 - `CopyToState` collects the collection at the dataflow's `as_of` and writes the file once, giving
   exactly one `CopyToResponse` (a count, an error, or `CopyToDropped`).
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
@@ -37,7 +39,8 @@ from twofold.protocol import (
     SubscribeDroppedAt,
     SubscribeResponse,
 )
-from twofold.storage import Shard, Storage, UnknownShard, UpperMismatch
+from twofold.storage import Shard, Storage, UnknownShard, UpperMismatch, consolidate
+from twofold.storage.updates import advance_times, empty_updates
 
 log = logging.getLogger(__name__)
 
@@ -99,25 +102,54 @@ class SubscribeState:
 
 
 class MaterializedViewState:
-    """A materialized-view sink writing into `shard`. See the module docstring."""
+    """A self-correcting materialized-view sink writing into `shard`.
+
+    Theory of operation (Materialize's persist sink "correction"). The sink holds `correction`:
+    the updates by which the shard differs from what the view should hold — the dataflow's
+    output (desired) minus what the shard holds (persisted). At the first write it subtracts
+    the shard's contents at its upper; whenever the shard's upper moved without this sink
+    (another replica, another process, an earlier life of this view) it subtracts what that
+    writer appended. A write at `[u, w)` appends every correction update before `w`, times
+    before `u` advanced to `u`, so after it the shard holds exactly the view's contents at every
+    time from `u` on, whatever it held before: a restart, a second replica or a shard written by
+    a previous definition never duplicates or loses rows.
+    """
 
     def __init__(self, id: GlobalId, storage: Storage, shard_id: str, desc: RelationDesc) -> None:
         self.id = id
         self.desc = desc
         self.allowed = False
-        self.pending: list[SinkChunk] = []
         try:
             self.shard: Shard = storage.shard(shard_id)
         except UnknownShard:
-            storage.create_shard(shard_id, desc)
-            self.shard = storage.shard(shard_id)
+            self.shard = storage.create_shard(shard_id, desc)
+        self.correction: pa.Table = empty_updates(desc)
+        self.desired_upper = Frontier.minimum()
+        """The dataflow's output is complete before this."""
+        self.persisted_upper: Frontier | None = None
+        """The shard's upper `correction` accounts for (`None`: not read yet)."""
+        self.error: str | None = None
+        self._compacted_rows = 0
 
     @property
     def upper(self) -> Frontier:
         return self.shard.upper
 
     def on_chunks(self, chunks: list[SinkChunk]) -> None:
-        self.pending.extend(chunks)
+        for chunk in chunks:
+            if self.error is not None:
+                break
+            error = _first_error(chunk.errors)
+            if error is not None:
+                # An errored collection cannot be written faithfully; hold the view's upper
+                # back (its readers see it stall) rather than write a silently wrong answer.
+                log.error("materialized view %s: evaluation error, not writing past %s: %s",
+                          self.id, self.desired_upper, error)
+                self.error = error
+                break
+            if chunk.updates.height:
+                self._add(to_arrow(chunk.updates, self.desc))
+            self.desired_upper = chunk.upper
         if self.allowed:
             self.flush()
 
@@ -125,27 +157,62 @@ class MaterializedViewState:
         self.allowed = True
         self.flush()
 
+    def _add(self, updates: pa.Table) -> None:
+        schema = self.correction.schema
+        if updates.schema != schema:
+            updates = updates.select(schema.names).cast(schema)
+        self.correction = pa.concat_tables([self.correction, updates])
+
+    def _subtract(self, persisted: pa.Table) -> None:
+        if persisted.num_rows:
+            self._add(persisted.set_column(
+                persisted.schema.get_field_index(DIFF), persisted.schema.field(DIFF),
+                pc.negate(persisted.column(DIFF))))
+
+    def _observe_shard(self) -> Frontier:
+        """Account in `correction` for whatever the shard gained since last seen; its upper."""
+        actual = self.shard.upper
+        seen = self.persisted_upper
+        if seen == actual:
+            return actual
+        if actual.time is not None and actual.time > 0:
+            if seen is None or seen.time in (None, 0):
+                self._subtract(self.shard.snapshot(actual.time - 1))
+            else:
+                assert seen.time is not None
+                for batch in self.shard.listen(seen.time - 1).poll():
+                    if not actual.less_equal(batch.lower):
+                        self._subtract(batch.updates)
+        self.persisted_upper = actual
+        return actual
+
     def flush(self) -> None:
-        while self.pending:
-            chunk = self.pending[0]
-            current = self.shard.upper
-            if chunk.upper.less_equal(current):
-                self.pending.pop(0)  # somebody (another replica) already wrote this stretch
-                continue
-            lower = current.time
-            assert lower is not None
-            data = chunk.updates.filter(pl.col(TIME) >= lower)
-            if _first_error(chunk.errors) is not None:
-                # An errored collection cannot be written faithfully; hold the view's upper back
-                # (its readers see it stall) rather than write a silently wrong answer.
-                log.error("materialized view %s: evaluation error, not writing past %s",
-                          self.id, current)
+        if not self.allowed or self.error is not None:
+            return
+        while True:
+            current = self._observe_shard()
+            if current.time is None or self.desired_upper.less_equal(current):
+                # Behind another writer: what both wrote cancels out once consolidated.
+                if self.correction.num_rows > 2 * self._compacted_rows + 4096:
+                    self.correction = consolidate(self.correction)
+                    self._compacted_rows = self.correction.num_rows
                 return
+            lower = current.time
+            target = self.desired_upper
+            corr = self.correction
+            if target.time is None:
+                now, rest = corr, corr.slice(0, 0)
+            else:
+                before = pc.less(corr.column(TIME), pa.scalar(target.time, pa.uint64()))
+                now, rest = corr.filter(before), corr.filter(pc.invert(before))
+            write = advance_times(now, lower)
             try:
-                self.shard.compare_and_append(to_arrow(data, self.desc), current, chunk.upper)
+                self.shard.compare_and_append(write, current, target)
             except UpperMismatch:
-                continue  # re-read the upper and skip what the other writer covered
-            self.pending.pop(0)
+                continue  # another writer got there first: account for it and retry
+            self.correction = consolidate(rest) if rest.num_rows else rest
+            self._compacted_rows = self.correction.num_rows
+            self.persisted_upper = target
 
 
 class CopyToState:
