@@ -87,7 +87,7 @@ async def scenario(steps: list[tuple[str, int, int]]) -> None:
         results = await asyncio.gather(*peeks)
         assert results == [ROWS] * len(peeks)
         assert all(n == 1 for n in c.answered.values()) and len(c.answered) == len(peeks)
-        assert c.state.peeks == {} and c._peeks == {}
+        assert c.state.peeks == {} and c.deliveries.peeks == {}
         c.state.history.reduce()
         assert not any(isinstance(x, Peek) for x in c.state.history.commands())
     for f in fakes:

@@ -144,7 +144,7 @@ def assert_clean(c: Controller) -> None:
     """Nothing pending, nothing regressed, nothing the controller could not apply."""
     assert c.state.regression_count == 0
     assert c.response_errors == 0
-    assert not c.state.peeks and not c._peeks
+    assert not c.state.peeks and not c.deliveries.peeks
 
 
 async def test_resets_lose_no_peek_and_answer_none_twice() -> None:

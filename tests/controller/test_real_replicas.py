@@ -94,7 +94,7 @@ async def test_peeks_answer_what_storage_holds(runtimes: str) -> None:
                     assert multiset(got) == {r: d for r, d in table_at(t, ts).items()
                                              if r[0] == key}  # fmt: skip
                 assert c.state.regression_count == 0
-                assert not c.state.peeks and not c._peeks
+                assert not c.state.peeks and not c.deliveries.peeks
     finally:
         await replica.close()
         storage.close()
@@ -269,7 +269,7 @@ async def test_two_replicas_answer_every_peek_and_each_is_delivered_once() -> No
                 await until(lambda: answers() == 40, "both replicas to answer all 20 peeks")
                 assert c.state.ignored_peek_responses == 20
                 assert c.state.regression_count == 0
-                assert not c.state.peeks and not c._peeks
+                assert not c.state.peeks and not c.deliveries.peeks
     finally:
         for r in replicas:
             await r.close()
