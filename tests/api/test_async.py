@@ -27,7 +27,7 @@ async def test_async_database_end_to_end(tmp_path: Path) -> None:
         async with await db.subscribe(idx) as sub:
             first = await anext(sub)
             assert sorted(r for _, r, _ in first.updates) == [(10, 12.5, 2), (11, 1.0, 1)]
-            t = orders.delete([(3, 11, 1.0)])
+            t = orders.delete([(3, 11, 1.0)]).timestamp
             async for batch in sub:
                 if batch.updates:
                     assert batch.updates == [(t, (11, 1.0, 1), -1)]

@@ -50,9 +50,9 @@ def test_reads_as_of_several_times(shop: Any) -> None:
     idx = db.create_index("revenue", revenue(orders), key="customer", retain_history=60)
     view = db.create_materialized_view("revenue_mv", revenue(orders))
     t0 = max(idx.collect().timestamp, view.collect().timestamp)
-    t1 = orders.insert([(100, 10, 100.0, None)])
-    t2 = orders.delete([ORDERS[3]])
-    t3 = orders.update([(100, 10, 100.0, None)], [(100, 12, 1.0, None)])
+    t1 = orders.insert([(100, 10, 100.0, None)]).timestamp
+    t2 = orders.delete([ORDERS[3]]).timestamp
+    t3 = orders.update([(100, 10, 100.0, None)], [(100, 12, 1.0, None)]).timestamp
     expected = {
         t0: {10: 9.5, 11: 3.5, 12: 20.0},
         t1: {10: 109.5, 11: 3.5, 12: 20.0},
@@ -100,7 +100,7 @@ def test_subscribe_delivers_snapshot_then_changes(shop: Any) -> None:
     with db.subscribe(idx.filter(col("customer") == 11)) as sub:
         first = sub.next(timeout=20)
         assert [(r, d) for _, r, d in first.updates] == [((11, 3.5, 2), 1)]
-        t = orders.insert([(200, 11, 1.5, None)])
+        t = orders.insert([(200, 11, 1.5, None)]).timestamp
         changes: list[tuple[int, tuple[Any, ...], int]] = []
         upper = first.upper
         while not changes:

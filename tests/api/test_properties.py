@@ -79,10 +79,10 @@ def test_maintained_aggregate_matches_direct_computation(
                 batch = [r for r in batch if present[r] > 0][:1] or batch[:0]
                 if not batch:
                     continue
-                ts = t.delete(batch)
+                ts = t.delete(batch).timestamp
                 present.subtract(batch)
             else:
-                ts = t.insert(batch)
+                ts = t.insert(batch).timestamp
                 present.update(batch)
             want: dict[int, list[int]] = defaultdict(list)
             for (k, v), n in present.items():

@@ -33,6 +33,7 @@ from twofold.api.errors import (
     SubscribeEnded,
     TwofoldError,
     TypeMismatch,
+    UniqueViolation,
     UnknownObject,
 )
 from twofold.api.expr import (
@@ -49,7 +50,7 @@ from twofold.api.expr import (
     sum,
     when,
 )
-from twofold.api.objects import Index, MaterializedView, Table
+from twofold.api.objects import Index, MaterializedView, Table, Written
 from twofold.api.reads import AsyncSubscription
 from twofold.api.relation import GroupBy, Relation
 from twofold.api.results import Batch, Result
@@ -63,6 +64,6 @@ __all__ = [
     "Index", "InvalidArgument", "InvalidRows", "InvalidSchema", "MaterializedView",
     "ObjectExists", "QueryFailed", "QueryTimeout", "ReadBeforeSince", "Relation", "Result",
     "Schema", "SubscribeEnded", "SyncSubscription", "Table", "TwofoldError", "TypeMismatch",
-    "UnknownObject", "coalesce", "col", "count", "lit", "max", "mean", "min", "n_unique",
-    "open", "open_async", "sum", "when",
+    "UniqueViolation", "UnknownObject", "Written", "coalesce", "col", "count", "lit", "max",
+    "mean", "min", "n_unique", "open", "open_async", "sum", "when",
 ]  # fmt: skip

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from twofold.api.errors import DependencyError, InvalidArgument, ObjectExists, UnknownObject
 from twofold.api.inputs import Inputs
-from twofold.api.objects import Index, MaterializedView, Table
+from twofold.api.objects import Index, MaterializedView, Table, primary_key_schema
 from twofold.api.reads import translate
 from twofold.api.relation import Relation
 from twofold.api.schema import DType, Schema, parse_schema
@@ -41,11 +41,16 @@ class Definitions(Inputs):
         return cast("AsyncDatabase", self)
 
     def create_table(self, name: str, schema: dict[str, DType] | Schema, *,
-                     nullable: bool | Sequence[str] = True, exist_ok: bool = False) -> Table:
+                     nullable: bool | Sequence[str] = True, exist_ok: bool = False,
+                     primary_key: str | Sequence[str] | None = None) -> Table:
         """Create a table: `create_table("orders", {"id": int, "amount": float},
-        nullable=["amount"])`. `exist_ok=True` returns an existing table of the same schema."""
+        nullable=["amount"])`. `exist_ok=True` returns an existing table of the same schema.
+        `primary_key="id"` (or a list of columns) keeps at most one row per key; its columns
+        are NOT NULL."""
         self._check_name(name)
-        parsed = parse_schema(schema, nullable=nullable, what=f"create_table {name!r}")
+        parsed, pk = primary_key_schema(
+            parse_schema(schema, nullable=nullable, what=f"create_table {name!r}"),
+            primary_key, f"create_table {name!r}")
         if name in self._catalog and not exist_ok:
             raise ObjectExists(f"{name!r} already exists ({self._catalog[name]!r})")
         try:
@@ -54,13 +59,14 @@ class Definitions(Inputs):
             raise ObjectExists(f"create_table: {e}") from e
         except StorageError as e:
             raise InvalidArgument(f"create_table {name!r}: {e}") from e
-        return self._register_table(name, t)
+        return self._register_table(name, t, pk)
 
-    def _register_table(self, name: str, t: Any) -> Table:
+    def _register_table(self, name: str, t: Any,
+                        primary_key: Sequence[str] | None = None) -> Table:
         existing = self._catalog.get(name)
         if isinstance(existing, Table):
             return existing
-        table = Table(self._db, name, self._new_id(), t)
+        table = Table(self._db, name, self._new_id(), t, primary_key)
         self._catalog[name] = table
         return table
 

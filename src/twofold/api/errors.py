@@ -58,6 +58,21 @@ class InvalidRows(TwofoldError, ValueError):
     """Rows written to a table do not fit its schema; nothing was written."""
 
 
+class UniqueViolation(TwofoldError, ValueError):
+    """A write would leave two rows with one primary key; nothing was written (SQLSTATE 23505)."""
+
+    def __init__(self, operation: str, table: str, columns: tuple[str, ...],
+                 key: tuple[object, ...], reason: str) -> None:
+        cols = ", ".join(columns)
+        vals = ", ".join(map(repr, key))
+        super().__init__(f"{operation} into table {table!r}: primary key ({cols}) = ({vals}) "
+                         f"{reason}; nothing was written")
+        self.operation = operation
+        self.table = table
+        self.columns = columns
+        self.key = key
+
+
 class InvalidArgument(TwofoldError, ValueError):
     """An API call got an argument it cannot use (a bad key, limit, format or name)."""
 

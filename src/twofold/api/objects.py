@@ -1,38 +1,53 @@
 """Catalog objects: `Table`, `Index` and `MaterializedView`, each also a `Relation` reading it.
 
 Contract: a `Table` writes through its storage shard (`table/<name>`) with the oracle's
-timestamps; each write returns its timestamp and tells the database, so its later reads see the
-write (read-your-writes). Rows that do not fit the schema raise `InvalidRows` and write nothing.
+timestamps; each write returns a `Written` (timestamp, rows affected) and tells the database, so
+its later reads see the write (read-your-writes). Writes that read the table are checked and
+serialised (`twofold.api.writes`). Rows that do not fit the schema raise `InvalidRows`, a
+duplicate primary key `UniqueViolation`; either way nothing is written.
 An `Index` is a maintained arrangement on the replicas, read by key with `lookup`. A
 `MaterializedView` is maintained into its own shard (`mv/<name>`) and reads like a table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import polars as pl
 import pyarrow as pa
 
-from twofold.api.errors import InvalidRows
+from twofold.api.binding import bind, output_name
+from twofold.api.errors import InvalidArgument, InvalidRows, InvalidSchema, TypeMismatch
+from twofold.api.expr import NULL, Expr, _operand
 from twofold.api.relation import Input, Relation
 from twofold.api.schema import Schema
-from twofold.protocol import Frontier, Get, GlobalId, IndexDesc
+from twofold.api.writes import Compiled, TableWriter, Written
+from twofold.engine.expr import compile_expr
+from twofold.protocol import ColumnType, Frontier, Get, GlobalId, IndexDesc
 from twofold.storage import StorageError
 from twofold.storage import Table as StorageTable
+from twofold.storage.table import conform_rows
 
 if TYPE_CHECKING:
     from twofold.api.results import Result
     from twofold.api.session import AsyncDatabase
 
-RowsLike: TypeAlias = Sequence[Sequence[Any] | Mapping[str, Any]] | pl.DataFrame | pa.Table
+RowsLike: TypeAlias = (Sequence[Sequence[Any] | Mapping[str, Any]] | pl.DataFrame | pa.Table
+                       | pa.RecordBatch)
+
+__all__ = ["Index", "MaterializedView", "Table", "Written", "primary_key_schema"]
 
 
 class Table(Relation):
-    """A table: write it with `insert`, `delete`, `update`; read it as a relation."""
+    """A table: write it with `insert`, `delete`, `update`, `upsert`; read it as a relation.
 
-    def __init__(self, db: AsyncDatabase, name: str, id: GlobalId, table: StorageTable) -> None:
+    Every write returns a `Written` (its timestamp and how many rows it affected). Writes that
+    read the table (deletes, updates, primary-key checks) are checked and serialised with every
+    other writer: see `docs/semantics.md`, "Table writes"."""
+
+    def __init__(self, db: AsyncDatabase, name: str, id: GlobalId, table: StorageTable,
+                 primary_key: Sequence[str] | None = None) -> None:
         schema = Schema.of(table.desc)
         inp = Input(name=name, kind="table", id=id, schema=schema,
                     shard=table.shard.shard_id)
@@ -40,18 +55,29 @@ class Table(Relation):
         self.name = name
         self.id = id
         self._table = table
+        self._primary_key = tuple(primary_key) if primary_key else None
+        self._writer = TableWriter(table, name, self._primary_key)
 
     def __repr__(self) -> str:
-        return f"<Table {self.name!r} {self.schema.as_dict()}>"
+        pk = f" primary_key={list(self._primary_key)}" if self._primary_key else ""
+        return f"<Table {self.name!r} {self.schema.as_dict()}{pk}>"
 
-    def _rows(self, rows: RowsLike, what: str) -> Any:
-        if isinstance(rows, pl.DataFrame | pa.Table):
+    @property
+    def primary_key(self) -> tuple[str, ...] | None:
+        """The primary key's columns, or `None` for a table without one."""
+        return self._primary_key
+
+    # -- input ------------------------------------------------------------------------------
+
+    def _rows(self, rows: RowsLike, what: str, schema: Schema | None = None) -> Any:
+        schema = schema or self.schema
+        if isinstance(rows, pl.DataFrame | pa.Table | pa.RecordBatch):
             return rows
         if isinstance(rows, str | bytes) or not isinstance(rows, Sequence):
             raise InvalidRows(f"{what} into table {self.name!r}: expected a list of rows, a "
                               f"polars DataFrame or a pyarrow Table, got {type(rows).__name__}")
-        names = self.schema.names
-        floats = [i for i, t in enumerate(self.schema.types) if t.scalar == "float"]
+        names = schema.names
+        floats = [i for i, t in enumerate(schema.types) if t.scalar == "float"]
         out: list[list[Any]] = []
         for r in rows:
             row: list[Any]
@@ -74,38 +100,136 @@ class Table(Relation):
             out.append(row)
         return out
 
-    def _write(self, parts: list[tuple[RowsLike, int]], what: str) -> int:
+    def _frame(self, rows: RowsLike, what: str, schema: Schema | None = None) -> pl.DataFrame:
+        """`rows` checked against the schema (or `schema`), in canonical column types."""
+        schema = schema or self.schema
+        try:
+            data = conform_rows(self._rows(rows, what, schema), schema.desc(), self.name)
+        except StorageError as e:
+            raise InvalidRows(f"{what} into table {self.name!r}: {e}") from e
+        frame = pl.from_arrow(data)
+        assert isinstance(frame, pl.DataFrame)
+        return frame
+
+    def _keys(self, keys: Any) -> pl.DataFrame:
+        pk = self._require_key("delete(keys=...)")
+        schema = Schema(pk, tuple(self.schema.type_of(k, "delete") for k in pk))
+        if isinstance(keys, Sequence) and not isinstance(keys, str | bytes) and len(pk) == 1:
+            keys = [k if isinstance(k, Sequence | Mapping) and not isinstance(k, str | bytes)
+                    else (k,) for k in keys]
+        return self._frame(keys, "delete", schema)
+
+    def _require_key(self, what: str) -> tuple[str, ...]:
+        if self._primary_key is None:
+            raise InvalidArgument(f"{what} on table {self.name!r}: the table has no primary "
+                                  "key (create_table(..., primary_key=...))")
+        return self._primary_key
+
+    def _compile(self, expr: Any, operation: str, label: str) -> Compiled:
+        bound = bind(_operand(expr), self.schema, operation)
+        value, error = compile_expr(bound.expr, list(self.schema.types))
+        return Compiled(value, error, label)
+
+    def _predicate(self, where: Any, operation: str) -> Compiled:
+        if not isinstance(where, Expr):
+            raise InvalidArgument(f"{operation} on table {self.name!r}: where= takes an "
+                                  f"expression such as col('v') > 3, got {where!r}")
+        bound = bind(where, self.schema, operation)
+        if bound.ty[0] not in ("bool", NULL):
+            raise TypeMismatch(operation, f"where= must be a bool predicate, got {bound.ty[0]} "
+                               f"({where!r})", output_name(where))
+        return self._compile(where, operation, "where")
+
+    def _setters(self, set: Mapping[str, Any]) -> dict[str, Compiled]:
+        if not isinstance(set, Mapping) or not set:
+            raise InvalidArgument(f"update on table {self.name!r}: set= takes a non-empty "
+                                  f"mapping of column name to expression, got {set!r}")
+        out: dict[str, Compiled] = {}
+        for name, value in set.items():
+            target = self.schema.type_of(name, "update")
+            bound = bind(_operand(value), self.schema, "update")
+            scalar = bound.ty[0]
+            if scalar not in (target.scalar, NULL) and (scalar, target.scalar) != (
+                    "int", "float"):
+                raise TypeMismatch("update", f"cannot set a {target.scalar} column to a "
+                                   f"{scalar} value ({value!r})", name)
+            out[name] = self._compile(value, "update", f"set {name!r}")
+        return out
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def _run(self, what: str, write: Callable[[], Written]) -> Written:
         db = self._db
         assert db is not None
         db._check_open()
         try:
-            if len(parts) == 1:
-                rows, diff = parts[0]
-                converted = self._rows(rows, what)
-                ts = (self._table.insert(converted) if diff > 0
-                      else self._table.delete(converted))
-            else:
-                (old, _), (new, _) = parts
-                ts = self._table.update(self._rows(old, what), self._rows(new, what))
+            written = write()
         except StorageError as e:
-            if isinstance(e, InvalidRows):
-                raise
             raise InvalidRows(f"{what} into table {self.name!r}: {e}") from e
-        db._observe_write(ts)
-        return ts
+        db._observe_write(written.timestamp)
+        return written
 
-    def insert(self, rows: RowsLike) -> int:
-        """Insert `rows` (tuples in column order, dicts by name, or a DataFrame); returns the
-        write's timestamp."""
-        return self._write([(rows, 1)], "insert")
+    def insert(self, rows: RowsLike) -> Written:
+        """Insert `rows` (tuples in column order, dicts by name, a polars DataFrame or an Arrow
+        table). With a primary key, a key already present (or given twice) is a
+        `UniqueViolation` and nothing is written."""
+        frame = self._frame(rows, "insert")
+        if self._primary_key is not None:
+            return self._run("insert", lambda: self._writer.insert(frame))
+        n = frame.height
 
-    def delete(self, rows: RowsLike) -> int:
-        """Retract `rows` (each once; they should be present). Returns the timestamp."""
-        return self._write([(rows, -1)], "delete")
+        def blind() -> Written:
+            return Written(self._table.insert(frame.to_arrow()), n, inserted=n)
 
-    def update(self, old_rows: RowsLike, new_rows: RowsLike) -> int:
-        """Replace `old_rows` by `new_rows` at one timestamp; returns it."""
-        return self._write([(old_rows, -1), (new_rows, 1)], "update")
+        return self._run("insert", blind)
+
+    def delete(self, rows: RowsLike | None = None, *, keys: Any = None,
+               where: Expr | None = None) -> Written:
+        """Delete `rows` (each copy given removes one copy held; absent rows change nothing),
+        or the rows whose primary key is in `keys` (scalars for a one-column key, else
+        tuples), or every row matching `where` (an expression). Returns how many were deleted."""
+        given = [x is not None for x in (rows, keys, where)]
+        if sum(given) != 1:
+            raise InvalidArgument(f"delete on table {self.name!r}: give exactly one of rows, "
+                                  "keys= or where=")
+        if rows is not None:
+            frame = self._frame(rows, "delete")
+            return self._run("delete", lambda: self._writer.delete_rows(frame))
+        if keys is not None:
+            key_frame = self._keys(keys)
+            return self._run("delete", lambda: self._writer.delete_keys(key_frame))
+        pred = self._predicate(where, "delete")
+        return self._run("delete", lambda: self._writer.delete_where(pred))
+
+    def update(self, old_rows: RowsLike | None = None, new_rows: RowsLike | None = None, *,
+               set: Mapping[str, Any] | None = None, where: Expr | None = None) -> Written:
+        """Replace `old_rows[i]` by `new_rows[i]` for each old row the table holds (others
+        change nothing), or, with `set={col: expr}`, rewrite those columns of every row matching
+        `where` (all rows without it). Returns how many rows were replaced."""
+        if set is not None:
+            if old_rows is not None or new_rows is not None:
+                raise InvalidArgument(f"update on table {self.name!r}: give old and new rows, "
+                                      "or set= (with an optional where=), not both")
+            sets = self._setters(set)
+            pred = None if where is None else self._predicate(where, "update")
+            nullable = {n: t.nullable for n, t in self.schema}
+            return self._run("update", lambda: self._writer.update_where(sets, pred, nullable))
+        if where is not None or old_rows is None or new_rows is None:
+            raise InvalidArgument(f"update on table {self.name!r}: give old and new rows, or "
+                                  "set= (with an optional where=)")
+        old = self._frame(old_rows, "update")
+        new = self._frame(new_rows, "update")
+        if old.height != new.height:
+            raise InvalidArgument(f"update on table {self.name!r}: {old.height} old rows but "
+                                  f"{new.height} new rows; give one new row per old row")
+        return self._run("update", lambda: self._writer.update_rows(old, new))
+
+    def upsert(self, rows: RowsLike) -> Written:
+        """Insert `rows`, replacing the row already held for each primary key. A key given
+        twice is a `UniqueViolation`. Returns the counts inserted and replaced."""
+        self._require_key("upsert")
+        frame = self._frame(rows, "upsert")
+        return self._run("upsert", lambda: self._writer.upsert(frame))
 
     @property
     def upper(self) -> Frontier:
@@ -115,6 +239,26 @@ class Table(Relation):
     @property
     def since(self) -> Frontier:
         return self._table.since
+
+
+def primary_key_schema(schema: Schema, primary_key: str | Sequence[str] | None,
+                       what: str) -> tuple[Schema, tuple[str, ...] | None]:
+    """`schema` with the primary key's columns made NOT NULL, and the key's columns; a key
+    naming no column, or a column twice, is `InvalidSchema`."""
+    if primary_key is None:
+        return schema, None
+    keys = (primary_key,) if isinstance(primary_key, str) else tuple(primary_key)
+    if not keys or not all(isinstance(k, str) for k in keys):
+        raise InvalidSchema(f"{what}: primary_key must name one column or a list of columns, "
+                            f"got {primary_key!r}")
+    missing = [k for k in keys if k not in schema.names]
+    if missing:
+        raise InvalidSchema(f"{what}: primary_key names unknown columns {missing}; columns are "
+                            f"{list(schema.names)}")
+    if len(set(keys)) != len(keys):
+        raise InvalidSchema(f"{what}: primary_key names a column twice: {list(keys)}")
+    types = tuple(ColumnType(t.scalar, False) if n in keys else t for n, t in schema)
+    return Schema(schema.names, types), keys
 
 
 class Index(Relation):

@@ -123,8 +123,10 @@ class Database:
         return self.core.controller
 
     def create_table(self, name: str, schema: dict[str, DType] | Schema, *,
-                     nullable: bool | Sequence[str] = True, exist_ok: bool = False) -> Table:
-        return self.core.create_table(name, schema, nullable=nullable, exist_ok=exist_ok)
+                     nullable: bool | Sequence[str] = True, exist_ok: bool = False,
+                     primary_key: str | Sequence[str] | None = None) -> Table:
+        return self.core.create_table(name, schema, nullable=nullable, exist_ok=exist_ok,
+                                      primary_key=primary_key)
 
     create_table.__doc__ = AsyncDatabase.create_table.__doc__
 

@@ -6,6 +6,12 @@ compare-and-appends its updates in `[upper, ts + 1)`: the write is at `ts` and, 
 `ts` is complete (readable). Writers race through compare-and-append only; a loser retries with
 a later timestamp, so writes from other processes (or the ticker) never make a write fail.
 
+Blind writes (`insert`, `write`, and the raw retractions `delete`/`update`) need no read. A write
+that depends on the table's contents (a checked delete, a primary-key check) reads them at some
+upper and writes with `compare_and_write(lower=that upper, ...)`: it lands only if nothing was
+appended since, so the read and the write happen at one timestamp; a loser re-reads and retries.
+The checked writes users see live in `twofold.api` (`docs/semantics.md`, "Table writes").
+
 The `Ticker` advances every table's upper to a fresh timestamp on an interval, so reads "now"
 become possible without writes. It is a background thread with an owner: `start`/`stop` (which
 joins it) or a `with` block; `tick()` does one round synchronously for tests.
@@ -71,19 +77,49 @@ class Table:
         return self._write([(rows, 1)])
 
     def delete(self, rows: RowsLike) -> int:
-        """Retract `rows` (each once); return the write timestamp.
+        """Retract `rows` (each once), blindly; return the write timestamp.
 
-        The rows are not checked for presence: deleting an absent row leaves a negative count.
+        Storage-level: the rows are not checked for presence, so deleting an absent row leaves
+        a negative count. `twofold.Table.delete` is the checked write users get.
         """
         return self._write([(rows, -1)])
 
     def update(self, old_rows: RowsLike, new_rows: RowsLike) -> int:
-        """Replace `old_rows` by `new_rows` atomically, at one timestamp; return it."""
+        """Replace `old_rows` by `new_rows` atomically, at one timestamp; return it (blind, like
+        `delete`)."""
         return self._write([(old_rows, -1), (new_rows, 1)])
 
     def write(self, rows: RowsLike, diffs: Sequence[int] | np.ndarray | int) -> int:
         """Write `rows` with the given multiplicities (one per row, or one for all)."""
         return self._write([(rows, diffs)])
+
+    def compare_and_write(self, lower: Frontier, rows: pa.Table | None,
+                          diffs: np.ndarray | None = None) -> int | None:
+        """Write `rows` with `diffs` at a fresh timestamp iff the upper is still `lower`.
+
+        Returns the write's timestamp, or `None` (nothing written) if the upper moved: the
+        caller's read is stale, so it re-reads and retries. `rows=None` writes nothing but still
+        takes a timestamp and advances the upper past it, so the read is at a definite time.
+        """
+        if lower.time is None:
+            raise InvalidUpdates(f"table {self.name!r} is closed to writes")
+        updates = None if rows is None or rows.num_rows == 0 else self._updates(
+            [(rows, diffs if diffs is not None else 1)])
+        ts = self._storage.oracle.write_ts(at_least=lower.time)
+        with self._lock:
+            try:
+                self.shard.compare_and_append(
+                    [] if updates is None else self._stamp(updates, ts), lower,
+                    Frontier.at(ts + 1))
+            except UpperMismatch as e:
+                self._storage.oracle.observe(e.actual.time if e.actual.time is not None else ts)
+                return None
+        return ts
+
+    def _stamp(self, updates: pa.Table, ts: int) -> pa.Table:
+        index = updates.schema.get_field_index(TIME)
+        return updates.set_column(index, updates.schema.field(TIME),
+                                  pa.array(np.full(updates.num_rows, ts, dtype=np.uint64)))
 
     def snapshot(self, as_of: int | None = None) -> pa.Table:
         """The table at `as_of` (default: the latest complete time)."""
@@ -110,42 +146,46 @@ class Table:
 
     def _updates(self, parts: list[tuple[RowsLike, Sequence[int] | np.ndarray | int]]) -> pa.Table:
         """Validate the rows once, with placeholder times; the write stamps the real time."""
-        tables = []
-        for rows, diffs in parts:
-            data = _data_table(rows, self.desc)
-            n = data.num_rows
-            diff = np.full(n, diffs, dtype=np.int64) if isinstance(diffs, int) else np.asarray(
-                diffs, dtype=np.int64)
-            if diff.shape != (n,):
-                raise InvalidUpdates(
-                    f"table {self.name!r}: {n} rows but {diff.shape[0]} diffs"
-                )
-            data = data.append_column(TIME, pa.array(np.zeros(n, dtype=np.uint64)))
-            tables.append(data.append_column(DIFF, pa.array(diff)))
-        return pa.concat_tables(
-            [to_update_table(t, self.desc) for t in tables]
-        )
+        return updates_table(parts, self.desc, self.name)
 
     def _write(self, parts: list[tuple[RowsLike, Sequence[int] | np.ndarray | int]]) -> int:
         updates = self._updates(parts)
         oracle = self._storage.oracle
-        time_index = updates.schema.get_field_index(TIME)
         with self._lock:
             for _ in range(MAX_ATTEMPTS):
                 upper = self.shard.upper
                 if upper.time is None:
                     raise InvalidUpdates(f"table {self.name!r} is closed to writes")
                 ts = oracle.write_ts(at_least=upper.time)
-                stamped = updates.set_column(
-                    time_index, updates.schema.field(TIME),
-                    pa.array(np.full(updates.num_rows, ts, dtype=np.uint64)),
-                )
                 try:
-                    self.shard.compare_and_append(stamped, upper, Frontier.at(ts + 1))
+                    self.shard.compare_and_append(self._stamp(updates, ts), upper,
+                                                  Frontier.at(ts + 1))
                     return ts
                 except UpperMismatch:
                     continue  # another writer or the ticker moved the upper: take a later ts
         raise StorageError(f"table {self.name!r}: write lost {MAX_ATTEMPTS} races in a row")
+
+
+def conform_rows(rows: RowsLike, desc: RelationDesc, what: str) -> pa.Table:
+    """`rows` validated against `desc`, as an Arrow table of its columns in their canonical
+    types (`SchemaMismatch`/`InvalidUpdates` otherwise)."""
+    return updates_table([(rows, 1)], desc, what).drop_columns([TIME, DIFF])
+
+
+def updates_table(parts: list[tuple[RowsLike, Sequence[int] | np.ndarray | int]],
+                  desc: RelationDesc, name: str) -> pa.Table:
+    """The rows of every part with its diffs, as one update table with placeholder times."""
+    tables = []
+    for rows, diffs in parts:
+        data = _data_table(rows, desc)
+        n = data.num_rows
+        diff = np.full(n, diffs, dtype=np.int64) if isinstance(diffs, int) else np.asarray(
+            diffs, dtype=np.int64)
+        if diff.shape != (n,):
+            raise InvalidUpdates(f"table {name!r}: {n} rows but {diff.shape[0]} diffs")
+        data = data.append_column(TIME, pa.array(np.zeros(n, dtype=np.uint64)))
+        tables.append(data.append_column(DIFF, pa.array(diff)))
+    return pa.concat_tables([to_update_table(t, desc) for t in tables])
 
 
 def _data_table(rows: RowsLike, desc: RelationDesc) -> pa.Table:
@@ -182,8 +222,8 @@ class Ticker:
     def tick(self) -> int:
         """Advance every table once; return the timestamp the tables are now complete through."""
         ts = self._storage.oracle.write_ts()
-        for name in self._storage.list_tables():
-            self._storage.table(name).advance_to(Frontier.at(ts + 1))
+        # One backend round for all tables, not a compare-and-append per table.
+        self._storage.advance_tables(Frontier.at(ts + 1))
         with self._ticked:
             self.ticks += 1
             self._ticked.notify_all()

@@ -1,0 +1,183 @@
+"""A table's contents as this process last read them, indexed by key: what checked writes read.
+
+Contract: a `TableState` mirrors one table's shard. `sync()` brings it to the shard's current
+upper by reading only what was appended since it last synced (a `Listener` over the shard), so
+its cost follows the writes since, never the table's size; afterwards `frontier` is that upper
+and the state holds exactly the table's contents at `frontier - 1`. A writer that read the state
+at `frontier` writes with compare-and-append at `frontier` (`Table.compare_and_write`), so its
+read and its write are at one timestamp.
+
+Rows are indexed by their *key* — the primary key's columns, or every column for a table
+without one — in a `GroupTable` (the engine's vectorised hash map from key tuples to dense ids):
+`ids(keys)` costs time in proportion to the keys asked for. Per id the state keeps the net
+multiplicity (`counts`) and where its row is stored (`row_at`, into an append-only `RowStore`),
+so a write can retract the row exactly as stored. Key equality is SQL's, as in consolidation:
+NULL equals NULL for grouping, -0.0 equals 0.0, one NaN.
+
+Ids of keys that are no longer (or never were) in the table, and rows no id points at, are
+garbage; the state compacts itself when garbage outweighs what is live (amortised O(1) per row).
+Not thread-safe: its owner (`TableWriter`) serialises access.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from twofold.engine.frames import DTYPES
+from twofold.engine.groups import GroupTable
+from twofold.protocol import Frontier
+from twofold.storage import DIFF, TIME, InvalidUpdates, Listener, SinceViolation
+from twofold.storage import Table as StorageTable
+
+_SLACK: Final = 4096
+"""Garbage tolerated before a compaction is considered at all."""
+
+
+class RowStore:
+    """Rows appended in parts merged geometrically (each row copied O(log n) times); read back
+    by position with `take`."""
+
+    def __init__(self, schema: dict[str, pl.DataType]) -> None:
+        self.schema = schema
+        self._parts: list[pl.DataFrame] = []
+        self.frame = pl.DataFrame(schema=schema)
+
+    def __len__(self) -> int:
+        return self.frame.height
+
+    def append(self, rows: pl.DataFrame) -> np.ndarray:
+        """Store `rows`; return their positions."""
+        start = self.frame.height
+        parts = [*self._parts, rows]
+        while len(parts) >= 2 and parts[-2].height <= 2 * parts[-1].height:
+            parts[-2:] = [pl.concat(parts[-2:], how="vertical", rechunk=True)]
+        self._parts = parts
+        self.frame = parts[0] if len(parts) == 1 else pl.concat(parts, how="vertical",
+                                                                 rechunk=False)
+        return np.arange(start, start + rows.height, dtype=np.int64)
+
+    def take(self, positions: np.ndarray) -> pl.DataFrame:
+        return self.frame[pl.Series(positions, dtype=pl.UInt32)]
+
+
+class TableState:
+    """The contents of one table, indexed by `key` (see the module docstring)."""
+
+    def __init__(self, table: StorageTable, key: Sequence[str] | None) -> None:
+        self.table = table
+        desc = table.desc
+        self.names: list[str] = list(desc.names)
+        self.schema: dict[str, pl.DataType] = {
+            n: DTYPES[t.scalar] for n, t in zip(desc.names, desc.types, strict=True)}
+        self.key: list[str] = list(key) if key else list(self.names)
+        self.frontier = Frontier.minimum()
+        self._listener: Listener | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._groups = GroupTable({k: self.schema[k] for k in self.key})
+        self.counts = np.zeros(1024, np.int64)
+        self.row_at = np.full(1024, -1, np.int64)
+        self.rows = RowStore(self.schema)
+        self._live = 0  # ids with a non-zero count, kept by `_apply`
+
+    # -- following the shard ----------------------------------------------------------------
+
+    def sync(self) -> Frontier:
+        """Catch up with the shard; return the upper the state now reflects."""
+        if self._listener is None:
+            self._load()
+        assert self._listener is not None
+        try:
+            batches = self._listener.poll()
+        except SinceViolation:
+            self._load()  # compacted past what we saw: start again from a snapshot
+            assert self._listener is not None
+            batches = self._listener.poll()
+        for batch in batches:
+            if len(batch):
+                self._apply(batch.updates)
+        self.frontier = self._listener.frontier
+        return self.frontier
+
+    def _load(self) -> None:
+        self._reset()
+        upper = self.table.upper
+        if upper == Frontier.minimum():
+            # Nothing complete yet: make time 0 complete (and empty) so there is a time to
+            # read at and to listen from.
+            self.table.advance_to(Frontier.at(1))
+            upper = self.table.upper
+        if upper.time is None:
+            raise InvalidUpdates(f"table {self.table.name!r} is closed to writes")
+        as_of = upper.time - 1
+        self._apply(self.table.shard.snapshot(as_of))
+        self._listener = self.table.shard.listen(as_of)
+        self.frontier = Frontier.at(upper.time)
+
+    def _apply(self, updates: pa.Table) -> None:
+        frame = pl.from_arrow(updates.drop_columns([TIME]))
+        assert isinstance(frame, pl.DataFrame)
+        ids = self.ids(frame)
+        diff = frame.get_column(DIFF).to_numpy()
+        before = self.counts[ids] != 0
+        np.add.at(self.counts, ids, diff)
+        after = self.counts[ids] != 0
+        _, first = np.unique(ids, return_index=True)
+        self._live += int(after[first].sum() - before[first].sum())
+        positive = diff > 0
+        if positive.any():
+            at = np.flatnonzero(positive)
+            self.row_at[ids[at]] = self.rows.append(frame.select(self.names)[pl.Series(
+                at, dtype=pl.UInt32)])
+        self._maybe_compact()
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def ids(self, frame: pl.DataFrame) -> np.ndarray:
+        """The id of each row's key (columns named like the table's; others are ignored)."""
+        ids = self._groups.ids(frame.select(self.key))
+        need = self._groups.count
+        if need > len(self.counts):
+            size = max(need, 2 * len(self.counts))
+            self.counts = np.concatenate([self.counts, np.zeros(size - len(self.counts),
+                                                                 np.int64)])
+            self.row_at = np.concatenate([self.row_at, np.full(size - len(self.row_at), -1,
+                                                               np.int64)])
+        return ids
+
+    def stored(self, ids: np.ndarray) -> pl.DataFrame:
+        """The stored row of each id (every id must have a positive count)."""
+        return self.rows.take(self.row_at[ids])
+
+    def live(self) -> tuple[np.ndarray, pl.DataFrame]:
+        """Every id with a positive count and its row: the table's contents (O(table))."""
+        ids = np.flatnonzero(self.counts[: self._groups.count] > 0)
+        return ids, self.stored(ids)
+
+    # -- compaction -------------------------------------------------------------------------
+
+    def _maybe_compact(self) -> None:
+        held = self._groups.count
+        if held <= 2 * self._live + _SLACK and len(self.rows) <= 2 * self._live + _SLACK:
+            return
+        keep = self.counts[:held] != 0
+        old = self._groups.compact(keep)
+        counts = self.counts[old]
+        row_at = self.row_at[old]
+        rows = RowStore(self.schema)
+        has_row = row_at >= 0
+        new_at = np.full(len(old), -1, np.int64)
+        if has_row.any():
+            new_at[has_row] = rows.append(self.rows.take(row_at[has_row]))
+        size = max(1024, 2 * len(old))
+        self.counts = np.zeros(size, np.int64)
+        self.counts[: len(old)] = counts
+        self.row_at = np.full(size, -1, np.int64)
+        self.row_at[: len(old)] = new_at
+        self.rows = rows
