@@ -20,6 +20,7 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
+from bars import Verdicts  # bench/ is the script's directory
 from twofold.engine import Arrangement, Dataflow
 from twofold.engine.frames import DIFF, TIME, schema
 from twofold.engine.snapshot import ArrangementSnapshot, _accumulate, _collect
@@ -304,8 +305,12 @@ def main() -> None:
         f"arrangement ingest, string keys: {ingest_str / 1e6:6.2f} M updates/s  (bar >= 0.5)"
         f"  ratio str/int {ingest_str / ingest_int:.2f}"
     )
+    verdicts = Verdicts("engine")
+    verdicts.at_least("arrangement ingest, int keys, M updates/s", ingest_int / 1e6, 1.0)
+    verdicts.at_least("arrangement ingest, string keys, M updates/s", ingest_str / 1e6, 0.5)
     gb = bench_group_by(batches, size)
     print(f"maintained group-by count/sum:   {gb / 1e6:6.2f} M input updates/s  (bar >= 1.0)")
+    verdicts.at_least("maintained group-by count/sum, M input updates/s", gb / 1e6, 1.0)
     gbc = bench_group_by(batches, size, keep=5)
     print(f"  same, export compacted to 5 times of history each step (as ingest above): "
           f"{gbc / 1e6:.2f} M/s  ratio {gbc / gb:.2f}")
@@ -318,6 +323,8 @@ def main() -> None:
         f"point lookup on {rows:,} rows:    {single:6.1f} us single (bar <= 20), "
         f"{batched:6.3f} us/key batched (bar <= 1)  ratio {single / batched:.0f}x"
     )
+    verdicts.at_most(f"point lookup on {rows:,} rows, us single", single, 20.0, "{:.1f}")
+    verdicts.at_most(f"point lookup on {rows:,} rows, us/key batched", batched, 1.0, "{:.3f}")
     print(
         f"memory per arranged row (k, v int): {per_row:6.1f} bytes peak RSS growth during build, "
         f"{steady:6.1f} bytes held by the arrangement (raw k,v,time,diff = 32 bytes; ratios "
@@ -344,6 +351,7 @@ def main() -> None:
         f"group-by step, 10k updates: {small * 1e3:6.1f} ms at {rows // 10:,} rows of state, "
         f"{large * 1e3:6.1f} ms at {rows:,}  ratio {large / small:.2f}"
     )
+    verdicts.exit()
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from rich.console import Console
 from rich.table import Table
 
+from bars import Verdicts  # bench/ is the script's directory
 from twofold.client import Pipe, channel_pair
 from twofold.multiplex import Multiplexer
 from twofold.protocol import (
@@ -91,10 +92,12 @@ def interactive_responses(n: int) -> list[ComputeResponse]:
 
 
 async def drain(recv: Callable[[], Awaitable[ComputeResponse | None]], total: int) -> float:
-    """Seconds to receive `total` responses through `recv`."""
+    """Seconds to receive `total` responses through `recv`; a stream that ends early is an
+    error (a rate over responses that never arrived is no rate)."""
     start = time.perf_counter()
-    for _ in range(total):
-        await recv()
+    for i in range(total):
+        if await recv() is None:
+            raise RuntimeError(f"the response stream ended after {i:,} of {total:,} responses")
     return time.perf_counter() - start
 
 
@@ -210,7 +213,7 @@ async def timed(measure: Callable[[int, str], Awaitable[float]], n: int, scenari
         gc.enable()
 
 
-async def main(quick: bool) -> None:
+async def main(quick: bool) -> Verdicts:
     console = Console()
     # Short runs, many rounds: on a loaded 2-core machine a short run is less often preempted,
     # and the single-channel and merged runs of a round are measured back to back.
@@ -264,9 +267,18 @@ async def main(quick: bool) -> None:
     )
     for line in lines:
         print(line)
+    verdicts = Verdicts("mux")
+    # Every drain received all its responses (`drain` raises otherwise): 2n per run.
+    runs = sum(len(singles[s]) + len(merges[s]) for s in scenarios)
+    verdicts.ok("responses received", 0, runs * 2 * n)
+    verdicts.at_least("merged responses/s, two runtimes producing (best)",
+                      max(merges["producers"]), 500_000, "{:,.0f}")
+    verdicts.at_least("merged / single channel, two runtimes producing (median)",
+                      statistics.median(ratios["producers"]), 0.5)
+    return verdicts
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
-    asyncio.run(main(parser.parse_args().quick))
+    asyncio.run(main(parser.parse_args().quick)).exit()

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from bars import Verdicts  # bench/ is the script's directory
 from twofold.protocol import ColumnType, RelationDesc
 from twofold.storage import Storage, open_storage, update_schema
 
@@ -97,9 +98,13 @@ def main() -> None:
     for what in ("append", "snapshot", "listen"):
         print(f"{what:<8} sqlite {sql[what]:>12,.0f} updates/s   memory {mem[what]:>12,.0f} "
               f"updates/s   sqlite/memory {sql[what] / mem[what]:.2f}")
-    ok_append, ok_snap = sql["append"] >= 300_000, sql["snapshot"] >= 1_000_000
-    print(f"bars: sqlite append >= 300,000/s {'PASS' if ok_append else 'FAIL'}; "
-          f"sqlite snapshot >= 1,000,000/s {'PASS' if ok_snap else 'FAIL'}")
+    verdicts = Verdicts("storage")
+    # `run` asserts that every snapshot and listen returned all `total` updates.
+    verdicts.ok("appended updates read back by snapshot and listen", 0,
+                total * args.repeat * 2)
+    verdicts.at_least("sqlite append updates/s", sql["append"], 300_000, "{:,.0f}")
+    verdicts.at_least("sqlite snapshot updates/s", sql["snapshot"], 1_000_000, "{:,.0f}")
+    verdicts.exit()
 
 if __name__ == "__main__":
     main()
