@@ -35,7 +35,7 @@ demo: $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	$(BIN)/twofold demo
 
-BENCHES := mux storage engine controller isolation freshness
+BENCHES := mux storage engine controller isolation freshness writes
 
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[test,bench]'
