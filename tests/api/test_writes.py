@@ -208,3 +208,16 @@ def test_update_set_respects_the_primary_key(db: twofold.Database) -> None:
     # Shifting every key at once leaves them unique.
     assert t.update(set={"id": col("id") + 10}).count == 3
     assert contents(t) == Counter({(11, 10): 1, (12, 20): 1, (13, 30): 1})
+
+
+async def test_checked_writes_from_an_async_database() -> None:
+    async with twofold.open_async(tick_interval=0.01, timeout=20) as db:
+        t = db.create_table("t", {"id": int, "v": int}, primary_key="id")
+        assert t.insert([(1, 1), (2, 2), (3, 3)]).count == 3
+        assert t.delete(where=col("v") > 2).count == 1
+        assert t.upsert([(1, 10)]).replaced == 1
+        assert t.update(set={"v": col("v") + 1}, where=col("id") == 2).count == 1
+        assert t.delete(keys=[9]).count == 0
+        with pytest.raises(twofold.UniqueViolation):
+            t.insert([(2, 0)])
+        assert sorted((await t.collect_async()).rows) == [(1, 10), (2, 3)]

@@ -20,8 +20,9 @@ from twofold.storage import (
     open_storage,
     to_tuples,
 )
+from twofold.testing.pytest_servers import BACKENDS, Servers
 
-from .helpers import DESC, fresh_id
+from .helpers import DESC
 
 
 def contents(table_snapshot: pa.Table) -> Counter[tuple]:
@@ -33,10 +34,9 @@ def stepping_storage(url: str) -> Storage:
     return open_storage(url, clock=lambda: next(clock))
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def ticking(request: pytest.FixtureRequest, tmp_path) -> Iterator[Storage]:  # type: ignore[no-untyped-def]
-    url = f"memory://{fresh_id()}" if request.param == "memory" else f"sqlite://{tmp_path}/t.db"
-    with stepping_storage(url) as st_:
+@pytest.fixture(params=BACKENDS)
+def ticking(request: pytest.FixtureRequest, servers: Servers, tmp_path) -> Iterator[Storage]:  # type: ignore[no-untyped-def]
+    with stepping_storage(servers.storage_url(request.param, tmp_path)) as st_:
         yield st_
 
 
@@ -93,10 +93,10 @@ def test_table_catalog(ticking: Storage) -> None:
     assert ticking.list_tables() == ["a"]
 
 
-def test_writes_from_two_handles_race_safely(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_writes_from_two_handles_race_safely(process_url: str) -> None:
     # Two storage handles (as two processes would have), each with its own oracle whose clock
     # lags the other's: writes still all land, each at a distinct time.
-    url = f"sqlite://{tmp_path}/t.db"
+    url = process_url
     with open_storage(url, clock=lambda: 0) as one, open_storage(url, clock=lambda: 0) as two:
         one.create_table("t", DESC)
         a, b = one.table("t"), two.table("t")
@@ -154,3 +154,19 @@ def test_ticker_races_with_writers(ticking: Storage) -> None:
 def test_ticker_rejects_bad_interval(ticking: Storage) -> None:
     with pytest.raises(ValueError, match="positive"):
         ticking.ticker(interval=0)
+
+
+def test_compare_and_write_lands_only_at_the_upper_it_read(ticking: Storage) -> None:
+    table = ticking.create_table("t", DESC)
+    table.insert([[1, "a"]])
+    read_at = table.upper
+    ts = table.compare_and_write(read_at, pa.table({"k": [2], "s": ["b"]}))
+    assert ts is not None and table.upper == Frontier.at(ts + 1)
+    # A second write planned at the same (now stale) upper writes nothing.
+    assert table.compare_and_write(read_at, pa.table({"k": [3], "s": ["c"]})) is None
+    assert contents(table.snapshot()) == Counter({(1, "a"): 1, (2, "b"): 1})
+    # Nothing to write still takes a timestamp and makes it complete.
+    upper = table.upper
+    empty = table.compare_and_write(upper, None)
+    assert empty is not None and table.upper == Frontier.at(empty + 1)
+    assert contents(table.snapshot()) == Counter({(1, "a"): 1, (2, "b"): 1})
