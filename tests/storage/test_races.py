@@ -8,7 +8,6 @@ import os
 import signal
 import threading
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -66,8 +65,8 @@ def test_racing_threads_each_upper_has_one_winner(shared_storage: Storage, threa
         assert Counter(r[1] for r in [row for row, _, _ in rows] if r[0] == w)[seq] == size
 
 
-def test_racing_processes_each_upper_has_one_winner(tmp_path: Path) -> None:
-    url = f"sqlite://{tmp_path}/race.db"
+def test_racing_processes_each_upper_has_one_winner(process_url: str) -> None:
+    url = process_url
     writers, per_writer, size = 3, 5, 200
     with open_storage(url) as storage:
         shard = storage.create_shard("race", BIG)
@@ -90,8 +89,8 @@ def test_racing_processes_each_upper_has_one_winner(tmp_path: Path) -> None:
         assert whole_batches(shard, size) == {(w, s) for w, s, _ in results}
 
 
-def test_sigkilled_writer_leaves_whole_batches(tmp_path: Path) -> None:
-    url = f"sqlite://{tmp_path}/kill.db"
+def test_sigkilled_writer_leaves_whole_batches(process_url: str) -> None:
+    url = process_url
     size = 20_000  # large batches: the kill most likely lands inside an append
     with open_storage(url) as storage:
         storage.create_shard("k", BIG)
@@ -120,8 +119,9 @@ def test_sigkilled_writer_leaves_whole_batches(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("target", [12])
-def test_reader_in_another_process_sees_consistent_prefixes(tmp_path: Path, target: int) -> None:
-    url = f"sqlite://{tmp_path}/read.db"
+def test_reader_in_another_process_sees_consistent_prefixes(process_url: str,
+                                                           target: int) -> None:
+    url = process_url
     size = 2_000
     with open_storage(url) as storage:
         shard = storage.create_shard("r", BIG)

@@ -9,10 +9,10 @@ The three writes are conditional, which is what serialises many writers without 
 - `downgrade_since` only ever moves `since` forward (taking the join with the stored value);
 - `replace_parts` (compaction) succeeds only if every part it replaces is still there.
 
-`memory://` and `sqlite:///` implement this today; a scale-out backend (a consensus store such as
-PostgreSQL plus an object store) implements the same methods. Nothing above `Shard` may assume
-which backend it runs on. Backends also own a `Notifier`, so listeners wake promptly when a writer
-in the same process appends; cross-process writers are noticed by polling.
+`memory://`, `sqlite:///` and `postgres://` (PostgreSQL consensus plus an object store,
+`twofold.storage.persist`) implement it. Nothing above `Shard` may assume which backend it runs
+on. Backends also own a `Notifier`, so listeners wake promptly when a writer in the same process
+appends; cross-process writers are noticed by polling (SQLite) or by LISTEN/NOTIFY (PostgreSQL).
 """
 
 from __future__ import annotations
@@ -86,6 +86,11 @@ class Backend(Protocol):
     ) -> Frontier | None:
         """If the upper is `lower`: store `updates` (if any) as one part, set the upper to
         `new_upper`, return `None`. Otherwise change nothing and return the actual upper."""
+        ...
+
+    def advance_uppers(self, shard_ids: list[str], upper: Frontier) -> None:
+        """Raise the upper of each shard below `upper` to `upper` (an empty append), all in one
+        round trip or transaction: how the ticker keeps many idle tables moving."""
         ...
 
     def downgrade_since(self, shard_id: str, since: Frontier) -> Frontier:

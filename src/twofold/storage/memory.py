@@ -108,6 +108,17 @@ class MemoryBackend:
         self.notifier.notify(shard_id)
         return None
 
+    def advance_uppers(self, shard_ids: list[str], upper: Frontier) -> None:
+        advanced = []
+        with self._store.lock:
+            for shard_id in shard_ids:
+                shard = self._shard(shard_id)
+                if shard.upper < upper:
+                    shard.upper = upper
+                    advanced.append(shard_id)
+        for shard_id in advanced:
+            self.notifier.notify(shard_id)
+
     def downgrade_since(self, shard_id: str, since: Frontier) -> Frontier:
         with self._store.lock:
             shard = self._shard(shard_id)

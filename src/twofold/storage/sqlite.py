@@ -235,6 +235,22 @@ class SqliteBackend:
         self.notifier.notify(shard_id)
         return None
 
+    def advance_uppers(self, shard_ids: list[str], upper: Frontier) -> None:
+        if not shard_ids or upper.time is None:
+            return
+        target = _enc_frontier(upper)
+        with self._transaction("advancing uppers", write=True) as cur:
+            # An empty upper is NULL, which no comparison selects: closed shards stay closed.
+            advanced = [
+                r[0] for r in cur.execute(
+                    f"UPDATE shards SET upper = ? WHERE upper < ? AND shard_id IN "
+                    f"({','.join('?' * len(shard_ids))}) RETURNING shard_id",
+                    (target, target, *shard_ids),
+                ).fetchall()
+            ]
+        for shard_id in advanced:
+            self.notifier.notify(shard_id)
+
     def downgrade_since(self, shard_id: str, since: Frontier) -> Frontier:
         with self._transaction(f"downgrading since of {shard_id!r}", write=True) as cur:
             result = self._state(cur, shard_id).since.join(since)

@@ -2,7 +2,10 @@
 
 URLs: `sqlite:///abs/path.db` (or `sqlite:relative/path.db`) for the embedded default, one file
 any number of processes may open at once; `memory://name` for an in-process store shared by name
-(`memory://` alone is a private store). Anything else raises `InvalidStorageUrl`.
+(`memory://` alone is a private store); `postgres://user@host:port/db?blob=file:///dir` or
+`...?blob=s3://bucket/prefix` for shards shared by processes on many machines (PostgreSQL
+consensus plus object-store blobs, `twofold.storage.persist`; needs the `postgres` extra).
+Anything else raises `InvalidStorageUrl`.
 
 A `Storage` owns the backend connection(s) and a `TimestampOracle` for its tables. Shard and
 table creation are idempotent when the schema matches (so a controller and a replica may both
@@ -15,7 +18,7 @@ import threading
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from twofold.protocol import RelationDesc
+from twofold.protocol import Frontier, RelationDesc
 from twofold.storage.backend import Backend
 from twofold.storage.errors import (
     InvalidName,
@@ -38,13 +41,19 @@ def open_storage(
     url: str,
     *,
     clock: Callable[[], int] = wall_clock_ms,
-    poll_interval: float = DEFAULT_POLL_INTERVAL,
+    poll_interval: float | None = None,
 ) -> Storage:
-    """Open the storage at `url` (see the module docstring); `clock` feeds its oracle."""
+    """Open the storage at `url` (see the module docstring); `clock` feeds its oracle.
+
+    `poll_interval` bounds how long a listener waits before rechecking for appends its backend
+    did not announce (default: 10 ms for SQLite and memory, whose other processes are noticed
+    only by polling; 1 s for PostgreSQL, where LISTEN/NOTIFY wakes listeners at once).
+    """
     if not isinstance(url, str):
         raise InvalidStorageUrl(f"a storage URL must be a string, got {type(url).__name__}")
     parts = urlsplit(url)
     backend: Backend
+    oracle: TimestampOracle | None = None
     if parts.scheme == "memory":
         if parts.path or parts.query or parts.fragment:
             raise InvalidStorageUrl(
@@ -61,12 +70,30 @@ def open_storage(
         if not parts.path or parts.path.endswith("/"):
             raise InvalidStorageUrl(f"storage URL {url!r} names no database file")
         backend = SqliteBackend(parts.path)
+    elif parts.scheme in ("postgres", "postgresql"):
+        try:
+            from twofold.storage.persist import PersistBackend, PgTimestampOracle
+        except ImportError as e:
+            raise InvalidStorageUrl(
+                f"storage URL {url!r} needs the 'postgres' extra (psycopg, obstore): "
+                f"pip install 'twofold[postgres]' ({e})"
+            ) from None
+        persist = PersistBackend(url)
+        try:
+            oracle = PgTimestampOracle(persist.consensus, clock)
+        except BaseException:
+            persist.close()
+            raise
+        backend = persist
     else:
         raise InvalidStorageUrl(
             f"unsupported storage URL {url!r}: the scheme must be 'sqlite' "
-            f"(sqlite:///path/to/file.db) or 'memory' (memory://name)"
+            f"(sqlite:///path/to/file.db), 'memory' (memory://name) or 'postgres' "
+            f"(postgres://user@host:port/db?blob=file:///dir or ?blob=s3://bucket/prefix)"
         )
-    return Storage(url, backend, TimestampOracle(clock), poll_interval=poll_interval)
+    if poll_interval is None:
+        poll_interval = getattr(backend, "poll_interval", DEFAULT_POLL_INTERVAL)
+    return Storage(url, backend, oracle or TimestampOracle(clock), poll_interval=poll_interval)
 
 
 class Storage:
@@ -150,6 +177,13 @@ class Storage:
 
     def list_tables(self) -> list[str]:
         return [s[len(TABLE_PREFIX):] for s in self.list_shards() if s.startswith(TABLE_PREFIX)]
+
+    def advance_tables(self, upper: Frontier) -> None:
+        """Advance the upper of every table below `upper` to it, in one backend round (one
+        transaction or statement, not a compare-and-append per table)."""
+        self._check_open()
+        self.backend.advance_uppers(
+            [table_shard_id(name) for name in self.list_tables()], upper)
 
     def ticker(self, interval: float = 0.1) -> Ticker:
         """A (not yet started) ticker advancing every table of this storage; use `with`."""

@@ -1,0 +1,614 @@
+"""The persist-style backend: PostgreSQL consensus plus write-once blobs.
+
+`postgres://user@host:port/db?blob=file:///dir` (or `blob=s3://bucket/prefix`; optional
+`schema=name`, default `twofold`). Any number of processes on any number of machines open the
+same URL. Every command reads the shard's head version, computes the next state with a pure
+function (`state.py`) and compare-and-sets it as the next version; on a mismatch it reads the new
+head and reruns (an append whose `lower` is no longer the upper reports the actual upper).
+
+Writes order their effects so a crash anywhere is harmless: a part larger than `INLINE_BYTES`
+is PUT to the blob store under a fresh key *before* the CAS that references it; a writer killed
+in between leaks a blob nobody references, which `collect_garbage` deletes once it is older than
+its grace period. Smaller parts are inlined in the state (up to `INLINE_TOTAL` per shard), so
+small appends cost one statement. Compaction (`replace_parts`) is a CAS too; the blobs it
+replaces stay until the versions that reference them are truncated, and a reader that finds a
+blob gone rereads the head (which no longer references it) instead of failing.
+
+Old versions are truncated once they are at least `keep_versions` behind the head and
+`keep_seconds` old (so an uncertain CAS can always be resolved) and no live reader still holds
+them; blobs referenced only by truncated versions are then deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import msgspec
+import psycopg
+import pyarrow as pa
+
+from twofold.protocol import Frontier, RelationDesc
+from twofold.storage.backend import Notifier, Part, PartInfo, ShardState
+from twofold.storage.errors import CorruptStorage, InvalidStorageUrl, StorageError, UnknownShard
+from twofold.storage.persist import state as S
+from twofold.storage.persist.blob import BlobMissing, BlobStore
+from twofold.storage.persist.consensus import (
+    Consensus,
+    NotifyThread,
+    dec_upper,
+    enc_upper,
+)
+from twofold.storage.persist.state import PartRef
+from twofold.storage.updates import decode_ipc, encode_ipc, update_schema
+
+INLINE_BYTES: Final = 4096
+INLINE_TOTAL: Final = 64 * 1024
+TRUNCATE_EVERY: Final = 64
+MAX_ATTEMPTS: Final = 10_000
+POLL_INTERVAL: Final = 1.0
+"""A listener's safety-net poll: LISTEN/NOTIFY wakes it at once; this only bounds the wait if
+a notification is lost while the listening connection reconnects."""
+
+
+_HEADS: Final = (
+    "SELECT w.shard, h.seqno, h.upper, h.data_seqno FROM unnest(%(shards)s::text[]) w(shard) "
+    "CROSS JOIN LATERAL (SELECT seqno, upper, data_seqno FROM {s}.consensus c "
+    "WHERE c.shard = w.shard ORDER BY seqno DESC LIMIT 1) h"
+)
+"""The head version of each of many shards, each by a backward index scan."""
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def parse_url(url: str) -> tuple[str, str, str]:
+    """`(conninfo, blob_url, schema)` from a `postgres://...?blob=...` URL."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    ours = {k: v for k, v in query if k in ("blob", "schema")}
+    rest = [(k, v) for k, v in query if k not in ("blob", "schema")]
+    blob = ours.get("blob")
+    if not blob:
+        raise InvalidStorageUrl(
+            f"storage URL {url!r}: a PostgreSQL URL needs a blob store, "
+            f"?blob=file:///dir or ?blob=s3://bucket/prefix"
+        )
+    if not parts.netloc or parts.path in ("", "/"):
+        raise InvalidStorageUrl(
+            f"storage URL {url!r}: expected postgres://user@host:port/database?blob=..."
+        )
+    conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(rest), ""))
+    return conninfo, blob, ours.get("schema", "twofold")
+
+
+class PersistBackend:
+    """A `Backend` over PostgreSQL consensus and a blob store (see the module docstring)."""
+
+    poll_interval = POLL_INTERVAL
+
+    def __init__(self, url: str, *, retry_timeout: float = 60.0) -> None:
+        conninfo, blob_url, schema = parse_url(url)
+        self.blobs = BlobStore(blob_url)
+        self.consensus = Consensus(conninfo, schema, retry_timeout=retry_timeout)
+        self.schema = schema
+        self._listening = _ListeningNotifier(self)
+        self.notifier: Notifier = self._listening
+        self.keep_versions = 64
+        self.keep_seconds = 60.0
+        self._descs: dict[str, RelationDesc] = {}
+        self._schemas: dict[str, pa.Schema] = {}
+        self._data_cache: dict[str, tuple[int, S.StateData]] = {}
+        self._heads: dict[str, S.Head] = {}  # this handle's last known head, per shard
+        self._advances = 0
+        self.fault: Callable[[str], None] | None = None  # test hook (see Consensus.fault)
+
+    @property
+    def sql_schema(self) -> str:
+        return self.schema
+
+    # -- reading state ----------------------------------------------------------------------
+
+    def _head(self, shard_id: str) -> S.Head:
+        """The current head version, fresh from consensus (data decoded once per version)."""
+        cached = self._data_cache.get(shard_id)
+        cached_seqno = cached[0] if cached is not None else -1
+        s = self.schema
+        # The head by a backward index scan, then its data row only if it is not cached.
+        sql = (
+            f"SELECT h.seqno, h.upper, h.data_seqno, CASE WHEN h.data_seqno = %(cached)s "
+            f"THEN NULL ELSE (SELECT d.data FROM {s}.consensus d WHERE d.shard = %(shard)s "
+            f"AND d.seqno = h.data_seqno) END "
+            f"FROM (SELECT seqno, upper, data_seqno FROM {s}.consensus WHERE shard = %(shard)s "
+            f"ORDER BY seqno DESC LIMIT 1) h"
+        )
+        def fetch(cur: psycopg.Cursor[Any]) -> Any:
+            cur.execute(sql, {"shard": shard_id, "cached": cached_seqno})
+            return cur.fetchone()
+
+        row = self.consensus.run(f"reading shard {shard_id!r}", fetch)
+        if row is None:
+            raise UnknownShard(shard_id)
+        seqno, upper, data_seqno, blob = row
+        if blob is None and cached is not None and cached[0] == data_seqno:
+            data = cached[1]
+        else:
+            try:
+                data = S.decode_state(bytes(blob))
+            except (msgspec.DecodeError, TypeError, ValueError) as e:
+                raise CorruptStorage(
+                    f"shard {shard_id!r}: state version {data_seqno} is unreadable: {e}"
+                ) from None
+            self._data_cache[shard_id] = (data_seqno, data)
+        head = S.Head(seqno, dec_upper(upper), data_seqno, data)
+        self._heads[shard_id] = head
+        return head
+
+    def _state_of(self, head: S.Head) -> ShardState:
+        return ShardState(head.upper, S.dec(head.data.since))
+
+    # -- the CAS loop -----------------------------------------------------------------------
+
+    def _commit(self, shard_id: str, head: S.Head, upper: Frontier, data: S.StateData | None,
+                token: uuid.UUID) -> bool:
+        """CAS `head.seqno + 1` with `upper` and (if changed) `data`."""
+        blob = None if data is None else S.encode_state(data)
+        data_seqno = head.data_seqno if data is None else head.seqno + 1
+        if self.fault is not None:
+            self.fault("before_commit")
+        won = self.consensus.cas(shard_id, head.seqno, enc_upper(upper), blob, data_seqno,
+                                 token)
+        if won:
+            new = S.Head(head.seqno + 1, upper, data_seqno, head.data if data is None else data)
+            self._heads[shard_id] = new
+            if data is not None:
+                self._data_cache[shard_id] = (data_seqno, data)
+            if new.seqno % TRUNCATE_EVERY == 0:
+                self._truncate_quietly(shard_id)
+        return won
+
+    def _update(self, shard_id: str, command: Callable[[S.Head], S.StateData | None],
+                what: str) -> S.Head:
+        """Apply `command` (head -> new data, or `None` for no change) by CAS until it lands."""
+        token = uuid.uuid4()
+        for _ in range(MAX_ATTEMPTS):
+            head = self._head(shard_id)
+            data = command(head)
+            if data is None or data == head.data:
+                return head
+            if self._commit(shard_id, head, head.upper, data, token):
+                return self._heads[shard_id]
+        raise StorageError(f"shard {shard_id!r}: {what} lost {MAX_ATTEMPTS} races in a row")
+
+    # -- shards -----------------------------------------------------------------------------
+
+    def create_shard(self, shard_id: str, desc: RelationDesc) -> bool:
+        s = self.schema
+        initial = S.encode_state(S.StateData())
+
+        def create(cur: psycopg.Cursor[Any]) -> bool:
+            with cur.connection.transaction():
+                cur.execute(f'INSERT INTO {s}.shards (shard, "desc") VALUES (%s, %s) '
+                            f"ON CONFLICT DO NOTHING", (shard_id, msgspec.msgpack.encode(desc)))
+                if cur.rowcount != 1:
+                    return False
+                cur.execute(
+                    f"INSERT INTO {s}.consensus (shard, seqno, upper, data_seqno, data) "
+                    f"VALUES (%s, 1, %s, 1, %s)", (shard_id, enc_upper(Frontier.minimum()),
+                                                    initial))
+                return True
+
+        return self.consensus.run(f"creating shard {shard_id!r}", create)
+
+    def describe(self, shard_id: str) -> RelationDesc:
+        desc = self._descs.get(shard_id)
+        if desc is not None:
+            return desc
+
+        def fetch(cur: psycopg.Cursor[Any]) -> Any:
+            cur.execute(f'SELECT "desc" FROM {self.schema}.shards WHERE shard = %s', (shard_id,))
+            return cur.fetchone()
+
+        row = self.consensus.run(f"reading shard {shard_id!r}", fetch)
+        if row is None:
+            raise UnknownShard(shard_id)
+        try:
+            desc = msgspec.msgpack.decode(bytes(row[0]), type=RelationDesc)
+        except (msgspec.DecodeError, ValueError, TypeError) as e:
+            raise CorruptStorage(f"shard {shard_id!r}: stored schema is unreadable: {e}") from None
+        self._descs[shard_id] = desc
+        return desc
+
+    def _schema(self, shard_id: str) -> pa.Schema:
+        schema = self._schemas.get(shard_id)
+        if schema is None:
+            schema = self._schemas[shard_id] = update_schema(self.describe(shard_id))
+        return schema
+
+    def shard_ids(self) -> list[str]:
+        def fetch(cur: psycopg.Cursor[Any]) -> list[str]:
+            cur.execute(f"SELECT shard FROM {self.schema}.shards ORDER BY shard")
+            return [r[0] for r in cur.fetchall()]
+
+        return self.consensus.run("listing shards", fetch)
+
+    def state(self, shard_id: str) -> ShardState:
+        return self._state_of(self._head(shard_id))
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def _stage(self, shard_id: str, updates: pa.Table, lower: int, upper: Frontier,
+               since: int) -> PartRef:
+        """Encode a part; PUT it to the blob store unless it is small enough to inline."""
+        data = encode_ipc(updates)
+        if len(data) <= INLINE_BYTES:
+            return S.PartRef(0, lower, S.enc(upper), since, updates.num_rows, inline=data)
+        key = self.blobs.new_key(shard_id)
+        self.blobs.put(key, data)
+        return S.PartRef(0, lower, S.enc(upper), since, updates.num_rows, key=key)
+
+    def _fits_inline(self, data: S.StateData, part: PartRef) -> bool:
+        if part.inline is None:
+            return True
+        total = sum(len(p.inline) for p in data.parts if p.inline is not None)
+        return total + len(part.inline) <= INLINE_TOTAL
+
+    def _to_blob(self, shard_id: str, part: PartRef) -> PartRef:
+        assert part.inline is not None
+        key = self.blobs.new_key(shard_id)
+        self.blobs.put(key, part.inline)
+        return msgspec.structs.replace(part, inline=None, key=key)
+
+    def compare_and_append(
+        self, shard_id: str, lower: Frontier, new_upper: Frontier, updates: pa.Table | None
+    ) -> Frontier | None:
+        part: PartRef | None = None
+        if updates is not None and updates.num_rows and lower.time is not None:
+            part = self._stage(shard_id, updates, lower.time, new_upper, 0)
+        token = uuid.uuid4()
+        head = self._heads.get(shard_id)  # optimistic: our own last head is usually current
+        for _ in range(MAX_ATTEMPTS):
+            if head is None or head.upper != lower:
+                head = self._head(shard_id)
+                if head.upper != lower:
+                    self._discard(part)
+                    part = None
+                    return head.upper
+            data = None
+            if part is not None:
+                if not self._fits_inline(head.data, part):
+                    part = self._to_blob(shard_id, part)
+                data = S.append_part(head.data, part)
+            if self._commit(shard_id, head, new_upper, data, token):
+                part = None
+                self.notifier.notify(shard_id)
+                return None
+            head = None
+        # Any exception above leaves a blob PUT for this append to `collect_garbage`: if an
+        # uncertain CAS landed after all, the blob is referenced and must stay.
+        raise StorageError(f"shard {shard_id!r}: append lost {MAX_ATTEMPTS} races in a row")
+
+    def _discard(self, part: PartRef | None) -> None:
+        if part is not None and part.key is not None:
+            with contextlib.suppress(StorageError):
+                self.blobs.delete([part.key])
+
+    def advance_uppers(self, shard_ids: list[str], upper: Frontier) -> None:
+        """Advance each shard's upper to `upper` where it is below, in one statement per round
+        (not a CAS per shard): each advanced shard gets an upper-only version."""
+        if not shard_ids or upper.time is None:
+            return
+        s = self.schema
+        sql = (
+            f"WITH heads AS ({_HEADS.format(s=s)}), "
+            f"todo AS (SELECT h.shard, h.seqno, h.data_seqno FROM heads h "
+            f"JOIN {s}.consensus c ON c.shard = h.shard AND c.seqno = h.seqno "
+            f"WHERE h.upper < %(upper)s FOR KEY SHARE OF c) "
+            f"INSERT INTO {s}.consensus (shard, seqno, upper, data_seqno) "
+            f"SELECT shard, seqno + 1, %(upper)s, data_seqno FROM todo "
+            f"ON CONFLICT DO NOTHING RETURNING shard"
+        )
+        check = (
+            f"SELECT shard FROM ({_HEADS.format(s=s)}) h WHERE h.upper < %(upper)s"
+        )
+        target = enc_upper(upper)
+        pending = list(shard_ids)
+        self._advances += 1
+        if self._advances % TRUNCATE_EVERY == 0:
+            self._truncate_upper_only(pending)
+
+        def round_(cur: psycopg.Cursor[Any]) -> list[str]:
+            cur.execute(sql, {"shards": pending, "upper": target})
+            advanced = [r[0] for r in cur.fetchall()]
+            for shard_id in advanced:
+                self.notifier.notify(shard_id)
+            cur.execute(check, {"shards": pending, "upper": target})
+            return [r[0] for r in cur.fetchall()]
+
+        for _ in range(MAX_ATTEMPTS):
+            # Idempotent: it only ever raises uppers to `upper`, so a retried round is safe.
+            pending = self.consensus.run("advancing uppers", round_)
+            if not pending:
+                return
+        raise StorageError(f"advancing uppers of {pending} lost {MAX_ATTEMPTS} races in a row")
+
+    def _truncate_upper_only(self, shard_ids: list[str]) -> None:
+        """Delete old upper-only versions of many shards in one statement (they reference no
+        blob, so nothing else needs collecting)."""
+        s = self.schema
+        sql = (
+            f"WITH heads AS ({_HEADS.format(s=s)}) "
+            f"DELETE FROM {s}.consensus c USING heads h WHERE c.shard = h.shard "
+            f"AND c.seqno < h.seqno - %(keep)s AND c.data IS NULL "
+            f"AND c.created < now() - %(age)s"
+        )
+        params = {"shards": shard_ids, "keep": self.keep_versions,
+                  "age": timedelta(seconds=self.keep_seconds)}
+        with contextlib.suppress(StorageError):
+            self.consensus.run("truncating uppers", lambda cur: cur.execute(sql, params))
+
+    def downgrade_since(self, shard_id: str, since: Frontier) -> Frontier:
+        head = self._update(shard_id, lambda h: S.downgrade_since(h.data, since, now_ms()),
+                            "downgrading since")
+        self.notifier.notify(shard_id)
+        return S.dec(head.data.since)
+
+    # -- parts ------------------------------------------------------------------------------
+
+    def _load(self, shard_id: str, ref: PartRef) -> Part:
+        what = f"shard {shard_id!r} part {ref.id}"
+        raw: bytes | memoryview
+        if ref.inline is not None:
+            raw = ref.inline
+        elif ref.key is not None:
+            raw = self.blobs.get(ref.key)
+        else:
+            raise CorruptStorage(f"{what}: neither inlined nor in a blob")
+        table = decode_ipc(raw, self._schema(shard_id), what)  # type: ignore[arg-type]
+        if table.num_rows != ref.count:
+            raise CorruptStorage(f"{what}: holds {table.num_rows} updates, recorded {ref.count}")
+        return Part(ref.id, ref.lower, S.dec(ref.upper), ref.since, ref.count, table)
+
+    def _read(self, shard_id: str,
+              select: Callable[[S.Head], list[PartRef] | None]) -> tuple[S.Head, list[Part] | None]:
+        """Load the parts `select` picks from a fresh head; a blob deleted under us (its part
+        was compacted away) means the head moved on: read again."""
+        for _ in range(100):
+            head = self._head(shard_id)
+            refs = select(head)
+            if refs is None:
+                return head, None
+            try:
+                return head, [self._load(shard_id, r) for r in refs]
+            except BlobMissing:
+                continue
+        raise StorageError(f"shard {shard_id!r}: parts kept vanishing while being read")
+
+    def read_parts(
+        self, shard_id: str, *, overlapping_from: int | None, up_to: int | None
+    ) -> tuple[ShardState, list[Part]]:
+        def select(head: S.Head) -> list[PartRef]:
+            refs = list(head.data.parts)
+            if overlapping_from is not None:
+                refs = [r for r in refs if r.upper is None or r.upper > overlapping_from]
+            if up_to is not None:
+                refs = [r for r in refs if r.lower <= up_to]
+            return refs
+
+        head, parts = self._read(shard_id, select)
+        assert parts is not None
+        return self._state_of(head), parts
+
+    def part_infos(self, shard_id: str) -> tuple[ShardState, list[PartInfo]]:
+        head = self._head(shard_id)
+        return self._state_of(head), [
+            PartInfo(r.id, r.lower, S.dec(r.upper), r.since, r.count) for r in head.data.parts
+        ]
+
+    def load_parts(self, shard_id: str, part_ids: list[int]) -> list[Part] | None:
+        wanted = set(part_ids)
+
+        def select(head: S.Head) -> list[PartRef] | None:
+            refs = [r for r in head.data.parts if r.id in wanted]
+            return refs if len(refs) == len(wanted) else None
+
+        return self._read(shard_id, select)[1]
+
+    def replace_parts(self, shard_id: str, old: list[int], new: Part) -> bool:
+        if not old:
+            return False
+        ref = (self._stage(shard_id, new.updates, new.lower, new.upper, new.since)
+               if new.count else None)
+        outcome = {"ok": False}
+
+        def command(head: S.Head) -> S.StateData | None:
+            data = S.replace_parts(head.data, old, ref)
+            outcome["ok"] = data is not None
+            return data
+
+        self._update(shard_id, command, "compaction")
+        if not outcome["ok"]:
+            self._discard(ref)
+            return False
+        self._truncate_quietly(shard_id)
+        return True
+
+    # -- readers ----------------------------------------------------------------------------
+
+    def register_reader(self, shard_id: str, reader_id: str, *, since: Frontier,
+                        lease_seconds: float | None, token: str = "") -> Frontier:
+        """Register (or renew) a reader holding since at `since` (or the shard's since, if
+        later); `lease_seconds=None` makes it a critical reader. Returns its since."""
+        def command(head: S.Head) -> S.StateData:
+            held = since.join(S.dec(head.data.since))
+            reader = S.ReaderState(S.enc(held), head.seqno, lease_seconds is None,
+                                   int((lease_seconds or 0) * 1000), now_ms(), token)
+            return S.with_reader(head.data, reader_id, reader, now_ms())
+
+        head = self._update(shard_id, command, "registering a reader")
+        reader = head.data.readers.get(reader_id)
+        if reader is None:
+            raise StorageError(f"shard {shard_id!r}: reader {reader_id!r} expired at once")
+        return S.dec(reader.since)
+
+    def reader(self, shard_id: str, reader_id: str) -> S.ReaderState | None:
+        return S.live_readers(self._head(shard_id).data, now_ms()).get(reader_id)
+
+    def heartbeat_readers(self, shard_id: str, reader_ids: list[str]) -> list[str]:
+        """Renew the leases of `reader_ids` (one CAS); return those that had already expired."""
+        lost: list[str] = []
+
+        def command(head: S.Head) -> S.StateData:
+            now = now_ms()
+            live = S.live_readers(head.data, now)
+            lost[:] = [r for r in reader_ids if r not in live]
+            for rid in reader_ids:
+                if rid in live:
+                    live[rid] = msgspec.structs.replace(live[rid], heartbeat_ms=now,
+                                                        seqno=head.seqno)
+            return msgspec.structs.replace(head.data, readers=live)
+
+        self._update(shard_id, command, "heartbeat")
+        return lost
+
+    def downgrade_reader(self, shard_id: str, reader_id: str, since: Frontier,
+                         *, expected_token: str | None = None, new_token: str | None = None
+                         ) -> Frontier:
+        """Move one reader's since forward; the shard's since follows the meet of its readers.
+        A critical reader passes its opaque token (`expected_token`): a mismatch (another
+        controller took over) raises `StorageError` and changes nothing."""
+        def command(head: S.Head) -> S.StateData:
+            live = S.live_readers(head.data, now_ms())
+            reader = live.get(reader_id)
+            if reader is None:
+                raise StorageError(f"shard {shard_id!r}: no live reader {reader_id!r}")
+            if expected_token is not None and reader.token != expected_token:
+                raise StorageError(
+                    f"shard {shard_id!r}: reader {reader_id!r} is fenced: token "
+                    f"{reader.token!r}, not {expected_token!r}"
+                )
+            held = S.dec(reader.since).join(since)
+            updated = msgspec.structs.replace(
+                reader, since=S.enc(held), heartbeat_ms=now_ms(), seqno=head.seqno,
+                token=reader.token if new_token is None else new_token)
+            return S.with_reader(head.data, reader_id, updated, now_ms())
+
+        head = self._update(shard_id, command, "downgrading a reader")
+        self.notifier.notify(shard_id)
+        return S.dec(head.data.since)
+
+    def expire_reader(self, shard_id: str, reader_id: str) -> None:
+        self._update(shard_id, lambda h: S.with_reader(h.data, reader_id, None, now_ms()),
+                     "expiring a reader")
+
+    # -- garbage collection -----------------------------------------------------------------
+
+    def _truncate_quietly(self, shard_id: str) -> None:
+        with contextlib.suppress(StorageError):
+            self.truncate(shard_id)
+
+    def truncate(self, shard_id: str) -> tuple[int, int]:
+        """Delete versions no one can need (see the module docstring) and the blobs only they
+        referenced; return `(versions, blobs)` deleted."""
+        head = self._head(shard_id)
+        readers = S.live_readers(head.data, now_ms())
+        cut = head.seqno - self.keep_versions
+        for r in readers.values():
+            if not r.critical:
+                cut = min(cut, r.seqno)
+        if cut <= 1:
+            return 0, 0
+        s = self.schema
+
+        def delete(cur: psycopg.Cursor[Any]) -> tuple[int, list[bytes], list[bytes]]:
+            cur.execute(
+                f"DELETE FROM {s}.consensus WHERE shard = %(shard)s AND seqno < %(cut)s "
+                f"AND seqno <> %(keep)s AND created < now() - %(age)s RETURNING data",
+                {"shard": shard_id, "cut": cut, "keep": head.data_seqno,
+                 "age": timedelta(seconds=self.keep_seconds)})
+            deleted = cur.fetchall()
+            gone = [bytes(r[0]) for r in deleted if r[0] is not None]
+            kept: list[bytes] = []
+            if gone:
+                cur.execute(f"SELECT data FROM {s}.consensus WHERE shard = %s "
+                            f"AND data IS NOT NULL", (shard_id,))
+                kept = [bytes(r[0]) for r in cur.fetchall()]
+            return len(deleted), gone, kept
+
+        count, gone, kept = self.consensus.run(f"truncating shard {shard_id!r}", delete)
+        dead: set[str] = set()
+        for blob in gone:
+            dead |= S.keys_of(S.decode_state(blob))
+        for blob in kept:
+            dead -= S.keys_of(S.decode_state(blob))
+        self.blobs.delete(sorted(dead))
+        return count, len(dead)
+
+    def collect_garbage(self, *, grace_seconds: float = 600.0) -> dict[str, int]:
+        """Truncate every shard, then delete blobs that no retained version references and that
+        are older than `grace_seconds` (parts of writers that died between PUT and CAS; the
+        grace keeps an append in flight from losing its part)."""
+        versions = blobs = 0
+        for shard_id in self.shard_ids():
+            v, b = self.truncate(shard_id)
+            versions += v
+            blobs += b
+
+        def fetch(cur: psycopg.Cursor[Any]) -> list[bytes]:
+            cur.execute(f"SELECT data FROM {self.schema}.consensus WHERE data IS NOT NULL")
+            return [bytes(r[0]) for r in cur.fetchall()]
+
+        referenced: set[str] = set()
+        for blob in self.consensus.run("collecting garbage", fetch):
+            referenced |= S.keys_of(S.decode_state(blob))
+        cutoff = datetime.now(UTC) - timedelta(seconds=grace_seconds)
+        leaked = [k for k, modified in self.blobs.list()
+                  if k not in referenced and modified < cutoff]
+        self.blobs.delete(leaked)
+        return {"versions": versions, "blobs": blobs, "leaked": len(leaked)}
+
+    def close(self) -> None:
+        self._listening.stop()
+        self.consensus.close()
+
+
+class _ListeningNotifier(Notifier):
+    """The in-process `Notifier`, plus a LISTEN thread (started on the first subscription)
+    that relays changes made by other processes."""
+
+    def __init__(self, backend: PersistBackend) -> None:
+        super().__init__()
+        self._backend = backend
+        self._thread: NotifyThread | None = None
+        self._start_lock = threading.Lock()
+
+    def subscribe(self, shard_id: str, callback: Callable[[], None]) -> None:
+        super().subscribe(shard_id, callback)
+        with self._start_lock:
+            if self._thread is None:
+                self._thread = NotifyThread(self._backend.consensus, self._relay,
+                                            self._wake_all)
+                # Until LISTEN is in place a change would only be seen by the safety-net poll.
+                self._thread.listening.wait(timeout=5)
+
+    def _relay(self, shard_id: str) -> None:
+        self.notify(shard_id)
+
+    def _wake_all(self) -> None:
+        with self._lock:
+            shard_ids = list(self._callbacks)
+        for shard_id in shard_ids:
+            self.notify(shard_id)
+
+    def stop(self) -> None:
+        with self._start_lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.stop()

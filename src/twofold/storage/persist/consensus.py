@@ -1,0 +1,346 @@
+"""Consensus on PostgreSQL: versioned shard states advanced only by compare-and-set.
+
+Tables (in one schema, `twofold` unless the URL says `schema=`):
+
+- `shards(shard, desc)` — each shard's schema, written once when it is created;
+- `consensus(shard, seqno, upper, data_seqno, token, data, created)` — version `seqno` of a
+  shard's state. `upper` is the version's write frontier (times stored as `t - 2**63`, the empty
+  frontier as NULL); `data` (the parts, since and readers) is present on the versions that
+  changed it and `data_seqno` names the version holding the current one, so advancing only the
+  upper writes a few bytes. `token` is the writer's idempotency token;
+- `oracle(name, ts)` — the timestamp oracle.
+
+The CAS is the one measured fastest here that also keeps writers of different shards from
+conflicting: under READ COMMITTED, lock the expected head row `FOR KEY SHARE` and insert version
+`n + 1` in the same statement; zero rows (the expected head is gone) or a primary-key violation
+(someone inserted `n + 1` first) is a mismatch.
+
+A CAS whose connection fails mid-statement is *indeterminate*: it may have committed. The caller
+reconnects (retrying until `retry_timeout`) and reads version `n + 1`: present with its own
+token, it had committed; present with another token, it lost; absent, nothing happened and the
+CAS is retried with the same token. A later mismatch is also checked against the token, so a
+first attempt that commits while the retry is in flight is never reported as lost. A version is
+truncated only when it is old by count and by age, so the check always finds `n + 1`; if it
+cannot, the call fails rather than guess.
+
+An insert trigger `NOTIFY`s the schema's channel with the shard id, so listeners in every
+process wake when a shard changes (`NotifyThread`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any, Final, TypeVar
+
+import psycopg
+import psycopg.errors
+
+from twofold.protocol import Frontier
+from twofold.storage.errors import InvalidStorageUrl, StorageClosed, StorageError
+
+_log = logging.getLogger(__name__)
+_OFFSET: Final = 2**63
+T = TypeVar("T")
+
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,40}")
+
+_DDL: Final = """
+CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE IF NOT EXISTS {s}.meta (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE IF NOT EXISTS {s}.shards (shard text PRIMARY KEY, "desc" bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS {s}.consensus (
+    shard text NOT NULL, seqno bigint NOT NULL, upper bigint, data_seqno bigint NOT NULL,
+    token uuid, data bytea, created timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (shard, seqno)
+);
+CREATE TABLE IF NOT EXISTS {s}.oracle (name text PRIMARY KEY, ts numeric(20) NOT NULL);
+CREATE OR REPLACE FUNCTION {s}.notify_shard() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN PERFORM pg_notify('{channel}', NEW.shard); RETURN NULL; END $$;
+DROP TRIGGER IF EXISTS consensus_notify ON {s}.consensus;
+CREATE TRIGGER consensus_notify AFTER INSERT ON {s}.consensus
+    FOR EACH ROW EXECUTE FUNCTION {s}.notify_shard();
+"""
+
+FORMAT: Final = "twofold-persist-1"
+
+CONNECTION_ERRORS: Final = (psycopg.OperationalError, psycopg.InterfaceError)
+
+
+def enc_time(t: int) -> int:
+    return t - _OFFSET
+
+
+def dec_time(v: int) -> int:
+    return v + _OFFSET
+
+
+def enc_upper(f: Frontier) -> int | None:
+    return None if f.time is None else f.time - _OFFSET
+
+
+def dec_upper(v: int | None) -> Frontier:
+    return Frontier.empty() if v is None else Frontier.at(v + _OFFSET)
+
+
+class Unreachable(StorageError):
+    """No connection to the consensus database could be made."""
+
+
+class Indeterminate(StorageError):
+    """A compare-and-set whose outcome could not be established (the server stayed away, or
+    the version that would tell was truncated)."""
+
+
+class Consensus:
+    """Connections (one per thread) to the consensus database, and its statements."""
+
+    def __init__(self, conninfo: str, schema: str, *, retry_timeout: float = 60.0) -> None:
+        if not _SCHEMA_NAME.fullmatch(schema):
+            raise InvalidStorageUrl(
+                f"schema {schema!r}: use lower-case letters, digits and '_' (at most 41)"
+            )
+        self.conninfo = conninfo
+        self.schema = schema
+        self.channel = f"twofold_{schema}"
+        self.retry_timeout = retry_timeout
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[psycopg.Connection[Any]] = []
+        self._closed = False
+        self.fault: Callable[[str], None] | None = None  # test hook: called at named points
+        self._initialise()
+
+    # -- connections ------------------------------------------------------------------------
+
+    def connect(self) -> psycopg.Connection[Any]:
+        with self._lock:
+            if self._closed:
+                raise StorageClosed("this PostgreSQL storage handle is closed")
+        try:
+            conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10)
+        except psycopg.Error as e:
+            raise Unreachable(f"cannot connect to PostgreSQL ({self.where}): {e}") from None
+        with self._lock:
+            self._connections.append(conn)
+        return conn
+
+    @property
+    def where(self) -> str:
+        info = psycopg.conninfo.conninfo_to_dict(self.conninfo)
+        return f"{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
+
+    def _conn(self) -> psycopg.Connection[Any]:
+        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        if conn is None or conn.closed:
+            conn = self.connect()
+            self._local.conn = conn
+        return conn
+
+    def _drop(self) -> None:
+        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+            with self._lock:
+                if conn in self._connections:
+                    self._connections.remove(conn)
+
+    def run(self, what: str, fn: Callable[[psycopg.Cursor[Any]], T], *,
+            retry: bool = True) -> T:
+        """Run an idempotent `fn` on this thread's connection, reconnecting and retrying it
+        while the server is unreachable (up to `retry_timeout` seconds, unless not `retry`)."""
+        deadline = time.monotonic() + (self.retry_timeout if retry else 0.0)
+        delay = 0.05
+        while True:
+            try:
+                with self._conn().cursor() as cur:
+                    return fn(cur)
+            except Unreachable:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+            except CONNECTION_ERRORS as e:
+                self._check_open()
+                self._drop()
+                if time.monotonic() > deadline:
+                    raise StorageError(f"PostgreSQL ({self.where}): {what} failed: {e}") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+            except psycopg.Error as e:
+                raise StorageError(f"PostgreSQL ({self.where}): {what} failed: {e}") from None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageClosed("this PostgreSQL storage handle is closed")
+
+    @contextlib.contextmanager
+    def transaction(self, what: str) -> Iterator[psycopg.Cursor[Any]]:
+        """One transaction on this thread's connection (not retried)."""
+        conn = self._conn()
+        try:
+            with conn.transaction(), conn.cursor() as cur:
+                yield cur
+        except CONNECTION_ERRORS as e:
+            self._drop()
+            raise StorageError(f"PostgreSQL ({self.where}): {what} failed: {e}") from None
+        except psycopg.Error as e:
+            raise StorageError(f"PostgreSQL ({self.where}): {what} failed: {e}") from None
+
+    def _initialise(self) -> None:
+        def init(cur: psycopg.Cursor[Any]) -> str | None:
+            with cur.connection.transaction():
+                # Serialise concurrent first opens: CREATE ... IF NOT EXISTS races otherwise.
+                cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.channel,))
+                cur.execute("SELECT to_regclass(%s)", (f"{self.schema}.meta",))
+                row = cur.fetchone()
+                if row is None or row[0] is None:
+                    cur.execute(_DDL.format(s=self.schema, channel=self.channel).encode())
+                    cur.execute(f"INSERT INTO {self.schema}.meta VALUES ('format', %s)",
+                                (FORMAT,))
+                cur.execute(f"SELECT value FROM {self.schema}.meta WHERE key = 'format'")
+                found = cur.fetchone()
+                return None if found is None else str(found[0])
+
+        fmt = self.run("opening", init, retry=False)
+        if fmt != FORMAT:
+            raise StorageError(
+                f"PostgreSQL ({self.where}) schema {self.schema!r} holds format {fmt!r}, "
+                f"this code reads {FORMAT!r}"
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    # -- compare-and-set --------------------------------------------------------------------
+
+    def cas(self, shard: str, expected: int, upper: int | None, data: bytes | None,
+            data_seqno: int, token: uuid.UUID) -> bool:
+        """Insert version `expected + 1` iff `expected` is the head; see the module docstring
+        for how a lost connection is resolved."""
+        sql = (
+            f"WITH head AS (SELECT 1 FROM {self.schema}.consensus "
+            f"WHERE shard = %(shard)s AND seqno = %(expected)s FOR KEY SHARE) "
+            f"INSERT INTO {self.schema}.consensus (shard, seqno, upper, data_seqno, token, data) "
+            f"SELECT %(shard)s, %(expected)s + 1, %(upper)s, %(data_seqno)s, %(token)s, %(data)s "
+            f"FROM head"
+        )
+        params = {"shard": shard, "expected": expected, "upper": upper, "data": data,
+                  "data_seqno": data_seqno, "token": token}
+        deadline = time.monotonic() + self.retry_timeout
+        uncertain = False
+        delay = 0.05
+        while True:
+            try:
+                with self._conn().cursor() as cur:
+                    if self.fault is not None:
+                        self.fault("before_cas")
+                    cur.execute(sql, params)
+                    won = cur.rowcount == 1
+                    if self.fault is not None:
+                        self.fault("after_cas")
+            except psycopg.errors.UniqueViolation:
+                won = False
+            except (*CONNECTION_ERRORS, Unreachable) as e:
+                self._check_open()
+                self._drop()
+                uncertain = True
+                if time.monotonic() > deadline:
+                    raise Indeterminate(
+                        f"PostgreSQL ({self.where}): compare-and-set of shard {shard!r} version "
+                        f"{expected + 1}: outcome unknown, the server stayed unreachable: {e}"
+                    ) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                outcome = self._resolve(shard, expected, token)
+                if outcome is not None:
+                    return outcome
+                continue  # nothing landed: try again with the same token
+            except psycopg.Error as e:
+                raise StorageError(
+                    f"PostgreSQL ({self.where}): compare-and-set of shard {shard!r}: {e}"
+                ) from None
+            if won or not uncertain:
+                return won
+            # A mismatch after an uncertain attempt may be that attempt having landed.
+            outcome = self._resolve(shard, expected, token)
+            return bool(outcome)
+
+    def _resolve(self, shard: str, expected: int, token: uuid.UUID) -> bool | None:
+        """After an uncertain CAS: `True` if version `expected + 1` is ours, `False` if another
+        writer's, `None` if it does not exist yet."""
+
+        def look(cur: psycopg.Cursor[Any]) -> tuple[Any, ...]:
+            cur.execute(
+                f"SELECT (SELECT token FROM {self.schema}.consensus WHERE shard = %(s)s "
+                f"AND seqno = %(n)s), (SELECT min(seqno) FROM {self.schema}.consensus "
+                f"WHERE shard = %(s)s)", {"s": shard, "n": expected + 1})
+            row = cur.fetchone()
+            assert row is not None
+            return tuple(row)
+
+        found, oldest = self.run(f"checking an uncertain append to {shard!r}", look)
+        if found is not None:
+            return bool(found == token)
+        if oldest is not None and oldest > expected + 1:
+            raise Indeterminate(
+                f"shard {shard!r}: cannot tell whether version {expected + 1} was this "
+                f"writer's: it was already truncated"
+            )
+        return None
+
+
+class NotifyThread:
+    """LISTENs on the consensus channel and calls `on_notify(shard)` for each change, and
+    `on_reconnect()` after a lost connection (changes may have been missed). Daemon thread."""
+
+    def __init__(self, consensus: Consensus, on_notify: Callable[[str], None],
+                 on_reconnect: Callable[[], None]) -> None:
+        self._consensus = consensus
+        self._on_notify = on_notify
+        self._on_reconnect = on_reconnect
+        self._stop = threading.Event()
+        self.listening = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="twofold-pg-listen", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        first = True
+        while not self._stop.is_set():
+            try:
+                conn = psycopg.connect(self._consensus.conninfo, autocommit=True,
+                                       connect_timeout=10)
+            except psycopg.Error:
+                self._stop.wait(0.5)
+                continue
+            try:
+                conn.execute(f'LISTEN "{self._consensus.channel}"')
+                self.listening.set()
+                if not first:
+                    self._on_reconnect()
+                first = False
+                while not self._stop.is_set():
+                    for n in conn.notifies(timeout=0.5):
+                        self._on_notify(n.payload)
+            except psycopg.Error:
+                if not self._stop.is_set():
+                    self._on_reconnect()
+            finally:
+                with contextlib.suppress(Exception):
+                    conn.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)

@@ -1,0 +1,156 @@
+"""The consensus state of one shard, and the pure commands that advance it.
+
+A shard's state is a sequence of versions `1, 2, ...` in the consensus table. Each version has an
+`upper` of its own and refers (`data_seqno`) to the version holding its `StateData`: the parts,
+`since`, and readers. An append of updates or any change of `since`, parts or readers writes a
+new `StateData`; an append that only advances the upper (the ticker, an empty batch) writes a
+version whose `data_seqno` is its predecessor's, so it costs a few bytes, not a copy of the state.
+
+Every command here is a pure function from the state it read to the state it proposes; the
+backend CASes the proposal as version `seqno + 1` and, on a mismatch, reads the new head and
+reruns the command. Nothing here does IO.
+
+Readers hold the shard back. The shard's `since` never passes the meet of the sinces of its
+live readers: *critical* readers (the controller) until they move themselves, *leased* readers
+until their lease (renewed by heartbeats) runs out, after which any command drops them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import msgspec
+
+from twofold.protocol import Frontier
+
+TimeOrEmpty = int | None  # a frontier on the wire: its time, or None for the empty frontier
+
+
+def enc(frontier: Frontier) -> TimeOrEmpty:
+    return frontier.time
+
+
+def dec(value: TimeOrEmpty) -> Frontier:
+    return Frontier.empty() if value is None else Frontier.at(value)
+
+
+class PartRef(msgspec.Struct, frozen=True, array_like=True):
+    """A stored part: inlined bytes (small parts) or the key of a write-once blob."""
+
+    id: int
+    lower: int
+    upper: TimeOrEmpty
+    since: int
+    count: int
+    key: str | None = None
+    inline: bytes | None = None
+
+
+class ReaderState(msgspec.Struct, frozen=True, array_like=True):
+    """A registered reader: its since, the version it last saw, and its lease (ms)."""
+
+    since: TimeOrEmpty
+    seqno: int
+    critical: bool
+    lease_ms: int
+    heartbeat_ms: int
+    token: str = ""
+
+
+class StateData(msgspec.Struct, frozen=True):
+    since: TimeOrEmpty = 0
+    parts: tuple[PartRef, ...] = ()
+    next_part_id: int = 1
+    readers: dict[str, ReaderState] = {}
+
+
+_ENCODER = msgspec.msgpack.Encoder()
+_DECODER = msgspec.msgpack.Decoder(StateData)
+
+
+def encode_state(data: StateData) -> bytes:
+    return _ENCODER.encode(data)
+
+
+def decode_state(blob: bytes) -> StateData:
+    return _DECODER.decode(blob)
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """A version of a shard's state as read from consensus."""
+
+    seqno: int
+    upper: Frontier
+    data_seqno: int
+    data: StateData = field(default_factory=StateData)
+
+
+def keys_of(data: StateData) -> set[str]:
+    return {p.key for p in data.parts if p.key is not None}
+
+
+def append_part(data: StateData, part: PartRef) -> StateData:
+    """The state with `part` (its id replaced by a fresh one) appended at the end."""
+    new = msgspec.structs.replace(part, id=data.next_part_id)
+    return msgspec.structs.replace(data, parts=(*data.parts, new),
+                                   next_part_id=data.next_part_id + 1)
+
+
+def replace_parts(data: StateData, old: list[int], new: PartRef | None) -> StateData | None:
+    """The state with the adjacent parts `old` replaced by `new` (dropped if `None`), or
+    `None` if any of them is gone."""
+    wanted = set(old)
+    positions = [i for i, p in enumerate(data.parts) if p.id in wanted]
+    if not positions or len(positions) != len(wanted):
+        return None
+    first, last = positions[0], positions[-1]
+    kept: tuple[PartRef, ...] = ()
+    next_id = data.next_part_id
+    if new is not None:
+        kept = (msgspec.structs.replace(new, id=next_id),)
+        next_id += 1
+    return msgspec.structs.replace(
+        data, parts=data.parts[:first] + kept + data.parts[last + 1:], next_part_id=next_id
+    )
+
+
+def live_readers(data: StateData, now_ms: int) -> dict[str, ReaderState]:
+    """The readers whose lease has not run out (critical readers never expire)."""
+    return {
+        rid: r for rid, r in data.readers.items()
+        if r.critical or r.heartbeat_ms + r.lease_ms > now_ms
+    }
+
+
+def readers_meet(readers: dict[str, ReaderState]) -> Frontier:
+    """The meet of the readers' sinces (the empty frontier if there are none)."""
+    out = Frontier.empty()
+    for r in readers.values():
+        out = out.meet(dec(r.since))
+    return out
+
+
+def downgrade_since(data: StateData, requested: Frontier, now_ms: int) -> StateData:
+    """Advance since towards `requested`, never past a live reader and never backwards; expired
+    readers are dropped."""
+    readers = live_readers(data, now_ms)
+    since = dec(data.since).join(requested.meet(readers_meet(readers)))
+    if enc(since) == data.since and len(readers) == len(data.readers):
+        return data
+    return msgspec.structs.replace(data, since=enc(since), readers=readers)
+
+
+def with_reader(data: StateData, reader_id: str, reader: ReaderState | None,
+                now_ms: int) -> StateData:
+    """The state with `reader_id` set to `reader` (removed if `None`) and expired readers
+    dropped; since then advances to the meet of the remaining readers, if there are any (a
+    reader's hold is all that keeps since back: removing one releases it)."""
+    readers = live_readers(data, now_ms)
+    readers.pop(reader_id, None)
+    if reader is not None:
+        readers[reader_id] = reader
+    since = dec(data.since)
+    if readers:
+        since = since.join(readers_meet(readers))
+    return msgspec.structs.replace(data, readers=readers, since=enc(since))

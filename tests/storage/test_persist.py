@@ -1,0 +1,377 @@
+"""What makes the PostgreSQL + blob backend safe on many machines (`spec/storage.md`, "Beyond
+one machine"): idempotent retries of indeterminate CASes (faults injected, and the server
+crashed mid-append), garbage collection of replaced and leaked parts and of old versions,
+leased and critical readers holding since back, the shared timestamp oracle, batched upper
+advances, and listeners woken by LISTEN/NOTIFY from another process."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from twofold.protocol import Frontier
+from twofold.storage import (
+    InvalidStorageUrl,
+    SinceViolation,
+    Storage,
+    StorageError,
+    open_storage,
+    to_tuples,
+)
+from twofold.storage.persist import PersistBackend
+from twofold.testing.pytest_servers import Servers
+
+from .helpers import BIG, DESC, append_with_retry, snapshot_counter, tagged_batch, whole_batches
+
+SPAWN = multiprocessing.get_context("spawn")
+PG_BACKENDS = ("postgres+file", "postgres+s3")
+
+
+@pytest.fixture(params=PG_BACKENDS)
+def pg_url(request: pytest.FixtureRequest, servers: Servers, tmp_path: Path) -> str:
+    return servers.storage_url(request.param, tmp_path)
+
+
+@pytest.fixture
+def pg(pg_url: str) -> Iterator[Storage]:
+    with open_storage(pg_url) as st:
+        yield st
+
+
+def persist(storage: Storage) -> PersistBackend:
+    assert isinstance(storage.backend, PersistBackend)
+    return storage.backend
+
+
+def blob_keys(storage: Storage) -> set[str]:
+    return {k for k, _ in persist(storage).blobs.list()}
+
+
+def referenced_keys(storage: Storage, shard_id: str) -> set[str]:
+    from twofold.storage.persist.state import keys_of
+
+    return keys_of(persist(storage)._head(shard_id).data)
+
+
+# -- URLs ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("url", "needle"), [
+    ("postgres://u@h:5432/db", "needs a blob store"),
+    ("postgres://u@h:5432/db?blob=ftp://x/y", "scheme must be 'file'"),
+    ("postgres://u@h:5432/db?blob=file://relative/dir", "file:///absolute"),
+    ("postgres://u@h:5432/db?blob=s3:///prefix", "s3://bucket"),
+    ("postgres:///?blob=file:///tmp/x", "postgres://user@host:port/database"),
+])
+def test_bad_postgres_urls(url: str, needle: str) -> None:
+    with pytest.raises(InvalidStorageUrl, match=needle):
+        open_storage(url)
+
+
+def test_bad_schema_name(servers: Servers, tmp_path: Path) -> None:
+    with pytest.raises(InvalidStorageUrl, match="schema"):
+        open_storage(f"{servers.pg().url}?schema=Bad-Name&blob=file://{tmp_path}")
+
+
+def test_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
+    from twofold.testing.pgcluster import free_port
+
+    url = f"postgres://u@127.0.0.1:{free_port()}/db?blob=file://{tmp_path}"
+    with pytest.raises(StorageError, match="cannot connect to PostgreSQL"):
+        open_storage(url)
+
+
+# -- idempotent retries ----------------------------------------------------------------------
+
+
+def fail_once(point: str) -> Any:
+    """A fault hook raising a lost-connection error the first time `point` is reached."""
+    fired: list[str] = []
+
+    def hook(where: str) -> None:
+        if where == point and not fired:
+            fired.append(where)
+            raise psycopg.OperationalError(f"simulated connection loss at {where}")
+
+    return hook, fired
+
+
+@pytest.mark.parametrize("point", ["before_cas", "after_cas"])
+def test_indeterminate_cas_is_resolved_by_its_token(pg: Storage, point: str) -> None:
+    # after_cas: the insert committed but the answer was lost; before_cas: nothing was sent.
+    # Either way the append lands exactly once and the caller sees success.
+    shard = pg.create_shard("s", BIG)
+    hook, fired = fail_once(point)
+    persist(pg).consensus.fault = hook
+    shard.compare_and_append(tagged_batch(0, 0, 5, 0), 0, 1)
+    assert fired == [point]
+    shard.compare_and_append(tagged_batch(0, 1, 5, 1), 1, 2)  # the next append is normal
+    assert whole_batches(shard, 5) == {(0, 0), (0, 1)}
+    assert persist(pg)._head("s").seqno == 3  # created, then exactly two versions
+
+
+def test_indeterminate_mismatch_is_still_a_mismatch(pg: Storage) -> None:
+    # Another writer wins while our connection is "lost": the retry must not claim success.
+    shard = pg.create_shard("s", BIG)
+    other = open_storage(pg.url)
+    try:
+        def hook(where: str) -> None:
+            if where == "before_cas" and hook.armed:  # type: ignore[attr-defined]
+                hook.armed = False  # type: ignore[attr-defined]
+                other.shard("s").compare_and_append(tagged_batch(1, 0, 5, 0), 0, 1)
+                raise psycopg.OperationalError("simulated connection loss")
+
+        hook.armed = True  # type: ignore[attr-defined]
+        persist(pg).consensus.fault = hook
+        with pytest.raises(StorageError, match="expected upper"):
+            shard.compare_and_append(tagged_batch(0, 0, 5, 0), 0, 1)
+        assert whole_batches(shard, 5) == {(1, 0)}
+    finally:
+        other.close()
+
+
+def process_append_loop(url: str, shard_id: str, count: int, size: int, progress: Any,
+                        done: Any) -> None:
+    """Child process: append `count` tagged batches, reporting progress; survives server
+    restarts through the backend's retries."""
+    with open_storage(url) as storage:
+        shard = storage.shard(shard_id)
+        for seq in range(count):
+            append_with_retry(shard, 0, seq, size)
+            progress.value = seq + 1
+        done.set()
+
+
+def test_server_crash_mid_append_loop_writes_nothing_twice(servers: Servers,
+                                                            tmp_path: Path) -> None:
+    # A writer appends in a loop while PostgreSQL is crashed (immediate stop: no checkpoint,
+    # connections cut mid-statement) and restarted, twice. Every batch lands exactly once.
+    url = servers.storage_url("postgres+file", tmp_path)
+    count, size = 150, 50
+    with open_storage(url) as storage:
+        storage.create_shard("k", BIG)
+    progress, done = SPAWN.Value("i", 0), SPAWN.Event()
+    proc = SPAWN.Process(target=process_append_loop,
+                         args=(url, "k", count, size, progress, done))
+    proc.start()
+    try:
+        for threshold in (20, 70):
+            deadline = time.monotonic() + 60
+            while progress.value < threshold and time.monotonic() < deadline:
+                time.sleep(0.005)
+            assert progress.value >= threshold
+            servers.pg().restart_after_crash(down_for=0.3)
+        assert done.wait(timeout=120)
+        proc.join(timeout=30)
+        assert proc.exitcode == 0
+    finally:
+        if proc.is_alive():
+            proc.kill()
+    with open_storage(url) as storage:
+        shard = storage.shard("k")
+        assert whole_batches(shard, size) == {(0, s) for s in range(count)}
+        assert shard.upper == Frontier.at(count)
+
+
+# -- garbage collection ----------------------------------------------------------------------
+
+
+def big_batch(seq: int, time_: int) -> list[Any]:
+    return tagged_batch(0, seq, 400, time_)  # well over the inline limit: a blob part
+
+
+def test_small_parts_are_inlined_and_large_parts_are_blobs(pg: Storage) -> None:
+    shard = pg.create_shard("s", BIG)
+    shard.compare_and_append(tagged_batch(0, 0, 2, 0), 0, 1)
+    assert blob_keys(pg) == set()
+    shard.compare_and_append(big_batch(1, 1), 1, 2)
+    assert len(blob_keys(pg)) == 1 == len(referenced_keys(pg, "s"))
+
+
+def test_compaction_then_truncation_deletes_replaced_blobs(pg: Storage) -> None:
+    backend = persist(pg)
+    backend.keep_versions, backend.keep_seconds = 0, 0.0
+    shard = pg.create_shard("s", BIG)
+    expected: Counter[Any] = Counter()
+    for t in range(8):
+        rows = big_batch(t, t)
+        shard.compare_and_append(rows, t, t + 1)
+        expected.update(tuple(r) for r, _, _ in rows)
+    assert len(blob_keys(pg)) == 8
+    shard.downgrade_since(7)  # compacts: parts behind since merge into one
+    backend.truncate("s")
+    assert blob_keys(pg) == referenced_keys(pg, "s")
+    assert len(blob_keys(pg)) < 8
+    assert snapshot_counter(shard, 7) == expected
+    versions = backend.consensus.run("count", lambda c: c.execute(
+        f"SELECT count(*) FROM {backend.schema}.consensus WHERE shard = 's'").fetchone())
+    assert versions is not None and versions[0] <= 2
+
+
+def process_die_between_put_and_cas(url: str, shard_id: str) -> None:
+    """Child process: PUT a part's blob, then die (SIGKILL-like) before its CAS."""
+    with open_storage(url) as storage:
+        backend = storage.backend
+        assert isinstance(backend, PersistBackend)
+
+        def die(where: str) -> None:
+            if where == "before_commit":
+                os._exit(17)
+
+        backend.fault = die
+        shard = storage.shard(shard_id)
+        shard.compare_and_append(big_batch(9, 1), 1, 2)
+
+
+def test_parts_leaked_by_a_killed_writer_are_collected(pg: Storage) -> None:
+    shard = pg.create_shard("s", BIG)
+    shard.compare_and_append(big_batch(0, 0), 0, 1)
+    proc = SPAWN.Process(target=process_die_between_put_and_cas, args=(pg.url, "s"))
+    proc.start()
+    proc.join(timeout=60)
+    assert proc.exitcode == 17
+    assert shard.upper == Frontier.at(1)  # the dead writer's append did not land
+    leaked = blob_keys(pg) - referenced_keys(pg, "s")
+    assert len(leaked) == 1
+    backend = persist(pg)
+    assert backend.collect_garbage(grace_seconds=3600)["leaked"] == 0  # too young to judge
+    assert backend.collect_garbage(grace_seconds=0)["leaked"] == 1
+    assert blob_keys(pg) == referenced_keys(pg, "s")
+    assert len(snapshot_counter(shard, 0)) == 400
+
+
+def test_ticks_do_not_accumulate_versions(pg: Storage) -> None:
+    backend = persist(pg)
+    backend.keep_versions, backend.keep_seconds = 4, 0.0
+    table = pg.create_table("t", DESC)
+    for i in range(200):
+        pg.advance_tables(Frontier.at(10 + i))
+    assert table.upper == Frontier.at(209)
+    rows = backend.consensus.run("count", lambda c: c.execute(
+        f"SELECT count(*) FROM {backend.schema}.consensus").fetchone())
+    assert rows is not None and rows[0] < 80
+
+
+# -- readers ---------------------------------------------------------------------------------
+
+
+def test_leased_reader_holds_since_until_its_lease_runs_out(pg: Storage) -> None:
+    backend = persist(pg)
+    shard = pg.create_shard("s", DESC)
+    shard.compare_and_append([([1, "a"], 0, 1)], 0, 20)
+    assert backend.register_reader("s", "r1", since=Frontier.at(3),
+                                   lease_seconds=0.5) == Frontier.at(3)
+    assert shard.downgrade_since(10) == Frontier.at(3)  # held back by the reader
+    assert snapshot_counter(shard, 3) == Counter({(1, "a"): 1})
+    assert backend.heartbeat_readers("s", ["r1"]) == []
+    time.sleep(0.7)  # no heartbeat: the lease runs out, and anyone may expire it
+    assert backend.heartbeat_readers("s", ["r1"]) == ["r1"]
+    assert shard.downgrade_since(10) == Frontier.at(10)
+    with pytest.raises(SinceViolation):
+        shard.snapshot(5)
+
+
+def test_reader_downgrades_move_since_to_the_meet(pg: Storage) -> None:
+    backend = persist(pg)
+    shard = pg.create_shard("s", DESC)
+    shard.compare_and_append([], 0, 50)
+    backend.register_reader("s", "a", since=Frontier.at(0), lease_seconds=60)
+    backend.register_reader("s", "b", since=Frontier.at(0), lease_seconds=60)
+    assert backend.downgrade_reader("s", "a", Frontier.at(20)) == Frontier.at(0)
+    assert backend.downgrade_reader("s", "b", Frontier.at(30)) == Frontier.at(20)
+    backend.expire_reader("s", "a")
+    assert backend.downgrade_reader("s", "b", Frontier.at(30)) == Frontier.at(30)
+
+
+def test_critical_reader_is_fenced_by_its_token(pg: Storage) -> None:
+    backend = persist(pg)
+    shard = pg.create_shard("s", DESC)
+    shard.compare_and_append([], 0, 50)
+    backend.register_reader("s", "controller", since=Frontier.at(5), lease_seconds=None,
+                            token="epoch-1")
+    time.sleep(0.05)  # critical readers have no lease to run out
+    assert shard.downgrade_since(40) == Frontier.at(5)
+    moved = backend.downgrade_reader("s", "controller", Frontier.at(10),
+                                     expected_token="epoch-1", new_token="epoch-2")
+    assert moved == Frontier.at(10)
+    with pytest.raises(StorageError, match="fenced"):
+        backend.downgrade_reader("s", "controller", Frontier.at(30), expected_token="epoch-1")
+    assert shard.since == Frontier.at(10)
+
+
+# -- time and frontiers ----------------------------------------------------------------------
+
+
+def test_oracle_is_shared_through_the_database(pg_url: str) -> None:
+    # Two handles whose clocks disagree (one is far behind, one steps backwards) still get
+    # strictly increasing timestamps from the one oracle row.
+    ahead = iter(range(1_000_000, 10**9, 7))
+    with open_storage(pg_url, clock=lambda: next(ahead)) as one, \
+            open_storage(pg_url, clock=lambda: 5) as two:
+        stamps = []
+        for i in range(30):
+            stamps.append((one if i % 3 else two).oracle.write_ts())
+        assert stamps == sorted(stamps) and len(set(stamps)) == 30
+        assert two.oracle.read_ts() == stamps[-1]
+        two.oracle.observe(stamps[-1] + 1000)
+        assert one.oracle.write_ts() > stamps[-1] + 1000
+
+
+def test_a_tick_advances_every_table_without_a_cas_each(pg: Storage) -> None:
+    tables = [pg.create_table(f"t{i}", DESC) for i in range(40)]
+    tables[3].insert([[1, "a"]])
+    backend = persist(pg)
+    calls = {"cas": 0, "run": 0}
+    cas, run = backend.consensus.cas, backend.consensus.run
+
+    def counting_cas(*a: Any, **k: Any) -> bool:
+        calls["cas"] += 1
+        return cas(*a, **k)
+
+    def counting_run(*a: Any, **k: Any) -> Any:
+        calls["run"] += 1
+        return run(*a, **k)
+
+    backend.consensus.cas = counting_cas  # type: ignore[method-assign]
+    backend.consensus.run = counting_run  # type: ignore[method-assign]
+    ts = pg.ticker().tick()
+    assert calls["cas"] == 0 and calls["run"] <= 3  # list tables, one advancing round
+    assert all(t.upper == Frontier.at(ts + 1) for t in tables)
+    assert Counter(tuple(r) for r, _, _ in to_tuples(tables[3].snapshot(ts))) == {(1, "a"): 1}
+
+
+def process_append_later(url: str, shard_id: str, go: Any) -> None:
+    with open_storage(url) as storage:
+        go.wait()
+        storage.shard(shard_id).compare_and_append([([7, "x"], 1, 1)], 1, 2)
+
+
+def test_listener_in_another_process_is_woken_by_notify(pg_url: str) -> None:
+    # The listener's safety-net poll is an hour: only a notification can wake it in time.
+    with open_storage(pg_url, poll_interval=3600) as storage:
+        shard = storage.create_shard("s", DESC)
+        shard.compare_and_append([], 0, 1)
+        listener = shard.listen(0)
+        assert listener.poll() == []  # nothing after time 0 yet
+        go = SPAWN.Event()
+        proc = SPAWN.Process(target=process_append_later, args=(pg_url, "s", go))
+        proc.start()
+        got: list[Any] = []
+        waiter = threading.Thread(target=lambda: got.append(listener.next_batch(timeout=60)))
+        waiter.start()
+        time.sleep(0.2)  # the waiter is subscribed and waiting
+        started = time.monotonic()
+        go.set()
+        waiter.join(timeout=90)
+        proc.join(timeout=30)
+        assert got and got[0] is not None and got[0].to_tuples() == [([7, "x"], 1, 1)]
+        assert time.monotonic() - started < 30
