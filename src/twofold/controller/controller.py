@@ -14,12 +14,14 @@ fails whatever callers still wait for with `ControllerClosed`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from uuid import UUID, uuid4
 
+from twofold.controller.availability import Watchdog, is_configuration_error, unavailable
 from twofold.controller.backoff import Backoff
 from twofold.controller.dataflows import peek_dataflow
 from twofold.controller.delivery import Deliveries
@@ -30,6 +32,7 @@ from twofold.controller.errors import (
     PeekCancelled,
     PeekFailed,
     PeekTimeout,
+    ReplicaUnavailable,
     SinceViolation,
 )
 from twofold.controller.frontiers import ReplicaId
@@ -79,8 +82,14 @@ class Controller:
         connect_timeout: float | None = 10.0,
         nonce: Callable[[], UUID] = uuid4,
         source_upper: Callable[[str], Frontier | None] | None = None,
+        unavailable_after: float | None = None,
+        names: Mapping[ReplicaId, str] | None = None,
     ) -> None:
         self.state = InstanceState(config, read_policy, source_upper)
+        self.names: dict[ReplicaId, str] = dict(names or {})
+        """How errors name each replica (e.g. its address); default `replica N`."""
+        self._watchdog = Watchdog(unavailable_after, self._declare_unavailable)
+        self._replica_changed = asyncio.Event()
         self._factories: dict[ReplicaId, ConnectFactory] = (
             dict(replicas) if isinstance(replicas, Mapping) else dict(enumerate(replicas, 1))
         )
@@ -123,6 +132,7 @@ class Controller:
         if self._closed:
             return
         self._closed = True
+        self._watchdog.cancel()
         tasks = list(self._tasks.values())
         for t in tasks:
             t.cancel()
@@ -135,6 +145,49 @@ class Controller:
             raise ControllerClosed("the controller was closed")
         if not self._started:
             raise ControllerClosed("the controller was not started (use `async with`)")
+
+    # -- availability -----------------------------------------------------------------------
+
+    async def wait_connected(self, timeout: float | None) -> None:
+        """Return once every replica has connected at least once. Raises `ReplicaUnavailable`
+        (naming each missing replica and its last error) at once when a replica refused this
+        controller's configuration (token, storage, wire version, TLS, unknown host), or when
+        `timeout` seconds pass first."""
+        self._check_open()
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            self._replica_changed.clear()
+            waiting = {r: c for r, c in self.connections.items() if c.epoch == 0}
+            if not waiting:
+                return
+            refused = {r: c for r, c in waiting.items() if is_configuration_error(c.last_error)}
+            if refused:
+                raise unavailable("a replica refused the connection", refused, self.names)
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                raise unavailable(f"no connection to the replica within {timeout} s",
+                                  waiting, self.names)  # fmt: skip
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(remaining):
+                    await self._replica_changed.wait()
+
+    def _on_replica_change(self, replica: ReplicaId) -> None:
+        self._watchdog.update(self.connections)
+        self._replica_changed.set()
+
+    def _unavailable(self) -> ReplicaUnavailable:
+        return unavailable(f"no replica has been connected for {self._watchdog.after} s",
+                           self.connections, self.names)  # fmt: skip
+
+    def _declare_unavailable(self) -> None:
+        log.warning("%s; failing the reads waiting for an answer", self._unavailable())
+        self.deliveries.fail_reads(self._unavailable)
+
+    def _check_available(self) -> None:
+        """Refuse a read at once while no replica has been connected for `unavailable_after`."""
+        if self._watchdog.down:
+            raise self._unavailable()
 
     def add_replica(self, replica: ReplicaId, connect: ConnectFactory) -> None:
         """Add a replica; it is brought up to date by replay."""
@@ -152,6 +205,7 @@ class Controller:
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+        self._watchdog.update(self.connections)
         self._apply(self.state.remove_replica(replica))
 
     def _spawn(self, rid: ReplicaId, factory: ConnectFactory) -> None:
@@ -160,6 +214,7 @@ class Controller:
             factory,
             on_connect=self._on_connect,
             on_response=self.handle_response,
+            on_change=self._on_replica_change,
             backoff=self._backoff(),
             sleep=self._sleep,
             connect_timeout=self._connect_timeout,
@@ -261,8 +316,10 @@ class Controller:
         readable time). Returns `(row, diff)` pairs from the first replica to answer.
 
         Raises `SinceViolation` (time before the since), `PeekFailed` (a replica error),
-        `PeekTimeout` (no answer in `timeout` s; the peek is cancelled), `PeekCancelled`."""
+        `PeekTimeout` (no answer in `timeout` s; the peek is cancelled), `PeekCancelled`,
+        `ReplicaUnavailable` (no replica connected for `unavailable_after` s)."""
         self._check_open()
+        self._check_available()
         if isinstance(target, GlobalId):
             target = IndexTarget(id=target)
         uuid = uuid4()
@@ -285,7 +342,7 @@ class Controller:
         except TimeoutError:
             self._abandon_peek(uuid)
             raise PeekTimeout(uuid, target.id, timeout or 0.0) from None
-        except asyncio.CancelledError:
+        except BaseException:  # cancelled, no replica available, the controller closed
             self._abandon_peek(uuid)
             raise
         if isinstance(result, PeekError):
@@ -332,6 +389,7 @@ class Controller:
         """Answer an arbitrary query with a **peek dataflow**: build `plan` at one time as a
         transient index, peek it, then drop it (whatever the outcome)."""
         self._check_open()
+        self._check_available()
         imports = dict(index_imports or {})
         if timestamp is None:
             if source_imports and not imports:
@@ -360,8 +418,11 @@ class Controller:
     async def subscribe(
         self, desc: DataflowDescription, *, read_policy: ReadPolicy | None = None
     ) -> Subscription:
-        """Create a subscribe dataflow (exactly one subscribe sink) and iterate its batches."""
+        """Create a subscribe dataflow (exactly one subscribe sink) and iterate its batches.
+        A running subscribe outlives outages (it resumes without gaps); a new one is refused
+        while no replica is available."""
         self._check_open()
+        self._check_available()
         ids = desc.subscribe_ids()
         if len(ids) != 1 or len(desc.export_ids()) != 1:
             raise InvalidRead(
@@ -379,8 +440,9 @@ class Controller:
 
     async def copy_to(self, desc: DataflowDescription, *, timeout: float | None = None) -> int:
         """Run a copy-to dataflow (exactly one copy-to sink); returns the first row count
-        reported. Raises `CopyToFailed`."""
+        reported. Raises `CopyToFailed`, `ReplicaUnavailable`."""
         self._check_open()
+        self._check_available()
         ids = desc.copy_to_ids()
         if len(ids) != 1 or len(desc.export_ids()) != 1:
             raise InvalidRead(

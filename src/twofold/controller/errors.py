@@ -111,3 +111,22 @@ class InvalidDataflow(ControllerError, ValueError):
 class InvalidRead(ControllerError, ValueError):
     """A peek, subscribe or copy-to the controller cannot serve as asked (e.g. a storage peek
     without a timestamp, a subscribe dataflow without exactly one subscribe sink)."""
+
+
+class ReplicaUnavailable(ControllerError, ConnectionError):
+    """No replica can serve: none connected within the wait (`Controller.wait_connected`), one
+    refused this controller's configuration (a wrong token, another storage or wire version),
+    or every replica has been disconnected for longer than the controller's
+    `unavailable_after`. `causes` maps each replica to its last connection error (`None`: it
+    never answered); `configuration` is true when retrying cannot help."""
+
+    def __init__(
+        self,
+        message: str,
+        causes: dict[int, BaseException | None],
+        *,
+        configuration: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.causes = causes
+        self.configuration = configuration

@@ -6,8 +6,10 @@ replica's factory; on success it bumps the **epoch**, swaps in an empty command 
 snapshot and the queue — which returns the reduced history to replay. It sends the replay (each
 `Hello` with a fresh nonce), then forwards queued commands and hands every response to
 `on_response(replica, epoch, response)`. Any failure — refused, reset, closed, a decode or
-protocol error, a connect timeout — ends the iteration; the next one starts after the backoff
-policy's delay. Cancellation propagates and closes the client.
+protocol error, a connect timeout — ends the iteration (`last_error` says why); the next one
+starts after the backoff policy's delay. `on_change(replica)` is called on every connection, every
+disconnection and every failed attempt (`connected`, `down_since`, `last_error` are then
+current). Cancellation propagates and closes the client.
 
 Invariant protected: every command reaches every connection of the replica exactly as the
 history says, in order: commands queued while disconnected are not sent (the replay already
@@ -48,6 +50,7 @@ class ReplicaConnection:
         *,
         on_connect: Callable[[ReplicaId, int], list[ComputeCommand]],
         on_response: Callable[[ReplicaId, int, ComputeResponse], None],
+        on_change: Callable[[ReplicaId], None] | None = None,
         backoff: Backoff | None = None,
         sleep: Sleep = asyncio.sleep,
         connect_timeout: float | None = 10.0,
@@ -57,6 +60,7 @@ class ReplicaConnection:
         self._connect = connect
         self._on_connect = on_connect
         self._on_response = on_response
+        self._on_change = on_change
         self.backoff = Backoff() if backoff is None else backoff
         self._sleep = sleep
         self._connect_timeout = connect_timeout
@@ -67,6 +71,9 @@ class ReplicaConnection:
         self.connected = False
         self.failures = 0
         self.last_error: BaseException | None = None
+        """Why the latest attempt or connection failed (`None` before any failure)."""
+        self.down_since: float | None = asyncio.get_running_loop().time()
+        """Loop time since which the replica has been disconnected; `None` while connected."""
         self.delays: list[float] = []
         self._epoch_changed = asyncio.Event()
 
@@ -95,7 +102,7 @@ class ReplicaConnection:
                 self.failures += 1
                 self.last_error = exc
                 log.info("replica %s connection failed (%r); reconnecting", self.replica, exc)
-            self.connected = False
+            self._set_connected(False)
             delay = self.backoff.next_delay()
             self.delays.append(delay)
             await self._sleep(delay)
@@ -112,15 +119,22 @@ class ReplicaConnection:
             self._queue = queue
             # Connected *before* the snapshot: commands `on_connect` itself issues (and all
             # later ones) queue behind the replay; no await separates the two.
-            self.connected = True
+            self._set_connected(True)
             replay = self._on_connect(self.replica, epoch)
             self._epoch_changed.set()
             for cmd in replay:
                 await client.send(self._specialize(cmd))
             await self._pump(client, queue, epoch)
         finally:
-            self.connected = False
+            self._set_connected(False)
             await _close(client)
+
+    def _set_connected(self, connected: bool) -> None:
+        if connected != self.connected:
+            self.connected = connected
+            self.down_since = None if connected else asyncio.get_running_loop().time()
+        if self._on_change is not None:
+            self._on_change(self.replica)
 
     def _specialize(self, cmd: ComputeCommand) -> ComputeCommand:
         # Each protocol iteration needs a nonce never used before with this replica.
