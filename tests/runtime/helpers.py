@@ -13,12 +13,15 @@ sleeps; a timeout fails the test with what was being waited for.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import itertools
+import tempfile
 import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from twofold.client import ComputeClient
@@ -55,9 +58,11 @@ from twofold.replica import Replica
 from twofold.storage import Storage, Table, open_storage
 from twofold.transport import ReplicaServer, connect
 
-Mode = Literal["one", "two"]
+Mode = Literal["one", "two", "procs"]
+"""One runtime; two runtimes as threads of one process; two with maintenance in a child process
+(`spec/placement.md`), over a SQLite file both processes open."""
 Transport = Literal["inproc", "tcp"]
-MODES: tuple[Mode, ...] = ("one", "two")
+MODES: tuple[Mode, ...] = ("one", "two", "procs")
 
 KV = RelationDesc(["k", "v"], [ColumnType("int", nullable=False), ColumnType("str")])
 """The tables most scenarios use: an int key and a string value."""
@@ -70,6 +75,27 @@ _names = itertools.count()
 
 def unique_url(tag: str = "rt") -> str:
     return f"memory://{tag}-{uuid.uuid4().hex[:12]}-{next(_names)}"
+
+
+def sqlite_url(tag: str = "rt") -> str:
+    """A fresh SQLite file (in the temp dir, removed at exit) two processes can share."""
+    path = Path(tempfile.gettempdir()) / f"twofold-{tag}-{uuid.uuid4().hex[:12]}.db"
+    atexit.register(_remove_db, path)
+    return f"sqlite:///{path}"
+
+
+def _remove_db(path: Path) -> None:
+    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        p.unlink(missing_ok=True)
+
+
+def make_replica(mode: Mode, url: str | None = None) -> tuple[Replica, str]:
+    """A replica of `mode` over `url` (fresh storage of the right kind when `None`)."""
+    if mode == "procs":
+        url = url or sqlite_url("procs")
+        return Replica(url, "two", placement="processes"), url
+    url = url or unique_url(mode)
+    return Replica(url, mode, placement="threads"), url
 
 
 class ProtocolViolationSeen(AssertionError):
@@ -301,9 +327,8 @@ def as_multiset(rows: Iterable[tuple[list[Any], int]]) -> dict[tuple[Any, ...], 
 async def replica(mode: Mode, transport: Transport = "inproc", url: str | None = None,
                   *, token: str | None = None) -> AsyncIterator[tuple[Driver, Storage]]:
     """A replica over a fresh memory storage, and a `Driver` on it (in-process or over TCP)."""
-    url = url or unique_url(mode)
+    rep, url = make_replica(mode, url)
     storage = open_storage(url)
-    rep = Replica(url, mode)
     endpoint = await rep.start()
     try:
         if transport == "inproc":

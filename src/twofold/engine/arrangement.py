@@ -172,6 +172,16 @@ class Arrangement:
         self._data.merge_all()
         self._errors.merge_all()
 
+    def adopt(self, taken: ArrangementSnapshot, twin: ArrangementSnapshot) -> None:
+        """Replace each batch of `taken` (a snapshot of this arrangement) still in the spines by
+        the batch at the same position in `twin`, which must hold the same rows (e.g. a copy
+        of it in shared memory). Batches are immutable, so readers see no difference."""
+        for spine, old, new in ((self._data, taken.data, twin.data),
+                                (self._errors, taken.errors, twin.errors)):
+            swap = {id(a): b for a, b in zip(old, new, strict=True) if a is not b}
+            if swap:
+                spine.batches = tuple(swap.get(id(b), b) for b in spine.batches)
+
     def snapshot(self) -> ArrangementSnapshot:
         """An immutable snapshot; O(number of batches), never a copy of data."""
         return ArrangementSnapshot(

@@ -85,6 +85,12 @@ def decode_response(data: Buffer, *, max_size: int = DEFAULT_MAX_MESSAGE) -> Com
     return _decode(_response_decoder, data, max_size, "response")
 
 
+def value_decoder(typ: type[T]) -> msgspec.msgpack.Decoder[T]:
+    """A decoder for `typ` (a protocol value, or a struct or union of structs built from them)
+    that reads `GlobalId`s and `Frontier`s as `encode` writes them."""
+    return msgspec.msgpack.Decoder(typ, dec_hook=_dec_hook)
+
+
 __all__ = [
     "DEFAULT_MAX_MESSAGE",
     "DecodeError",
@@ -95,5 +101,6 @@ __all__ = [
     "encode",
     "frame",
     "read_frame",
+    "value_decoder",
     "write_frame",
 ]

@@ -1,11 +1,16 @@
 """A replica: one compute endpoint over one or two runtimes (`spec/runtime.md`).
 
-`Replica(storage_url, runtimes="two")` builds, on `start()`:
+`Replica(storage_url, runtimes="two", placement="auto")` builds, on `start()`:
 
 - a `StorageCache` that opens each storage URL once (the replica's own for `None`);
-- for `"one"`: a `solo` runtime, which is the endpoint;
-- for `"two"`: a publication registry, a `maintenance` and an `interactive` runtime sharing it,
-  and a `Multiplexer` over them, which is the endpoint.
+- for `"one"`: a `solo` runtime, which is the endpoint (one process, whatever the placement);
+- for `"two"`: a publication registry, an `interactive` runtime on a thread reading it, a
+  `maintenance` runtime publishing into it, and a `Multiplexer` over the two, which is the
+  endpoint. Placement (`spec/placement.md`): with `"processes"` the maintenance runtime runs in
+  a child process (`process.MaintenanceProcess`) and the registry here is a mirror of its
+  publications, batches shared through memfds; with `"threads"` both runtimes are threads of
+  this process sharing one registry. `"auto"` (the default) is processes unless the storage
+  lives only in this process (`memory://`, or no URL); `TWOFOLD_PLACEMENT` may choose instead.
 
 The endpoint is a `ComputeClient`. The runtimes share fate: an unexpected error in either ends
 the endpoint (its `recv` raises), and `serve_replica` turns that into a non-zero exit.
@@ -24,6 +29,7 @@ from twofold.client import ComputeClient
 from twofold.engine import ArrangementSnapshot
 from twofold.multiplex import Multiplexer
 from twofold.protocol import ComputeCommand, ComputeResponse, Hello
+from twofold.replica.process import MaintenanceProcess
 from twofold.runtime import sched
 from twofold.runtime.introspection import ReplicaMetrics
 from twofold.runtime.registry import PublicationRegistry
@@ -37,6 +43,37 @@ from twofold.transport import ReplicaServer
 log = logging.getLogger(__name__)
 
 RuntimesMode = Literal["one", "two"]
+Placement = Literal["auto", "threads", "processes"]
+PLACEMENTS: tuple[Placement, ...] = ("auto", "threads", "processes")
+
+
+def shareable(storage_url: str | None) -> bool:
+    """Whether a second process can open the same storage (not `memory://`)."""
+    return storage_url is not None and not storage_url.startswith("memory:")
+
+
+def resolve_placement(placement: Placement, runtimes: RuntimesMode,
+                      storage_url: str | None) -> Literal["threads", "processes"]:
+    """Where two runtimes run; `ValueError` for processes over storage they cannot share.
+    For `"auto"`, `TWOFOLD_PLACEMENT` (threads/processes) may choose; it yields to storage a
+    second process cannot open."""
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
+    if runtimes == "one":
+        return "threads"
+    if placement == "auto":
+        chosen = os.environ.get("TWOFOLD_PLACEMENT", "auto")
+        if chosen == "threads":
+            return "threads"
+        if chosen not in PLACEMENTS:
+            raise ValueError(f"TWOFOLD_PLACEMENT must be one of {', '.join(PLACEMENTS)}, "
+                             f"got {chosen!r}")
+        return "processes" if shareable(storage_url) else "threads"
+    if placement == "processes" and not shareable(storage_url):
+        raise ValueError(f"placement='processes' needs storage two processes can open; "
+                         f"{storage_url!r} lives in this process only (use a SQLite file, or "
+                         f"placement='threads')")
+    return placement
 
 
 class StorageCache:
@@ -117,10 +154,13 @@ class Replica:
         self, storage_url: str | None = None, runtimes: RuntimesMode = "two", *,
         strict: bool = False, poll_interval: float = POLL_INTERVAL,
         maintenance_nice: int | None = None, latency_slice_us: int | None = None,
+        placement: Placement = "auto",
     ) -> None:
         if runtimes not in ("one", "two"):
             raise ValueError(f"runtimes must be 'one' or 'two', got {runtimes!r}")
         self.mode: RuntimesMode = runtimes
+        self.placement = resolve_placement(placement, runtimes, storage_url)
+        self.storage_url = storage_url
         self.storage = StorageCache(storage_url)
         self.metrics = ReplicaMetrics()
         self.strict = strict
@@ -138,6 +178,7 @@ class Replica:
         self.latency_slice_us: int | None = latency_slice_us or None
         self.registry: PublicationRegistry[ArrangementSnapshot] | None = None
         self.runtimes: dict[Role, RuntimeClient] = {}
+        self.maintenance_process: MaintenanceProcess | None = None
         self.endpoint: ComputeClient | None = None
         self._mux: Multiplexer | None = None
         self._current: LocalConnection | None = None
@@ -162,7 +203,14 @@ class Replica:
             self.endpoint = await self._runtime("solo").start()
         else:
             self.registry = PublicationRegistry()
-            maintenance = await self._runtime("maintenance").start()
+            maintenance: ComputeClient
+            if self.placement == "processes":
+                self.maintenance_process = MaintenanceProcess(
+                    self.storage_url, self.registry, self.metrics,
+                    poll_interval=self.poll_interval, nice=self.maintenance_nice)
+                maintenance = await self.maintenance_process.start()
+            else:
+                maintenance = await self._runtime("maintenance").start()
             interactive = await self._runtime("interactive").start()
             self._mux = Multiplexer(maintenance=maintenance, interactive=interactive,
                                     strict=self.strict)
@@ -176,6 +224,9 @@ class Replica:
         for rt in self.runtimes.values():
             await rt.close()
         self.runtimes.clear()
+        if self.maintenance_process is not None:
+            await self.maintenance_process.close()
+            self.maintenance_process = None
         self.endpoint = None
         self.storage.close()
 
@@ -211,13 +262,14 @@ async def serve_replica(
     storage_url: str, *, host: str = "127.0.0.1", port: int = 0,
     runtimes: RuntimesMode = "two", token: str | None = None,
     ssl: _ssl.SSLContext | None = None, ready: asyncio.Future[tuple[str, int]] | None = None,
+    placement: Placement = "auto",
 ) -> int:
     """Serve a replica over TCP until its endpoint ends; returns the process exit code.
 
     The storage is opened first (a bad URL or an unopenable file raises `StorageError` before
     anything listens), and its identity guards the handshake: a controller naming another
     storage is refused."""
-    replica = Replica(storage_url, runtimes)
+    replica = Replica(storage_url, runtimes, placement=placement)
     try:
         own = storage_id(replica.storage(None))
     except BaseException:

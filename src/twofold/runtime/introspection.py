@@ -45,14 +45,37 @@ class Histogram:
         self._lock = threading.Lock()
         self._counts: Counter[tuple[str, int]] = Counter()
         self._recent: dict[str, list[float]] = {}
+        self._total: Counter[str] = Counter()  # samples ever recorded, per runtime
 
     def record(self, runtime: str, seconds: float) -> None:
         with self._lock:
             self._counts[(runtime, bucket_us(seconds))] += 1
-            recent = self._recent.setdefault(runtime, [])
-            recent.append(seconds)
-            if len(recent) > 4096:
-                del recent[:2048]
+            self._keep(runtime, [seconds])
+
+    def _keep(self, runtime: str, samples: list[float]) -> None:
+        recent = self._recent.setdefault(runtime, [])
+        recent.extend(samples)
+        self._total[runtime] += len(samples)
+        if len(recent) > 4096:
+            del recent[: len(recent) - 2048]
+
+    def export(self, runtime: str, since: int) -> tuple[list[tuple[int, int]], list[float], int]:
+        """One runtime's bucket counts, the samples recorded after the first `since` of them
+        (as far as they are kept), and the new total — for another process's copy."""
+        with self._lock:
+            counts = sorted((le, n) for (rt, le), n in self._counts.items() if rt == runtime)
+            total = self._total[runtime]
+            recent = self._recent.get(runtime, [])
+            return counts, recent[max(0, len(recent) - (total - since)):], total
+
+    def absorb(self, runtime: str, counts: list[tuple[int, int]], samples: list[float]) -> None:
+        """Replace one runtime's counts by another process's (`export`), adding its samples."""
+        with self._lock:
+            for key in [k for k in self._counts if k[0] == runtime]:
+                del self._counts[key]
+            for le, n in counts:
+                self._counts[(runtime, le)] = n
+            self._keep(runtime, samples)
 
     def counts(self) -> dict[tuple[str, int], int]:
         with self._lock:

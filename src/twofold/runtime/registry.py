@@ -100,14 +100,17 @@ class PublicationRegistry(Generic[S]):
 
     # -- maintenance side --------------------------------------------------------------------
 
-    def publish(self, id: GlobalId, snapshot: S) -> None:
-        """Atomically replace `id`'s snapshot (creating the publication on first use)."""
+    def publish(self, id: GlobalId, snapshot: S) -> S:
+        """Atomically replace `id`'s snapshot (creating the publication on first use); returns
+        the snapshot published — `snapshot` itself here, a shared copy in a registry that
+        publishes to another process."""
         with self._lock:
             self._closed.pop(id, None)
             if id not in self._snapshots and id not in self._standing:
                 self._standing[id] = snapshot.since
             self._snapshots[id] = snapshot
         self._wake(id)
+        return snapshot
 
     def close(self, id: GlobalId, reason: str | None = None) -> None:
         """`id` was dropped (or its dataflow failed, `reason` says how): readers get
@@ -148,10 +151,11 @@ class PublicationRegistry(Generic[S]):
         with self._lock:
             if frontier.is_empty:
                 self._standing.pop(id, None)
-                return
-            current = self._standing.get(id)
-            self._standing[id] = frontier if current is None else current.join(frontier)
-        # Maintenance may now compact further; let it re-evaluate.
+            else:
+                current = self._standing.get(id)
+                self._standing[id] = frontier if current is None else current.join(frontier)
+        # Maintenance may now compact further; let it re-evaluate (in another process, it
+        # learns of the change, removal included, through this wakeup).
         self._wake_holders(id)
 
     def standing_hold(self, id: GlobalId) -> Frontier | None:

@@ -38,6 +38,44 @@ class _IterationStarted:
 ITERATION_STARTED = _IterationStarted()
 
 
+class FencedOutbox:
+    """A runtime's responses on their way to asyncio, behind the iteration fence: `hello_sent`
+    counts a `Hello` on its way to the runtime; everything taken before the matching
+    `ITERATION_STARTED` marker (put by whoever runs the runtime) is dropped."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.outbox: Outbox[ComputeResponse | _IterationStarted] = Outbox(loop)
+        self._fences = 0  # Hellos sent whose marker has not come back yet
+
+    def hello_sent(self) -> None:
+        self._fences += 1
+
+    def _admit(self, item: ComputeResponse | _IterationStarted) -> bool:
+        """Whether `item` belongs to the current iteration (and is a response)."""
+        if item is ITERATION_STARTED:
+            self._fences = max(0, self._fences - 1)
+            return False
+        return self._fences == 0
+
+    async def recv(self) -> ComputeResponse | None:
+        while True:
+            item = await self.outbox.get()
+            if item is None:
+                return None
+            if self._admit(item):
+                assert not isinstance(item, _IterationStarted)
+                return item
+
+    def recv_nowait(self) -> ComputeResponse | None:
+        while True:
+            item = self.outbox.get_nowait()
+            if item is None:
+                return None
+            if self._admit(item):
+                assert not isinstance(item, _IterationStarted)
+                return item
+
+
 class Worker(Protocol):
     """A runtime's state machine, driven by `RuntimeClient`'s thread."""
 
@@ -67,8 +105,7 @@ class RuntimeClient:
         self.worker = worker
         self.activator = activator or Activator()
         self._inbox: Inbox[ComputeCommand] = Inbox(self.activator)
-        self._outbox: Outbox[ComputeResponse | _IterationStarted] | None = None
-        self._fences = 0  # Hellos sent whose marker has not come back yet
+        self._responses: FencedOutbox | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._stopped = threading.Event()
@@ -77,7 +114,7 @@ class RuntimeClient:
     async def start(self) -> RuntimeClient:
         if self._thread is not None:
             raise RuntimeError(f"runtime {self.name} already started")
-        self._outbox = Outbox(asyncio.get_running_loop())
+        self._responses = FencedOutbox(asyncio.get_running_loop())
         self._thread = threading.Thread(target=self._run, name=f"twofold-{self.name}", daemon=True)
         self._thread.start()
         return self
@@ -95,39 +132,20 @@ class RuntimeClient:
     async def send(self, command: ComputeCommand) -> None:
         if self._stopped.is_set() or self._stop.is_set():
             raise ConnectionError(f"runtime {self.name} has stopped") from self.error
-        if isinstance(command, Hello):
-            self._fences += 1
+        if isinstance(command, Hello) and self._responses is not None:
+            self._responses.hello_sent()
         self._inbox.put(command)
 
-    def _admit(self, item: ComputeResponse | _IterationStarted) -> bool:
-        """Whether `item` belongs to the current iteration (and is a response)."""
-        if item is ITERATION_STARTED:
-            self._fences = max(0, self._fences - 1)
-            return False
-        return self._fences == 0
-
     async def recv(self) -> ComputeResponse | None:
-        if self._outbox is None:
+        if self._responses is None:
             raise RuntimeError(f"runtime {self.name} was not started")
-        while True:
-            item = await self._outbox.get()
-            if item is None:
-                return None
-            if self._admit(item):
-                assert not isinstance(item, _IterationStarted)
-                return item
+        return await self._responses.recv()
 
     def recv_nowait(self) -> ComputeResponse | None:
         """A response that is already available, else `None` (the multiplexer's fast path)."""
-        if self._outbox is None:
+        if self._responses is None:
             return None
-        while True:
-            item = self._outbox.get_nowait()
-            if item is None:
-                return None
-            if self._admit(item):
-                assert not isinstance(item, _IterationStarted)
-                return item
+        return self._responses.recv_nowait()
 
     async def close(self) -> None:
         """Stop the worker loop and wait for its thread."""
@@ -138,8 +156,8 @@ class RuntimeClient:
             await asyncio.get_running_loop().run_in_executor(None, thread.join)
 
     def _run(self) -> None:
-        assert self._outbox is not None
-        outbox = self._outbox
+        assert self._responses is not None
+        outbox = self._responses.outbox
         worker = self.worker
         if not self.hints.is_default:
             sched.apply(self.hints, self.name)

@@ -396,7 +396,12 @@ class ComputeWorker:
         state = (arr.since, arr.upper)
         if self.published.get(gid) != state:
             self.published[gid] = state
-            self.registry.publish(gid, arr.snapshot())
+            taken = arr.snapshot()
+            published = self.registry.publish(gid, taken)
+            if published is not taken:
+                # The registry published a copy (in shared memory, `replica/shm.py`): keep
+                # that one, so the batches exist once.
+                arr.adopt(taken, published)
 
     def _update_introspection(self) -> None:
         intro = self.introspection

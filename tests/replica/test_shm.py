@@ -1,0 +1,136 @@
+"""Published batches in memfds: exact round trips, zero copies, reclamation after every view."""
+
+from __future__ import annotations
+
+import gc
+import os
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from twofold.engine.batch import Batch, build_batch
+from twofold.engine.frames import update_schema
+from twofold.protocol import ColumnType
+from twofold.replica import shm
+from twofold.testing.profiles import examples
+
+TYPES = [ColumnType("int"), ColumnType("str"), ColumnType("float"), ColumnType("bool"),
+         ColumnType("bytes")]
+
+
+def _batch(rows: list[tuple[Any, ...]]) -> Batch:
+    sch = update_schema(TYPES)
+    frame = pl.DataFrame([(*r, t, d) for *r, t, d in rows], schema=sch, orient="row")
+    return build_batch(frame, ["c0"], 0, 100, 0)
+
+
+def _equal(a: Batch, b: Batch) -> None:
+    assert a.data.schema == b.data.schema
+    assert a.data.equals(b.data, null_equal=True)
+    assert np.array_equal(a.codes, b.codes) and np.array_equal(a.hashes, b.hashes)
+    assert (a.lower, a.upper, a.since, a.tmin, a.tmax) == (b.lower, b.upper, b.since, b.tmin,
+                                                         b.tmax)
+
+
+rows_st = st.lists(st.tuples(
+    st.none() | st.integers(-2**63, 2**63 - 1), st.none() | st.text(max_size=20),
+    st.none() | st.floats(allow_nan=True), st.none() | st.booleans(),
+    st.none() | st.binary(max_size=10), st.integers(0, 50), st.integers(-3, 3).filter(bool)),
+    min_size=1, max_size=40)
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(rows=rows_st, inline=st.booleans())
+def test_a_shared_batch_is_the_same_batch(rows: list[tuple[Any, ...]], inline: bool) -> None:
+    batch = _batch(rows)
+    pool = shm.BufferPool(inline_max=1 << 30 if inline else 0)
+    try:
+        shared = pool.share(batch)
+        _equal(batch, shared.batch)
+        assert (shared.fd < 0) == inline
+        # The front's view: mapped read-only from the memfd (or read from the inline bytes).
+        if inline:
+            assert shared.data is not None
+            front = shm.read_from(shared.data, shared.layout, lower=0, upper=100, since=0,
+                                  tmin=batch.tmin, tmax=batch.tmax)
+        else:
+            mm = shm.map_readonly(os.dup(shared.fd), shared.layout, lambda: None)
+            front = shm.read_from(mm, shared.layout, lower=0, upper=100, since=0,
+                                  tmin=batch.tmin, tmax=batch.tmax)
+            del mm
+        _equal(batch, front)
+        assert not front.codes.flags.writeable and not front.hashes.flags.writeable
+    finally:
+        pool.close()
+
+
+def _rss_anon() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no RssAnon")
+
+
+def test_the_twin_and_the_front_view_copy_nothing() -> None:
+    n = 400_000
+    frame = pl.DataFrame({"c0": np.arange(n), "c1": [f"v{i % 97}" for i in range(n)],
+                          "time": np.zeros(n, np.uint64), "diff": np.ones(n, np.int64)})
+    batch = build_batch(frame, ["c0"], 0, 1, 0)
+    del frame
+    pool = shm.BufferPool()
+    shared = pool.share(batch)
+    assert shared.fd >= 0
+    gc.collect()
+    before = _rss_anon()
+    del batch
+    gc.collect()
+    # The heap copy is gone; the twin (the maintenance side's batch now) lives in the memfd.
+    assert _rss_anon() < before - shared.layout.size // 2
+    before = _rss_anon()
+    mm = shm.map_readonly(os.dup(shared.fd), shared.layout, lambda: None)
+    front = shm.read_from(mm, shared.layout, lower=0, upper=1, since=0, tmin=0, tmax=0)
+    assert front.data.height == n and int(front.data["c0"].sum()) == n * (n - 1) // 2
+    assert _rss_anon() < before + shared.layout.size // 4, "reading the mapping copied it"
+    pool.close()
+
+
+def test_a_buffer_is_reused_only_after_the_front_and_maintenance_released_it() -> None:
+    pool = shm.BufferPool(inline_max=0)
+    released: list[int] = []
+    first = pool.share(_batch([(1, "a", 1.0, True, b"x", 1, 1)] * 1 + [
+        (i, "b", 2.0, False, None, 2, 1) for i in range(2, 500)]))
+    bid, fd = first.buffer, first.fd
+    pool.sent(bid)
+    mm = shm.map_readonly(os.dup(fd), first.layout, lambda: released.append(bid))
+    front = shm.read_from(mm, first.layout, lower=0, upper=100, since=0, tmin=1, tmax=2)
+    del mm
+    twin = first.batch
+    del first
+    assert pool.live_buffers == 1
+    del twin
+    gc.collect()
+    assert pool.live_buffers == 1 and pool.free_buffers == 0, "freed while the front maps it"
+    del front
+    gc.collect()
+    assert released == [bid]
+    pool.released(released)
+    assert pool.live_buffers == 0 and pool.free_buffers == 1
+    again = pool.share(_batch([(i, "c", 3.0, True, b"", 3, 1) for i in range(500)]))
+    assert again.fd == fd and again.buffer != bid  # the same memfd, a new buffer id
+    pool.close()
+
+
+def test_releases_beyond_the_budget_close_the_memfd() -> None:
+    pool = shm.BufferPool(inline_max=0, budget=0)
+    shared = pool.share(_batch([(i, "b", 2.0, False, None, 2, 1) for i in range(500)]))
+    fd = shared.fd
+    del shared
+    gc.collect()
+    assert pool.free_buffers == 0 and pool.live_buffers == 0
+    with pytest.raises(OSError):
+        os.fstat(fd)
