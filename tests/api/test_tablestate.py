@@ -53,3 +53,37 @@ def test_compaction_keeps_the_contents() -> None:
         assert Counter(rows.rows()) == want
         assert Counter({tuple(r): d for r, _, d in to_tuples(t.snapshot())}) == want
         assert writer.delete_keys(pl.DataFrame({"id": [0, 1]})).count == 2
+
+
+def test_a_plan_survives_ticks_but_not_writes() -> None:
+    from twofold.api.writes import Delta
+    from twofold.protocol import Frontier
+
+    with open_storage("memory://") as storage:
+        t = storage.create_table("t", DESC)
+        t.insert([[1, "a"]])
+        writer = TableWriter(t, "t", None)
+        calls: list[int] = []
+
+        def plan_with(interference):  # type: ignore[no-untyped-def]
+            def plan(state: TableState) -> tuple[Delta, None]:
+                calls.append(1)
+                if len(calls) == 1:
+                    interference()
+                ids, _ = state.live()
+                return Delta(ids, state.counts[ids]), None
+            return plan
+
+        # The upper moves by an empty append (a tick) while planning: the plan still holds.
+        def tick() -> None:
+            t.advance_to(Frontier.at(t.upper.time + 5))  # type: ignore[operator]
+
+        writer.transact("delete", plan_with(tick))
+        assert len(calls) == 1
+        assert Counter({tuple(r): d for r, _, d in to_tuples(t.snapshot())}) == Counter()
+        # Another writer appends rows while planning: the plan is made again, and sees them.
+        t.insert([[2, "b"]])
+        calls.clear()
+        writer.transact("delete", plan_with(lambda: storage.table("t").insert([[3, "c"]])))
+        assert len(calls) == 2
+        assert Counter({tuple(r): d for r, _, d in to_tuples(t.snapshot())}) == Counter()

@@ -76,6 +76,9 @@ class TableState:
             n: DTYPES[t.scalar] for n, t in zip(desc.names, desc.types, strict=True)}
         self.key: list[str] = list(key) if key else list(self.names)
         self.frontier = Frontier.minimum()
+        self.version = 0
+        """Bumped whenever the contents change: a plan made at one version holds while it
+        stands, whatever the frontier (the ticker advances uppers without writing)."""
         self._listener: Listener | None = None
         self._reset()
 
@@ -102,11 +105,13 @@ class TableState:
         for batch in batches:
             if len(batch):
                 self._apply(batch.updates)
+                self.version += 1
         self.frontier = self._listener.frontier
         return self.frontier
 
     def _load(self) -> None:
         self._reset()
+        self.version += 1
         upper = self.table.upper
         if upper == Frontier.minimum():
             # Nothing complete yet: make time 0 complete (and empty) so there is a time to

@@ -93,12 +93,18 @@ class TableWriter:
         """Plan against the state at its upper and write there; re-plan on a lost race."""
         with self._lock:
             state = self.state()
+            planned_at = -1
             for _ in range(MAX_ATTEMPTS):
                 lower = state.sync()
-                delta, result = plan(state)
-                if self.primary_key is not None:
-                    self._check_unique(state, operation, delta)
-                rows, diffs = self._materialise(state, delta)
+                if state.version != planned_at:
+                    # Only a change of contents invalidates a plan: when the upper moved by
+                    # empty appends alone (the ticker), the same plan is retried at the new
+                    # upper, so a slow plan cannot be starved by ticks.
+                    delta, result = plan(state)
+                    if self.primary_key is not None:
+                        self._check_unique(state, operation, delta)
+                    rows, diffs = self._materialise(state, delta)
+                    planned_at = state.version
                 ts = self.table.compare_and_write(lower, rows, diffs)
                 if ts is not None:
                     return ts, result
