@@ -223,6 +223,8 @@ class MaintenanceProcess:
                     data, fds = wire.receive(sock)
                 except BlockingIOError:
                     break
+                except ConnectionResetError:  # it died with our bytes unread
+                    data, fds = b"", []
                 if not data:
                     self._ended()
                     break
@@ -342,6 +344,9 @@ class MaintenanceProcess:
                 await self._metrics_task
             self._metrics_task = None
         self._detach()
+        # Drop the mirror's snapshots: their mappings go as soon as no reader holds a view.
+        self._batches.clear()
+        self.registry.reset()
         proc = self.process
         if proc is not None and proc.poll() is None:
             loop = asyncio.get_running_loop()
