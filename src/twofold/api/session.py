@@ -176,3 +176,13 @@ class AsyncDatabase(Definitions, Queries):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    # -- SQL ------------------------------------------------------------------------------------
+
+    async def sql(self, text: str, params: Sequence[Any] | None = None) -> Any:
+        """Run one SQL statement (`twofold.sql`): a query returns a `Result`, `INSERT`/
+        `UPDATE`/`DELETE` the row count, `CREATE` the object, `SUBSCRIBE` an
+        `AsyncSubscription`; `$1, $2, ...` take `params`. Errors are `TwofoldError`s carrying
+        a SQLSTATE (`twofold.sql.errors.sqlstate_of`)."""
+        from twofold.sql import execute  # the SQL layer sits above the API
+
+        return await execute(self, text, params)

@@ -191,6 +191,14 @@ class Database:
 
     copy_to.__doc__ = AsyncDatabase.copy_to.__doc__
 
+    def sql(self, text: str, params: Sequence[Any] | None = None) -> Any:
+        result = self._call(self.core.sql(text, params))
+        if isinstance(result, AsyncSubscription):
+            return SyncSubscription(self, result)
+        return result
+
+    sql.__doc__ = AsyncDatabase.sql.__doc__
+
 
 async def _sync_in_loop(fn: Any, *args: Any) -> Any:
     # Controller state is owned by the loop thread; read it there.

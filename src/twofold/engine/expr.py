@@ -187,6 +187,8 @@ class _Compiler:
         if func in ("cast_int", "cast_float", "cast_str"):
             value, err = self.cast(func, vals[0], scalars[0])
             return value, _first(errs[0], err)
+        if func in ("round", "floor", "ceil", "substr", "trim", "ltrim", "rtrim", "error"):
+            return self.sql_function(func, args, vals, errs, scalars)
         raise TypeError(f"unknown function {func!r}")
 
     def _unified(self, scalars: Sequence[str]) -> str:
@@ -224,6 +226,40 @@ class _Compiler:
             return value, _first(*errs, zero_err, err)
         value = (wa - wb * trunc_q).cast(pl.Int64)
         return value, _first(*errs, zero_err)
+
+    def sql_function(self, func: str, args: list[Expr], vals: list[pl.Expr],
+                     errs: list[pl.Expr | None], scalars: list[str]) -> Compiled:
+        """`round` (half away from zero, to `digits` places), `floor`, `ceil`, `substr`
+        (1-based start, SQL's clipping), `trim`/`ltrim`/`rtrim` (spaces) and `error` (the
+        message as an evaluation error wherever it is evaluated)."""
+        if func == "error":
+            message = args[0].value if isinstance(args[0], Literal) else None
+            msg = str(message) if message is not None else "error"
+            return pl.lit(None), _first(errs[0], pl.lit(msg, pl.String))
+        if func in ("floor", "ceil"):
+            if scalars[0] in ("int", "null"):
+                return vals[0].cast(pl.Int64), errs[0]
+            f = vals[0].cast(pl.Float64)
+            return (f.floor() if func == "floor" else f.ceil()), errs[0]
+        if func == "round":
+            f = vals[0].cast(pl.Float64)
+            scale = pl.lit(10.0) ** vals[1].cast(pl.Float64)
+            rounded = (f.abs() * scale + 0.5).floor() / scale
+            out = pl.when(f < 0).then(-rounded).otherwise(rounded)
+            return pl.when(f.is_infinite() | f.is_nan()).then(f).otherwise(out), _first(*errs)
+        s = vals[0].cast(pl.String)
+        if func in ("trim", "ltrim", "rtrim"):
+            strip = {"trim": s.str.strip_chars(" "), "ltrim": s.str.strip_chars_start(" "),
+                     "rtrim": s.str.strip_chars_end(" ")}[func]
+            return strip, errs[0]
+        start = vals[1].cast(pl.Int64)
+        length = vals[2].cast(pl.Int64)
+        offset = pl.max_horizontal(start - 1, pl.lit(0, pl.Int64))
+        end = pl.max_horizontal(start - 1 + pl.min_horizontal(length, pl.lit(2**62)), offset)
+        value = s.str.slice(offset, end - offset)
+        null = s.is_null() | start.is_null() | length.is_null()
+        bad = _err(~null & (length < 0), "negative substring length not allowed")
+        return pl.when(null).then(None).otherwise(value), _first(*errs, bad)
 
     def like(self, args: list[Expr], vals: list[pl.Expr]) -> pl.Expr:
         pattern = args[1]

@@ -112,6 +112,22 @@ def _call_type(func: str, tys: list[Ty], where: str) -> Ty:
     if func in ("cast_int", "cast_float", "cast_str"):
         _require(tys, _CASTABLE, where, "bool, int, float or str")
         return ({"cast_int": "int", "cast_float": "float"}.get(func, "str"), nullable)
+    if func in ("round", "floor", "ceil"):
+        _require(tys, _NUMERIC, where, "int or float")
+        if func == "round":
+            _require(tys[1:], {"int"}, where, "int digits")
+            return ("float", nullable)
+        return ("int" if tys[0][0] == "int" else "float", nullable)
+    if func in ("trim", "ltrim", "rtrim"):
+        _require(tys, {"str"}, where, "str")
+        return ("str", nullable)
+    if func == "substr":
+        _require(tys[:1], {"str"}, where, "str")
+        _require(tys[1:], {"int"}, where, "int positions")
+        return ("str", nullable)
+    if func == "error":
+        _require(tys, {"str"}, where, "a str message")
+        return (_NULL, True)
     raise PlanError(f"{where}: unknown function {func!r}")
 
 

@@ -19,6 +19,7 @@ FuncName = TypeLiteral[
     "is_null", "coalesce", "if",
     "concat", "lower", "upper", "length", "like",
     "abs", "cast_int", "cast_float", "cast_str",
+    "round", "floor", "ceil", "substr", "trim", "ltrim", "rtrim", "error",
 ]  # fmt: skip
 
 # Number of arguments per function; `None` means "one or more".
@@ -29,6 +30,8 @@ FUNCTION_ARITY: Final[dict[str, int | None]] = {
     "is_null": 1, "coalesce": None, "if": 3,
     "concat": 2, "lower": 1, "upper": 1, "length": 1, "like": 2,
     "abs": 1, "cast_int": 1, "cast_float": 1, "cast_str": 1,
+    "round": 2, "floor": 1, "ceil": 1, "substr": 3, "trim": 1, "ltrim": 1, "rtrim": 1,
+    "error": 1,
 }  # fmt: skip
 
 

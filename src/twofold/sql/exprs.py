@@ -1,0 +1,507 @@
+"""Binding scalar SQL expressions to protocol `Expr`s with PostgreSQL's typing rules.
+
+Contract: `Binder.bind(node)` returns `(expr, scalar, nullable)` — the protocol expression over
+the scope's relation, its scalar type (`null` for an untyped NULL) and nullability — or raises a
+typed `SqlError`: `UndefinedColumn`/`AmbiguousColumn` for names, `UndefinedFunction` (42883)
+for an operator or function that does not exist for its argument types, `DatatypeMismatch`
+(42804) for a non-boolean condition or CASE branches of different types, `GroupingError`
+(42803) for a column outside GROUP BY, `FeatureNotSupported` (0A000) for what the engine cannot
+express. A string literal takes the type its context asks for (`a = '5'` compares integers),
+as PostgreSQL's `unknown` literals do. Integer division truncates toward zero and `%` takes the
+dividend's sign (the engine's `div`/`mod`); `||` casts non-text operands to text. Subqueries are
+handed to `twofold.sql.subqueries`, which extends the scope's relation with the joins that
+compute them (never evaluated per row).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, cast
+
+from sqlglot import exp
+
+from twofold.api.joins import typed_null
+from twofold.protocol import Call, Column
+from twofold.protocol import Expr as PExpr
+from twofold.protocol import Literal as PLiteral
+from twofold.protocol.expr import FuncName
+from twofold.sql.errors import (
+    DatatypeMismatch,
+    FeatureNotSupported,
+    GroupingError,
+    InvalidParameter,
+    UndefinedFunction,
+)
+from twofold.sql.scope import NULL, Scope
+from twofold.sql.types import FUNCTIONS_UNSUPPORTED, sql_type, type_name
+
+if TYPE_CHECKING:
+    from twofold.sql.planner import Planner
+
+B = tuple[PExpr, str, bool]  # (expression, scalar type or NULL, nullable)
+_NUMERIC: Final = frozenset({"int", "float", NULL})
+_CMP: Final = {exp.EQ: "eq", exp.NEQ: "ne", exp.LT: "lt", exp.LTE: "le", exp.GT: "gt",
+               exp.GTE: "ge"}
+_ARITH: Final = {exp.Add: ("add", "+"), exp.Sub: ("sub", "-"), exp.Mul: ("mul", "*"),
+                 exp.Div: ("div", "/"), exp.Mod: ("mod", "%")}
+AGGREGATES: Final = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.LogicalAnd,
+                     exp.LogicalOr, exp.GroupConcat, exp.AggFunc)
+_PY: Final = {bool: "bool", int: "int", float: "float", str: "str", bytes: "bytes"}
+
+
+def call(func: str, *args: PExpr) -> Call:
+    return Call(func=cast(FuncName, func), args=list(args))
+
+
+@dataclass
+class AggContext:
+    """How an aggregating query's SELECT/HAVING/ORDER BY see its groups: grouped columns of the
+    input (`cols`: input index → output index), grouped expressions and aggregate calls by
+    their SQL text (`exprs`), over the aggregated relation."""
+
+    pre: Scope
+    cols: dict[int, int] = field(default_factory=dict)
+    exprs: dict[str, int] = field(default_factory=dict)
+
+
+class Binder:
+    """Binds expressions over `scope` (see the module docstring)."""
+
+    def __init__(self, planner: Planner, scope: Scope, agg: AggContext | None = None,
+                 clause: str = "expression") -> None:
+        self.planner = planner
+        self.scope = scope
+        self.agg = agg
+        self.clause = clause
+
+    # -- entry points -----------------------------------------------------------------------
+
+    def bind(self, node: exp.Expr) -> B:
+        if self.agg is not None:
+            slot = self.agg.exprs.get(node.sql())
+            if slot is not None:
+                c = self.scope.rel.cols[slot]
+                return Column(index=slot), c.scalar, c.nullable
+        method = getattr(self, f"_{type(node).__name__}", None)
+        if method is not None:
+            return cast(B, method(node))
+        if isinstance(node, exp.Window):
+            raise FeatureNotSupported("window functions are not supported")
+        if isinstance(node, AGGREGATES):
+            name = type(node).__name__.lower()
+            if isinstance(node, exp.GroupConcat):
+                name = "string_agg"
+            raise GroupingError(f"aggregate function {name} is not allowed in {self.clause}")
+        if isinstance(node, exp.Func):
+            fname = node.sql_name().lower() if not isinstance(node, exp.Anonymous) else node.name
+            raise FeatureNotSupported(f"function {fname.lower()}() is not supported")
+        raise FeatureNotSupported(f"{node.sql(dialect='postgres')[:60]!r} "
+                                  f"({type(node).__name__}) is not supported")
+
+    def condition(self, node: exp.Expr, what: str) -> PExpr:
+        e, s, _ = self.bind(node)
+        if s not in ("bool", NULL):
+            raise DatatypeMismatch(f"argument of {what} must be type boolean, not type "
+                                   f"{type_name(s)}")
+        return e
+
+    # -- leaves -----------------------------------------------------------------------------
+
+    def _Column(self, node: exp.Column) -> B:
+        if isinstance(node.this, exp.Star):
+            raise FeatureNotSupported("* is only allowed in a SELECT list or count(*)")
+        qual = node.table or None
+        if self.agg is not None:
+            i, col = self.agg.pre.lookup(qual, node.name)
+            if i == -1:
+                return typed_null(col.scalar), col.scalar, True
+            out = self.agg.cols.get(i)
+            if out is None:
+                label = f"{qual}.{node.name}" if qual else node.name
+                raise GroupingError(f"column {label!r} must appear in the GROUP BY clause or "
+                                    "be used in an aggregate function")
+            c = self.scope.rel.cols[out]
+            return Column(index=out), c.scalar, c.nullable
+        i, col = self.scope.lookup(qual, node.name)
+        if i == -1:  # a correlated reference while the subquery's correlation is found
+            return typed_null(col.scalar), col.scalar, True
+        return Column(index=i), col.scalar, col.nullable
+
+    def _Literal(self, node: exp.Literal) -> B:
+        if node.is_string:
+            return PLiteral(value=node.this), "str", False
+        text = node.this
+        try:
+            value: Any = int(text)
+        except ValueError:
+            value = float(text)
+        if isinstance(value, int) and not -(2**63) <= value < 2**63:
+            value = float(value)  # PostgreSQL makes it numeric; the nearest double here
+        return PLiteral(value=value), _PY[type(value)], False
+
+    def _Null(self, node: exp.Null) -> B:
+        return PLiteral(value=None), NULL, True
+
+    def _Boolean(self, node: exp.Boolean) -> B:
+        return PLiteral(value=bool(node.this)), "bool", False
+
+    def _HexString(self, node: exp.HexString) -> B:
+        return PLiteral(value=bytes.fromhex(node.this)), "bytes", False
+
+    def _Parameter(self, node: exp.Parameter) -> B:
+        return self.planner.parameter(node.this.name if node.this else node.name)
+
+    def _Placeholder(self, node: exp.Placeholder) -> B:
+        return self.planner.parameter(node.name)
+
+    def _Paren(self, node: exp.Paren) -> B:
+        return self.bind(node.this)
+
+    def _Alias(self, node: exp.Alias) -> B:
+        return self.bind(node.this)
+
+    # -- operators --------------------------------------------------------------------------
+
+    def _pair(self, a: exp.Expr, b: exp.Expr, op: str) -> tuple[B, B]:
+        """Bind two operands, giving a string literal the other operand's type."""
+        ba, bb = self.bind(a), self.bind(b)
+        if ba[1] == "str" and bb[1] not in ("str", NULL) and isinstance(a, exp.Literal):
+            ba = self._retype(a, bb[1])
+        elif bb[1] == "str" and ba[1] not in ("str", NULL) and isinstance(b, exp.Literal):
+            bb = self._retype(b, ba[1])
+        return ba, bb
+
+    def _retype(self, lit: exp.Literal, scalar: str) -> B:
+        text = str(lit.this).strip()
+        try:
+            if scalar == "int":
+                return PLiteral(value=int(text)), "int", False
+            if scalar == "float":
+                return PLiteral(value=float(text)), "float", False
+            if scalar == "bool" and text.lower() in ("t", "true", "f", "false", "1", "0"):
+                return PLiteral(value=text.lower() in ("t", "true", "1")), "bool", False
+        except ValueError:
+            pass
+        from twofold.sql.errors import SqlError
+
+        class InvalidText(SqlError):
+            sqlstate = "22P02"
+
+        raise InvalidText(f"invalid input syntax for type {type_name(scalar)}: {text!r}")
+
+    def _operator_error(self, op: str, a: str, b: str | None = None) -> UndefinedFunction:
+        if b is None:
+            return UndefinedFunction(f"operator does not exist: {op} {type_name(a)}")
+        return UndefinedFunction(f"operator does not exist: {type_name(a)} {op} {type_name(b)}")
+
+    def _arith(self, node: exp.Binary) -> B:
+        func, op = _ARITH[type(node)]
+        (ea, sa, na), (eb, sb, nb) = self._pair(node.this, node.expression, op)
+        if sa not in _NUMERIC or sb not in _NUMERIC:
+            raise self._operator_error(op, sa, sb)
+        scalar = "float" if "float" in (sa, sb) else "int"
+        return call(func, ea, eb), scalar, na or nb
+
+    _Add = _Sub = _Mul = _Div = _Mod = _arith
+
+    def _Neg(self, node: exp.Neg) -> B:
+        e, s, n = self.bind(node.this)
+        if s not in _NUMERIC:
+            raise self._operator_error("-", s)
+        if isinstance(e, PLiteral) and e.value is not None:
+            return PLiteral(value=-e.value), s, n
+        return call("neg", e), "int" if s == NULL else s, n
+
+    def _compare(self, node: exp.Binary) -> B:
+        (ea, sa, na), (eb, sb, nb) = self._pair(node.this, node.expression, "=")
+        unify(self, [sa, sb], _CMP_SYMBOL[type(node)])
+        return call(_CMP[type(node)], ea, eb), "bool", na or nb
+
+    _EQ = _NEQ = _LT = _LTE = _GT = _GTE = _compare
+
+    def _NullSafeEQ(self, node: exp.Binary) -> B:
+        (ea, sa, _), (eb, sb, _) = self._pair(node.this, node.expression, "=")
+        unify(self, [sa, sb], "IS NOT DISTINCT FROM")
+        both_null = call("and", call("is_null", ea), call("is_null", eb))
+        neither = call("and", call("not", call("is_null", ea)),
+                       call("not", call("is_null", eb)))
+        return call("or", both_null, call("and", neither, call("eq", ea, eb))), "bool", False
+
+    def _NullSafeNEQ(self, node: exp.Binary) -> B:
+        e, _, _ = self._NullSafeEQ(node)
+        return call("not", e), "bool", False
+
+    def _logic(self, node: exp.Binary) -> B:
+        what = "AND" if isinstance(node, exp.And) else "OR"
+        a = self.condition(node.this, what)
+        b = self.condition(node.expression, what)
+        return call("and" if what == "AND" else "or", a, b), "bool", True
+
+    _And = _Or = _logic
+
+    def _Not(self, node: exp.Not) -> B:
+        return call("not", self.condition(node.this, "NOT")), "bool", True
+
+    def _Is(self, node: exp.Is) -> B:
+        e, s, _ = self.bind(node.this)
+        target = node.expression
+        if isinstance(target, exp.Null):
+            return call("is_null", e), "bool", False
+        if isinstance(target, exp.Boolean):
+            if s not in ("bool", NULL):
+                raise DatatypeMismatch(f"argument of IS TRUE must be type boolean, not "
+                                       f"{type_name(s)}")
+            value = bool(target.this)
+            return call("coalesce", call("eq", e, PLiteral(value=value)),
+                        PLiteral(value=False)), "bool", False
+        raise FeatureNotSupported(f"IS {target.sql()} is not supported")
+
+    def _Between(self, node: exp.Between) -> B:
+        lo = exp.GTE(this=node.this, expression=node.args["low"])
+        hi = exp.LTE(this=node.this, expression=node.args["high"])
+        return self._logic(exp.And(this=lo, expression=hi))
+
+    def _In(self, node: exp.In) -> B:
+        if node.args.get("query") is not None:
+            from twofold.sql.subqueries import in_subquery
+
+            return in_subquery(self, node.this, node.args["query"])
+        if node.args.get("unnest") or node.args.get("field"):
+            raise FeatureNotSupported("IN UNNEST/field is not supported")
+        out: exp.Expr | None = None
+        for v in node.expressions:
+            term = exp.EQ(this=node.this, expression=v)
+            out = term if out is None else exp.Or(this=out, expression=term)
+        if out is None:
+            raise FeatureNotSupported("IN () with no values")
+        return self.bind(out)
+
+    def _Like(self, node: exp.Like) -> B:
+        if node.args.get("escape") is not None:
+            raise FeatureNotSupported("LIKE ... ESCAPE is not supported")
+        (ea, sa, na), (eb, sb, nb) = self._pair(node.this, node.expression, "~~")
+        if sa not in ("str", NULL) or sb not in ("str", NULL):
+            raise self._operator_error("~~", sa, sb)
+        return call("like", ea, eb), "bool", na or nb
+
+    def _ILike(self, node: exp.ILike) -> B:
+        ea, sa, na = self.bind(node.this)
+        eb, sb, nb = self.bind(node.expression)
+        if sa not in ("str", NULL) or sb not in ("str", NULL):
+            raise self._operator_error("~~*", sa, sb)
+        return call("like", call("lower", ea), call("lower", eb)), "bool", na or nb
+
+    def _DPipe(self, node: exp.DPipe) -> B:
+        parts = []
+        nullable = False
+        for side in (node.this, node.expression):
+            e, s, n = self.bind(side)
+            nullable = nullable or n
+            parts.append(e if s in ("str", NULL) else self.planner.cast_expr(e, s, "str"))
+        return call("concat", *parts), "str", nullable
+
+    # -- CASE, casts, functions ---------------------------------------------------------------
+
+    def _Case(self, node: exp.Case) -> B:
+        subject = node.this
+        branches: list[tuple[PExpr, B]] = []
+        for when in node.args.get("ifs") or []:
+            cond_node = when.this
+            if subject is not None:
+                cond_node = exp.EQ(this=subject, expression=cond_node)
+            cond = self.condition(cond_node, "CASE/WHEN")
+            branches.append((cond, self.bind(when.args["true"])))
+        default = node.args.get("default")
+        otherwise: B = self.bind(default) if default is not None else (
+            PLiteral(value=None), NULL, True)
+        scalar = unify(self, [b[1] for _, b in branches] + [otherwise[1]], "CASE")
+        out = self.planner.coerce(otherwise, scalar)
+        nullable = otherwise[2]
+        for cond, b in reversed(branches):
+            out = call("if", cond, self.planner.coerce(b, scalar), out)
+            nullable = nullable or b[2]
+        return out, scalar, nullable
+
+    def _If(self, node: exp.If) -> B:
+        return self._Case(exp.Case(ifs=[node], default=node.args.get("false")))
+
+    def _Cast(self, node: exp.Cast) -> B:
+        e, s, n = self.bind(node.this)
+        target = sql_type(node.args["to"])
+        if s == "str" and isinstance(node.this, exp.Literal) and target != "str":
+            return self._retype(node.this, target)
+        return self.planner.cast_expr(e, s, target), target, n
+
+    _TryCast = _Cast
+
+    def _args(self, node: exp.Expr) -> list[B]:
+        args = [node.this, *node.expressions] if node.this is not None else node.expressions
+        return [self.bind(a) for a in args]
+
+    def _variadic(self, node: exp.Expr, what: str) -> tuple[list[PExpr], str, list[B]]:
+        bs = self._args(node)
+        scalar = unify(self, [b[1] for b in bs], what)
+        return [self.planner.coerce(b, scalar) for b in bs], scalar, bs
+
+    def _Coalesce(self, node: exp.Coalesce) -> B:
+        es, scalar, bs = self._variadic(node, "COALESCE")
+        return call("coalesce", *es), scalar, all(b[2] for b in bs)
+
+    def _Nullif(self, node: exp.Nullif) -> B:
+        es, scalar, bs = self._variadic(node, "NULLIF")
+        a, b = es
+        return call("if", call("eq", a, b), typed_null(scalar), a), scalar, bs[0][2]
+
+    def _extreme(self, node: exp.Expr, func: str) -> B:
+        es, scalar, bs = self._variadic(node, func.upper())
+        # PostgreSQL's GREATEST/LEAST ignore NULL arguments (NULL only when all are).
+        out = es[0]
+        for e in es[1:]:
+            better = call("gt" if func == "greatest" else "lt", e, out)
+            out = call("if", call("or", call("is_null", out), better), e, out)
+        return out, scalar, all(b[2] for b in bs)
+
+    def _Greatest(self, node: exp.Greatest) -> B:
+        return self._extreme(node, "greatest")
+
+    def _Least(self, node: exp.Least) -> B:
+        return self._extreme(node, "least")
+
+    def _numeric_fn(self, node: exp.Expr, func: str, keep_int: bool) -> B:
+        bs = self._args(node)
+        e, s, n = bs[0]
+        if s not in _NUMERIC:
+            raise UndefinedFunction(f"function {func}({type_name(s)}) does not exist")
+        if func == "abs":
+            return call("abs", e), s, n
+        if s in ("int", NULL) and keep_int:
+            return e, "int", n
+        digits: PExpr = PLiteral(value=0)
+        if len(bs) > 1:
+            digits = bs[1][0]
+            if bs[1][1] not in ("int", NULL):
+                raise UndefinedFunction(f"function {func}(.., {type_name(bs[1][1])}) does "
+                                        "not exist")
+        f = e if s == "float" else call("cast_float", e)
+        if func == "round":
+            return call("round", f, digits), "float", n or any(b[2] for b in bs[1:])
+        return call(func, f), "float", n
+
+    def _Abs(self, node: exp.Abs) -> B:
+        return self._numeric_fn(node, "abs", True)
+
+    def _Round(self, node: exp.Round) -> B:
+        return self._numeric_fn(node, "round", node.args.get("decimals") is None)
+
+    def _Floor(self, node: exp.Floor) -> B:
+        return self._numeric_fn(node, "floor", True)
+
+    def _Ceil(self, node: exp.Ceil) -> B:
+        return self._numeric_fn(node, "ceil", True)
+
+    def _string_fn(self, node: exp.Expr, func: str) -> B:
+        e, s, n = self.bind(node.this)
+        if s not in ("str", NULL):
+            raise UndefinedFunction(f"function {func}({type_name(s)}) does not exist")
+        out = "int" if func == "length" else "str"
+        return call(func, e), out, n
+
+    def _Length(self, node: exp.Length) -> B:
+        return self._string_fn(node, "length")
+
+    def _Lower(self, node: exp.Lower) -> B:
+        return self._string_fn(node, "lower")
+
+    def _Upper(self, node: exp.Upper) -> B:
+        return self._string_fn(node, "upper")
+
+    def _Trim(self, node: exp.Trim) -> B:
+        if node.expression is not None:
+            raise FeatureNotSupported("trim(... FROM ...) with characters is not supported; "
+                                      "trim removes spaces")
+        where = (node.args.get("position") or "BOTH").upper()
+        func = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(where, "trim")
+        return self._string_fn(node, func)
+
+    def _Substring(self, node: exp.Substring) -> B:
+        e, s, n = self.bind(node.this)
+        if s not in ("str", NULL):
+            raise UndefinedFunction(f"function substr({type_name(s)}) does not exist")
+        start = self.bind(node.args["start"]) if node.args.get("start") else (
+            PLiteral(value=1), "int", False)
+        length = self.bind(node.args["length"]) if node.args.get("length") else (
+            PLiteral(value=2**62), "int", False)
+        for b in (start, length):
+            if b[1] not in ("int", NULL):
+                raise UndefinedFunction(f"substr needs integer positions, got {type_name(b[1])}")
+        return call("substr", e, start[0], length[0]), "str", n or start[2] or length[2]
+
+    def _Concat(self, node: exp.Concat) -> B:
+        bs = self._args(node)
+        parts = [b[0] if b[1] in ("str", NULL) else self.planner.cast_expr(b[0], b[1], "str")
+                 for b in bs]
+        # PostgreSQL's concat() skips NULL arguments.
+        out: PExpr = PLiteral(value="")
+        for p in parts:
+            out = call("concat", out, call("coalesce", p, PLiteral(value="")))
+        return out, "str", False
+
+    def _Anonymous(self, node: exp.Anonymous) -> B:
+        name = node.name.lower()
+        if name in FUNCTIONS_UNSUPPORTED:
+            raise FeatureNotSupported(f"function {name}() is not supported")
+        raise UndefinedFunction(f"function {name}() does not exist")
+
+    # -- subqueries -------------------------------------------------------------------------
+
+    def _Subquery(self, node: exp.Subquery) -> B:
+        from twofold.sql.subqueries import scalar_subquery
+
+        return scalar_subquery(self, node.this)
+
+    def _Select(self, node: exp.Select) -> B:
+        from twofold.sql.subqueries import scalar_subquery
+
+        return scalar_subquery(self, node)
+
+    def _Exists(self, node: exp.Exists) -> B:
+        from twofold.sql.subqueries import exists_subquery
+
+        return exists_subquery(self, node.this)
+
+
+_CMP_SYMBOL: Final = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">",
+                      exp.GTE: ">="}
+
+
+def unify(binder: Binder | None, scalars: list[str], what: str) -> str:
+    """The common type of `scalars` (int and float make float), or a typed error."""
+    real = {s for s in scalars if s != NULL}
+    if not real:
+        return NULL
+    if len(real) == 1:
+        return real.pop()
+    if real == {"int", "float"}:
+        return "float"
+    names = " and ".join(type_name(s) for s in sorted(real))
+    if what in _CMP_SYMBOL.values() or what.startswith("IS"):
+        raise UndefinedFunction(f"operator does not exist: {names} ({what})")
+    raise DatatypeMismatch(f"{what} types {names} cannot be matched")
+
+
+def parameter_value(params: Any, name: str) -> B:
+    """The `$n` parameter as a typed literal."""
+    try:
+        n = int(name)
+        value = params[n - 1] if params is not None and n >= 1 else None
+        if params is None or n < 1 or n > len(params):
+            raise IndexError
+    except (ValueError, IndexError, TypeError):
+        raise InvalidParameter(f"there is no parameter ${name}") from None
+    if value is None:
+        return PLiteral(value=None), NULL, True
+    scalar = _PY.get(type(value))
+    if scalar is None:
+        raise InvalidParameter(f"parameter ${name} is a {type(value).__name__}; use bool, "
+                               "int, float, str, bytes or None")
+    return PLiteral(value=value), scalar, False

@@ -1,0 +1,239 @@
+"""Parsing SQL text into one statement tree: sqlglot's PostgreSQL dialect, extended.
+
+Contract: `parse(text)` returns exactly one statement as a sqlglot expression, or raises
+`SqlSyntaxError` (42601) with the line, column and a caret excerpt. The `Twofold` dialect adds
+Materialize's statements that sqlglot does not know, as nodes of their own:
+
+- `SUBSCRIBE [TO] obj | (query) [WITH (SNAPSHOT [= bool], PROGRESS [= bool])] [AS OF t]
+  [UP TO t]` → `Subscribe`;
+- `SELECT ... AS OF t` → `AsOf(this=query, expression=t)` (sqlglot alone reads `AS OF` as an
+  alias);
+- `CREATE [DEFAULT] INDEX [name] ON obj [(expr, ...)]` → `CreateIndex`;
+- `SHOW TABLES | VIEWS | MATERIALIZED VIEWS | INDEXES [ON obj] | COLUMNS FROM obj | CREATE
+  [kind] obj | <variable>` → `Show`;
+- `EXPLAIN [PLAN FOR] query` → `Explain`.
+
+Statements sqlglot hands back as an opaque `Command` are refused here as unsupported, naming
+the command.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.postgres import Postgres
+from sqlglot.errors import ErrorLevel, ParseError, TokenError
+from sqlglot.tokens import TokenType  # type: ignore[attr-defined]
+
+from twofold.sql.errors import FeatureNotSupported, SqlSyntaxError
+
+
+class Subscribe(exp.Expression):
+    """`SUBSCRIBE`: `this` is a `Table` or a query; options as parsed."""
+
+    arg_types = {"this": True, "snapshot": False, "progress": False, "as_of": False,
+                 "up_to": False}
+
+
+class AsOf(exp.Expression):
+    """A query read at a timestamp: `this` the query, `expression` the time."""
+
+    arg_types = {"this": True, "expression": True}
+
+
+class CreateIndex(exp.Expression):
+    """`CREATE [DEFAULT] INDEX [name] ON obj (exprs)`; `expressions` empty for a default
+    index (keyed by every column)."""
+
+    arg_types = {"this": False, "table": True, "expressions": False, "default": False,
+                 "exists": False}
+
+
+class Show(exp.Expression):
+    """`SHOW <what> [ON|FROM obj]`: `this` the upper-cased kind, `table` the object."""
+
+    arg_types = {"this": True, "table": False, "kind": False}
+
+
+class Explain(exp.Expression):
+    """`EXPLAIN [PLAN FOR] query`."""
+
+    arg_types = {"this": True}
+
+
+_SHOW_KINDS = ("MATERIALIZED VIEWS", "TABLES", "VIEWS", "INDEXES", "OBJECTS", "COLUMNS",
+               "CREATE")
+
+
+class Twofold(Postgres):
+    """PostgreSQL as sqlglot reads it, plus Materialize's statements (module docstring)."""
+
+    class Tokenizer(Postgres.Tokenizer):
+        COMMANDS = Postgres.Tokenizer.COMMANDS - {TokenType.SHOW}
+        KEYWORDS = {k: v for k, v in Postgres.Tokenizer.KEYWORDS.items() if k != "EXPLAIN"}
+
+    class Parser(Postgres.Parser):  # type: ignore[misc, valid-type]
+        def _parse_statement(self) -> Any:
+            if not self._curr:
+                return None
+            word = self._curr.text.upper()
+            if word == "SUBSCRIBE" and self._curr.token_type == TokenType.VAR:
+                self._advance()
+                return self._parse_subscribe()
+            if word == "EXPLAIN":
+                self._advance()
+                self._match_text_seq("PLAN", "FOR")
+                return self.expression(Explain(this=self._parse_as_of(super()._parse_statement())))
+            if self._curr.token_type == TokenType.SHOW:
+                self._advance()
+                return self._parse_show()
+            if self._curr.token_type == TokenType.CREATE and self._index_statement():
+                return self._parse_create_index()
+            return self._parse_as_of(super()._parse_statement())
+
+        # -- AS OF -----------------------------------------------------------------------------
+
+        def _at_as_of(self) -> Any:
+            return bool(self._curr and self._curr.token_type == TokenType.ALIAS and self._next
+                        and self._next.text.upper() == "OF")
+
+        def _parse_alias(self, this: exp.Expr | None, explicit: bool = False) -> Any:
+            if self._at_as_of():
+                return this
+            return super()._parse_alias(this, explicit)
+
+        def _parse_table_alias(self, alias_tokens: Any = None) -> Any:
+            if self._at_as_of():
+                return None
+            return super()._parse_table_alias(alias_tokens)
+
+        def _parse_as_of(self, stmt: exp.Expr | None) -> Any:
+            if stmt is not None and self._at_as_of():
+                self._advance(2)
+                return self.expression(AsOf(this=stmt, expression=self._parse_bitwise()))
+            return stmt
+
+        # -- SUBSCRIBE -------------------------------------------------------------------------
+
+        def _parse_subscribe(self) -> Any:
+            self._match_text_seq("TO")
+            target: exp.Expr | None
+            if self._match(TokenType.L_PAREN):
+                target = self._parse_select()
+                self._match_r_paren()
+            else:
+                target = self._parse_table_parts()
+            if target is None:
+                self.raise_error("SUBSCRIBE needs an object name or a (query)")
+            node = Subscribe(this=target)
+            if self._match(TokenType.WITH):
+                self._match_l_paren()
+                while True:
+                    name = (self._curr.text.upper() if self._curr else "")
+                    if name not in ("SNAPSHOT", "PROGRESS"):
+                        self.raise_error("SUBSCRIBE options are SNAPSHOT and PROGRESS")
+                    self._advance()
+                    value: exp.Expr = exp.true()
+                    if self._match(TokenType.EQ):
+                        value = self._parse_primary() or exp.true()
+                    node.set(name.lower(), value)
+                    if not self._match(TokenType.COMMA):
+                        break
+                self._match_r_paren()
+            while self._curr:
+                if self._match_text_seq("AS", "OF"):
+                    node.set("as_of", self._parse_bitwise())
+                elif self._match_text_seq("UP", "TO"):
+                    node.set("up_to", self._parse_bitwise())
+                else:
+                    break
+            return self.expression(node)
+
+        # -- CREATE [DEFAULT] INDEX ------------------------------------------------------------
+
+        def _index_statement(self) -> Any:
+            i = self._index + 1
+            toks = self._tokens
+            if i < len(toks) and toks[i].token_type == TokenType.DEFAULT:
+                return True
+            return i < len(toks) and toks[i].token_type == TokenType.INDEX
+
+        def _parse_create_index(self) -> Any:
+            self._advance()  # CREATE
+            default = self._match(TokenType.DEFAULT)
+            self._match(TokenType.INDEX)
+            exists = self._match_text_seq("IF", "NOT", "EXISTS")
+            name = None
+            if not (self._curr and self._curr.token_type == TokenType.ON):
+                name = self._parse_id_var(any_token=False)
+            if not self._match(TokenType.ON):
+                self.raise_error("expected ON after CREATE INDEX [name]")
+            ident = self._parse_id_var(any_token=False)
+            if ident is None:
+                self.raise_error("expected the name of the object to index")
+            table = exp.Table(this=ident)
+            exprs: list[exp.Expr] = []
+            if self._match(TokenType.L_PAREN):
+                exprs = self._parse_csv(self._parse_assignment)
+                self._match_r_paren()
+            elif not default:
+                self.raise_error("CREATE INDEX needs (column, ...) unless it is DEFAULT")
+            return self.expression(CreateIndex(this=name, table=table, expressions=exprs,
+                                               default=bool(default), exists=bool(exists)))
+
+        # -- SHOW --------------------------------------------------------------------------------
+
+        def _parse_show(self) -> Any:
+            for kind in _SHOW_KINDS:
+                if self._match_text_seq(*kind.split()):
+                    node = Show(this=kind)
+                    if kind == "CREATE":
+                        for k in ("MATERIALIZED VIEW", "TABLE", "VIEW", "INDEX"):
+                            if self._match_text_seq(*k.split()):
+                                node.set("kind", k)
+                                break
+                        node.set("table", self._parse_table_parts())
+                    elif self._match_set((TokenType.ON, TokenType.FROM, TokenType.IN)):
+                        node.set("table", self._parse_table_parts())
+                    return self.expression(node)
+            var = self._parse_var(any_token=True)
+            if var is None:
+                self.raise_error("SHOW needs what to show")
+            return self.expression(Show(this=var.name.upper()))
+
+
+_DIALECT = Twofold()
+
+
+def parse(text: str) -> exp.Expr:
+    """The one statement in `text` (a trailing `;` allowed), or `SqlSyntaxError`."""
+    if not isinstance(text, str):
+        raise SqlSyntaxError(f"a SQL statement must be a str, got {type(text).__name__}")
+    try:
+        trees = _DIALECT.parser(error_level=ErrorLevel.RAISE).parse(_DIALECT.tokenize(text), text)
+    except ParseError as e:
+        err = e.errors[0] if e.errors else {}
+        desc = str(err.get("description") or e).split("\n")[0]
+        raise SqlSyntaxError(f"syntax error: {desc}", text, int(err.get("line") or 0),
+                             int(err.get("col") or 0)) from None
+    except TokenError as e:
+        raise SqlSyntaxError(f"syntax error: {e}") from None
+    except (ValueError, TypeError, AttributeError, IndexError, KeyError) as e:
+        # sqlglot occasionally fails inside a construct instead of reporting it.
+        raise SqlSyntaxError(f"syntax error: cannot parse the statement ({e})") from None
+    stmts = [t for t in trees if t is not None]
+    if not stmts:
+        raise SqlSyntaxError("syntax error: empty statement")
+    if len(stmts) > 1:
+        raise FeatureNotSupported("several statements in one call are not supported; "
+                                  "send one statement at a time")
+    stmt = stmts[0]
+    if isinstance(stmt, exp.Command):
+        raise FeatureNotSupported(f"{stmt.name.upper() or 'this'} statements are not supported")
+    return stmt
+
+
+__all__ = ["AsOf", "CreateIndex", "Explain", "Show", "Subscribe", "Twofold", "parse",
+           "sqlglot"]

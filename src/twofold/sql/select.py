@@ -1,0 +1,407 @@
+"""Planning one SELECT: WHERE, GROUP BY/HAVING and aggregates, the SELECT list, DISTINCT,
+ORDER BY, LIMIT/OFFSET.
+
+Contract (PostgreSQL's rules): the SELECT list's output names are aliases, else a column's name,
+else a function's name, else `?column?`. `GROUP BY` takes expressions, output positions or
+output names; a column used outside an aggregate must be grouped (`GroupingError`). A query with
+aggregates and no GROUP BY returns exactly one row even over no input (`count` 0, the others
+NULL): the aggregate is left-joined to a one-row relation — or, inside a correlated subquery, to
+the distinct outer bindings, so `(SELECT count(*) ... WHERE t.a = outer.a)` is 0 where nothing
+matches. `avg` is `sum / count` as a double; `bool_and`/`bool_or` are `min`/`max` of booleans.
+`ORDER BY` takes positions, output names and expressions (computed as hidden columns, dropped
+after the read); ASC sorts NULLs last and DESC first unless `NULLS FIRST|LAST` says otherwise.
+`LIMIT`/`OFFSET` become a `TopK` (per correlation binding inside a subquery).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from twofold.api.joins import left_join_on, nullsafe_key
+from twofold.protocol import Aggregate, Column, Constant, Distinct, Mfp, OrderKey, Reduce, TopK
+from twofold.protocol import Expr as PExpr
+from twofold.protocol import Literal as PLiteral
+from twofold.sql.errors import FeatureNotSupported, GroupingError, SqlSyntaxError
+from twofold.sql.exprs import AGGREGATES, AggContext, B, Binder, call
+from twofold.sql.from_ import conjuncts, filtered, plan_from
+from twofold.sql.scope import NULL, Col, Outer, Rel, Scope
+
+if TYPE_CHECKING:
+    from twofold.sql.planner import Planned, Planner
+
+
+def output_name(node: exp.Expr) -> str:
+    if isinstance(node, exp.Alias):
+        return node.alias
+    if isinstance(node, exp.Column):
+        return node.name
+    if isinstance(node, exp.Paren):
+        return output_name(node.this)
+    if isinstance(node, exp.Cast | exp.TryCast):
+        inner = output_name(node.this)
+        return inner if inner != "?column?" else sql_name_of(node.args["to"])
+    if isinstance(node, exp.Case):
+        return "case"
+    if isinstance(node, exp.Exists):
+        return "exists"
+    if isinstance(node, exp.Subquery):
+        sel = node.this
+        if isinstance(sel, exp.Select) and len(sel.expressions) == 1:
+            return output_name(sel.expressions[0])
+    if isinstance(node, exp.GroupConcat):
+        return "string_agg"
+    if isinstance(node, exp.Func) and not isinstance(node, exp.Anonymous):
+        name = node.sql_name().lower()
+        return {"logical_and": "bool_and", "logical_or": "bool_or"}.get(name, name)
+    if isinstance(node, exp.Anonymous):
+        return node.name.lower()
+    return "?column?"
+
+
+def sql_name_of(dt: exp.Expr) -> str:
+    return dt.sql(dialect="postgres").lower().split("(")[0]
+
+
+def _aggregates(nodes: list[exp.Expr]) -> list[exp.Expr]:
+    """Aggregate calls in `nodes`, outside subqueries, by first appearance."""
+    out: dict[str, exp.Expr] = {}
+
+    def walk(n: exp.Expr) -> None:
+        if isinstance(n, exp.Subquery | exp.Exists | exp.Select):
+            return
+        if isinstance(n, AGGREGATES) and not isinstance(n, exp.Window):
+            out.setdefault(n.sql(), n)
+            return
+        for child in n.iter_expressions():
+            walk(child)
+
+    for n in nodes:
+        walk(n)
+    return list(out.values())
+
+
+def _select_items(scope: Scope, node: exp.Select) -> list[exp.Expr]:
+    """The SELECT list with `*` and `t.*` expanded into column nodes."""
+    items: list[exp.Expr] = []
+    for e in node.expressions:
+        if isinstance(e, exp.Star):
+            items.extend(_col_nodes(scope, scope.star()))
+        elif isinstance(e, exp.Column) and isinstance(e.this, exp.Star):
+            items.extend(_col_nodes(scope, scope.star(e.table)))
+        else:
+            items.append(e)
+    if not items:
+        raise SqlSyntaxError("SELECT needs at least one output column")
+    return items
+
+
+def _col_nodes(scope: Scope, idx: list[int]) -> list[exp.Expr]:
+    out: list[exp.Expr] = []
+    for i in idx:
+        c = scope.rel.cols[i]
+        out.append(exp.Column(this=exp.to_identifier(c.name),
+                              table=exp.to_identifier(c.qual) if c.qual else None))
+    return out
+
+
+def _agg_input(binder: Binder, node: exp.Expr) -> tuple[exp.Expr | None, bool]:
+    arg = node.this
+    distinct = False
+    if isinstance(arg, exp.Distinct):
+        distinct = True
+        if len(arg.expressions) != 1:
+            raise FeatureNotSupported("aggregates over several DISTINCT columns are not supported")
+        arg = arg.expressions[0]
+    if isinstance(arg, exp.Star):
+        return None, distinct
+    return arg, distinct
+
+
+def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp.Expr],
+                   aggs: list[exp.Expr], outer: Outer | None, corr: Rel | None
+                   ) -> tuple[Rel, AggContext]:
+    """Group `rel`; the result has the correlation columns, the group keys, then one column
+    per aggregate."""
+    pre = Scope(rel, outer)
+    binder = Binder(planner, pre, clause="GROUP BY")
+    ncorr = len(corr.cols) if corr is not None else 0
+    corr_pos = [i for i, c in enumerate(rel.cols) if c.corr is not None][:ncorr]
+    group_nodes: list[exp.Expr] = []
+    group = node.args.get("group")
+    for g in (group.expressions if group is not None else []):
+        if isinstance(g, exp.Literal) and not g.is_string:
+            k = int(g.this)
+            if not 1 <= k <= len(items):
+                raise SqlSyntaxError(f"GROUP BY position {k} is not in select list")
+            g = items[k - 1].this if isinstance(items[k - 1], exp.Alias) else items[k - 1]
+        elif isinstance(g, exp.Column) and not g.table:
+            aliased = [i.this for i in items if isinstance(i, exp.Alias) and i.alias == g.name]
+            if aliased and pre.find(None, g.name) is None:
+                g = aliased[0]
+        group_nodes.append(g)
+    maps: list[PExpr] = []
+    cols = list(rel.cols)
+
+    def position(b: B) -> int:
+        e, s, n = b
+        if isinstance(e, Column):
+            return e.index
+        maps.append(e)
+        cols.append(Col("?expr?", s, n, hidden=True))
+        return len(cols) - 1
+
+    key_pos = list(corr_pos)
+    key_nodes: list[exp.Expr | None] = [None] * len(corr_pos)
+    for g in group_nodes:
+        key_pos.append(position(binder.bind(g)))
+        key_nodes.append(g)
+    agg_specs: list[tuple[str, int | None, bool, str, bool]] = []
+    for a in aggs:
+        arg, distinct = _agg_input(binder, a)
+        name = output_name(a)
+        if isinstance(a, exp.GroupConcat):
+            raise FeatureNotSupported("string_agg is not supported")
+        if arg is None:
+            if not isinstance(a, exp.Count):
+                raise FeatureNotSupported(f"{name}(*) is not supported")
+            agg_specs.append(("count", None, False, "int", False))
+            continue
+        b = binder.bind(arg)
+        s = b[1]
+        if isinstance(a, exp.Sum | exp.Avg) and s not in ("int", "float", NULL):
+            from twofold.sql.errors import UndefinedFunction
+            from twofold.sql.types import type_name
+
+            raise UndefinedFunction(f"function {name}({type_name(s)}) does not exist")
+        if isinstance(a, exp.LogicalAnd | exp.LogicalOr) and s not in ("bool", NULL):
+            from twofold.sql.errors import UndefinedFunction
+            from twofold.sql.types import type_name
+
+            raise UndefinedFunction(f"function {name}({type_name(s)}) does not exist")
+        pos = position(b)
+        func = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min",
+                exp.Max: "max", exp.LogicalAnd: "min", exp.LogicalOr: "max"}.get(type(a))  # type: ignore[arg-type]
+        if func is None:
+            raise FeatureNotSupported(f"aggregate {name}() is not supported")
+        agg_specs.append((func, pos, distinct, "int" if func == "count" else s, True))
+    if binder.scope.rel is not rel:
+        raise FeatureNotSupported("subqueries in GROUP BY or aggregate arguments are not "
+                                  "supported")
+    plan: Any = Mfp(input=rel.plan, map=maps) if maps else rel.plan
+    aggregates: list[Aggregate] = []
+    slots: list[tuple[int, ...]] = []
+    for func, col_pos, distinct, _, _ in agg_specs:
+        if func == "avg":
+            slots.append((len(aggregates), len(aggregates) + 1))
+            aggregates.append(Aggregate(func="sum", column=col_pos, distinct=distinct))
+            aggregates.append(Aggregate(func="count", column=col_pos, distinct=distinct))
+        else:
+            slots.append((len(aggregates),))
+            aggregates.append(Aggregate(func=func, column=col_pos, distinct=distinct))  # type: ignore[arg-type]
+    nk = len(key_pos)
+    plan = Reduce(input=plan, group_key=key_pos, aggregates=aggregates)
+    reduced_types = [cols[k].column_type for k in key_pos]
+    for ag in aggregates:
+        src = cols[ag.column] if ag.column is not None else None
+        if ag.func == "count":
+            reduced_types.append(Col("n", "int", False).column_type)
+        else:
+            assert src is not None
+            reduced_types.append(replace(src, nullable=True).column_type)
+    global_agg = not group_nodes
+    if global_agg:
+        plan, reduced_types = _one_row_per_binding(plan, reduced_types, corr, ncorr)
+    # Finish: counts of a padded (empty) group are 0; avg = sum / count.
+    finish: list[PExpr] = []
+    out_cols = [replace(cols[k], hidden=cols[k].hidden) for k in key_pos]
+    for (func, _, _, s, _), slot, a in zip(agg_specs, slots, aggs, strict=True):
+        if func == "avg":
+            total = call("cast_float", Column(index=nk + slot[0]))
+            n = call("coalesce", Column(index=nk + slot[1]), PLiteral(value=0))
+            finish.append(call("if", call("eq", n, PLiteral(value=0)), PLiteral(value=None),
+                               call("div", total, call("cast_float", n))))
+            out_cols.append(Col(output_name(a), "float", True, hidden=True))
+        elif func == "count":
+            finish.append(call("coalesce", Column(index=nk + slot[0]), PLiteral(value=0)))
+            out_cols.append(Col(output_name(a), "int", False, hidden=True))
+        else:
+            finish.append(Column(index=nk + slot[0]))
+            out_cols.append(Col(output_name(a), "int" if s == NULL else s, True, hidden=True))
+    width = nk + len(aggregates)
+    plan = Mfp(input=plan, map=finish,
+               project=[*range(nk), *range(width, width + len(finish))])
+    post = Rel(plan, out_cols, rel.inputs)
+    ctx = AggContext(pre=pre)
+    for j, (k, g) in enumerate(zip(key_pos, key_nodes, strict=True)):
+        if k < len(rel.cols):
+            ctx.cols[k] = j
+        if g is not None:
+            ctx.exprs[g.sql()] = j
+    for j, a in enumerate(aggs):
+        ctx.exprs[a.sql()] = nk + j
+    return post, ctx
+
+
+def _one_row_per_binding(plan: Any, types: list[Any], corr: Rel | None, ncorr: int
+                         ) -> tuple[Any, list[Any]]:
+    """A global aggregate's result left-joined to its bindings: one row per binding even
+    where no input row exists (the aggregates NULL there)."""
+    nagg = len(types) - ncorr
+    if corr is None:
+        base: Any = Constant(rows=[([True], 1)])
+        btypes = [Col("?", "bool", False).column_type]
+        keyed = Mfp(input=plan, map=[PLiteral(value=True)])
+        ktypes = [*types, btypes[0]]
+        joined = left_join_on(base, btypes, keyed, ktypes, [0], [len(types)])
+        return Mfp(input=joined, project=list(range(1, 1 + len(types)))), types
+    bplan, bkey, btypes = nullsafe_key(corr.plan, corr.types, range(ncorr))
+    rplan, rkey, rtypes = nullsafe_key(plan, types, range(ncorr))
+    joined = left_join_on(bplan, btypes, rplan, rtypes, bkey, rkey)
+    nb = len(btypes)
+    project = [*range(ncorr), *range(nb + ncorr, nb + ncorr + nagg)]
+    return Mfp(input=joined, project=project), types
+
+
+def order_and_limit(planner: Planner, node: exp.Expr, rel: Rel, corr: Rel | None) -> Planned:
+    """ORDER BY (output positions and names only) and LIMIT/OFFSET of a set operation."""
+    ncorr = len(corr.cols) if corr is not None else 0
+    names = [c.name for c in rel.cols[ncorr:]]
+    return _order(planner, node, rel, ncorr, names, [], len(rel.cols))
+
+
+def _count(planner: Planner, node: exp.Expr | None, what: str) -> int | None:
+    if node is None:
+        return None
+    e = node.expression if isinstance(node, exp.Limit | exp.Offset) else node
+    if e is None:
+        return None
+    b = Binder(planner, Scope(Rel(Constant(rows=[]), [])), clause=what).bind(e)
+    if not isinstance(b[0], PLiteral) or (b[0].value is not None and type(b[0].value) is not int):
+        raise FeatureNotSupported(f"{what} must be an integer constant")
+    if b[0].value is None:
+        return None
+    if b[0].value < 0:
+        raise SqlSyntaxError(f"{what} must not be negative")
+    return int(b[0].value)
+
+
+def plan_select(planner: Planner, node: exp.Select, outer: Outer | None,
+                corr: Rel | None) -> Planned:
+    """Plan a SELECT (module docstring); correlation columns come first in its output."""
+    from twofold.sql.planner import Planned
+
+    for unsupported, what in (("distinct_on", "DISTINCT ON"), ("qualify", "QUALIFY"),
+                              ("windows", "WINDOW"), ("into", "SELECT INTO"),
+                              ("locks", "FOR UPDATE")):
+        if node.args.get(unsupported):
+            raise FeatureNotSupported(f"{what} is not supported")
+    distinct_node = node.args.get("distinct")
+    if distinct_node is not None and distinct_node.args.get("on") is not None:
+        raise FeatureNotSupported("DISTINCT ON is not supported")
+    where = node.args.get("where")
+    rel, rest = plan_from(planner, node, outer, corr,
+                          conjuncts(where.this if where is not None else None))
+    rel = filtered(planner, rel, rest, outer)
+    scope = Scope(rel, outer)
+    items = _select_items(scope, node)
+    having = node.args.get("having")
+    onode = node.args.get("order")
+    order_exprs = [o.this for o in onode.expressions] if onode is not None else []
+    aggs = _aggregates([*items, *([having] if having is not None else []), *order_exprs])
+    agg: AggContext | None = None
+    if aggs or node.args.get("group") is not None or having is not None:
+        rel, agg = plan_aggregate(planner, rel, node, items, aggs, outer, corr)
+        scope = Scope(rel, outer)
+    binder = Binder(planner, scope, agg, clause="SELECT")
+    if having is not None:
+        pred = binder.condition(having.this, "HAVING")
+        rel = binder.scope.rel
+        rel = Rel(Mfp(input=rel.plan, filter=[pred]), rel.cols, rel.inputs)
+        binder.scope = Scope(rel, outer)
+    corr_pos = [i for i, c in enumerate(binder.scope.rel.cols) if c.corr is not None]
+    ncorr = len(corr.cols) if corr is not None else 0
+    if len(corr_pos) < ncorr:
+        raise GroupingError("a correlated subquery lost its outer columns")  # pragma: no cover
+    bound = [binder.bind(i) for i in items]
+    distinct = distinct_node is not None
+    # ORDER BY expressions that are not outputs are bound now, over the same relation.
+    names = [output_name(i) for i in items]
+    extras: list[B] = []
+    if onode is not None:
+        for o in onode.expressions:
+            e = o.this
+            if isinstance(e, exp.Literal) and not e.is_string:
+                continue
+            if isinstance(e, exp.Column) and not e.table and e.name in names:
+                continue
+            if any(i.sql() == e.sql() or (isinstance(i, exp.Alias) and i.this.sql() == e.sql())
+                   for i in items):
+                continue
+            if distinct:
+                raise SqlSyntaxError("for SELECT DISTINCT, ORDER BY expressions must appear "
+                                     "in select list")
+            extras.append(binder.bind(e))
+    rel = binder.scope.rel
+    maps: list[PExpr] = []
+    project: list[int] = list(corr_pos[:ncorr])
+    for e, _, _ in [*bound, *extras]:
+        if isinstance(e, Column):
+            project.append(e.index)
+        else:
+            maps.append(e)
+            project.append(len(rel.cols) + len(maps) - 1)
+    out_cols = [replace(rel.cols[i], hidden=True) for i in corr_pos[:ncorr]]
+    for name, (_, s, n) in zip(names, bound, strict=True):
+        out_cols.append(Col(name, s, n))
+    for _, s, n in extras:
+        out_cols.append(Col("?order?", s, n, hidden=True))
+    plan: Any = Mfp(input=rel.plan, map=maps, project=project)
+    if distinct:
+        plan = Distinct(input=plan)
+    out = Rel(plan, out_cols, rel.inputs)
+    visible = ncorr + len(bound)
+    planned = _order(planner, node, out, ncorr, names, items, visible)
+    return Planned(planned.rel, planned.order, visible)
+
+
+def _order(planner: Planner, node: exp.Expr, rel: Rel, ncorr: int, names: list[str],
+           items: list[exp.Expr], visible: int) -> Planned:
+    from twofold.sql.planner import Planned
+
+    order: list[OrderKey] = []
+    onode = node.args.get("order")
+    next_extra = visible
+    for o in (onode.expressions if onode is not None else []):
+        e = o.this
+        if isinstance(e, exp.Literal) and not e.is_string:
+            k = int(e.this)
+            if not 1 <= k <= len(names):
+                raise SqlSyntaxError(f"ORDER BY position {k} is not in select list")
+            pos = ncorr + k - 1
+        elif isinstance(e, exp.Column) and not e.table and e.name in names:
+            pos = ncorr + names.index(e.name)
+        else:
+            hit = [j for j, i in enumerate(items) if i.sql() == e.sql() or (
+                isinstance(i, exp.Alias) and i.this.sql() == e.sql())]
+            if hit:
+                pos = ncorr + hit[0]
+            elif not items:
+                raise SqlSyntaxError(f"ORDER BY {e.sql()!r}: only output columns can order a "
+                                     "set operation")
+            else:
+                pos = next_extra
+                next_extra += 1
+        order.append(OrderKey(column=pos, desc=bool(o.args.get("desc")),
+                              nulls_last=not o.args.get("nulls_first")))
+    limit = _count(planner, node.args.get("limit"), "LIMIT")
+    offset = _count(planner, node.args.get("offset"), "OFFSET") or 0
+    if limit is not None or offset:
+        rel = Rel(TopK(input=rel.plan, group_key=list(range(ncorr)), order_by=order,
+                       limit=limit, offset=offset), rel.cols, rel.inputs)
+    return Planned(rel, order if ncorr == 0 else [], visible)
+
+
+__all__ = ["order_and_limit", "plan_select"]

@@ -1,0 +1,380 @@
+"""Executing statements: DDL and DML as the Python API's catalog operations and table writes.
+
+Contract, per statement kind (`twofold.sql.execute` dispatches here):
+
+- `CREATE TABLE` → `db.create_table(name, schema, nullable=, primary_key=)`, returns the
+  `Table`; `IF NOT EXISTS` → `exist_ok=True`.
+- `CREATE VIEW` → a named query kept by this SQL layer (not maintained; planned inline where it
+  is read); `CREATE MATERIALIZED VIEW` → `db.create_materialized_view`; `CREATE [DEFAULT]
+  INDEX` → `db.create_index` keyed by the named columns (every column for `DEFAULT`).
+- `DROP ... [IF EXISTS] name [CASCADE]` → `db.drop`.
+- `INSERT INTO t [(cols)] VALUES ... | query` → `Table.insert` (missing columns are NULL);
+  `UPDATE t SET c = e [WHERE p]` → `Table.update(set=, where=)`; `DELETE FROM t [WHERE p]` →
+  `Table.delete(where=)`: the table's checked, serialised writes; each returns the row count.
+
+Nothing is half-applied: every name and type is checked before the first write or catalog
+change, and the writes themselves are atomic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from twofold.api.errors import ObjectExists, TwofoldError, UnknownObject
+from twofold.api.writes import Compiled
+from twofold.engine.expr import compile_expr
+from twofold.protocol import Literal as PLiteral
+from twofold.sql.errors import (
+    DatatypeMismatch,
+    DuplicateColumnName,
+    DuplicateObject,
+    FeatureNotSupported,
+    NotNullViolation,
+    SqlSyntaxError,
+    UndefinedColumn,
+    UndefinedTable,
+    WrongObjectType,
+)
+from twofold.sql.exprs import Binder
+from twofold.sql.planner import Planner
+from twofold.sql.scope import NULL, Col, Rel, Scope
+from twofold.sql.types import sql_type, type_name
+
+if TYPE_CHECKING:
+    from twofold.api.session import AsyncDatabase
+
+
+@dataclass(frozen=True)
+class SqlView:
+    """A view created with `CREATE VIEW`: a named query, planned where it is read."""
+
+    name: str
+    query: exp.Expr
+    text: str
+    columns: list[str] | None = None
+
+    def plan(self, planner: Planner) -> Rel:
+        return planner.plan_query(self.query).with_qual(self.name, self.columns)
+
+
+def views(db: Any) -> dict[str, SqlView]:
+    """The SQL views of `db` (kept on the database object)."""
+    found: dict[str, SqlView] | None = getattr(db, "_sql_views", None)
+    if found is None:
+        found = {}
+        db._sql_views = found
+    return found
+
+
+def _name(node: exp.Expr) -> str:
+    table = node.this if isinstance(node, exp.Schema) else node
+    if isinstance(table, exp.Table):
+        if table.db and table.db not in ("public", "materialize"):
+            raise FeatureNotSupported(f"schemas are not supported ({table.db}.{table.name})")
+        return table.name
+    return node.name
+
+
+def create_table(db: AsyncDatabase, node: exp.Create) -> Any:
+    schema = node.this
+    if not isinstance(schema, exp.Schema):
+        raise FeatureNotSupported("CREATE TABLE ... AS is not supported; create the table, "
+                                  "then INSERT INTO ... SELECT")
+    name = _name(schema)
+    cols: dict[str, Any] = {}
+    nullable: list[str] = []
+    pk: list[str] = []
+    for d in schema.expressions:
+        if isinstance(d, exp.ColumnDef):
+            cname = d.name
+            if cname in cols:
+                raise DuplicateColumnName(f"column {cname!r} specified more than once")
+            kind = d.args.get("kind")
+            if kind is None:
+                raise SqlSyntaxError(f"column {cname!r} needs a type")
+            cols[cname] = sql_type(kind)
+            not_null = False
+            for c in d.constraints:
+                k = c.kind
+                if isinstance(k, exp.NotNullColumnConstraint):
+                    not_null = not k.args.get("allow_null")
+                elif isinstance(k, exp.PrimaryKeyColumnConstraint):
+                    pk.append(cname)
+                    not_null = True
+                elif isinstance(k, exp.DefaultColumnConstraint):
+                    raise FeatureNotSupported("column DEFAULT values are not supported")
+                else:
+                    raise FeatureNotSupported(f"column constraint {c.sql()} is not supported")
+            if not not_null:
+                nullable.append(cname)
+        elif isinstance(d, exp.PrimaryKey):
+            if pk:
+                raise SqlSyntaxError(f"multiple primary keys for table {name!r} are not "
+                                     "allowed")
+            pk = [str(e.name) for e in d.expressions]
+        else:
+            raise FeatureNotSupported(f"table constraint {d.sql()} is not supported")
+    for key in pk:
+        if key not in cols:
+            raise UndefinedColumn(f"column {key!r} named in key does not exist")
+        if key in nullable:
+            nullable.remove(key)
+    try:
+        return db.create_table(name, cols, nullable=nullable, exist_ok=bool(node.args.get(
+            "exists")), primary_key=pk or None)
+    except ObjectExists as e:
+        raise DuplicateObject(f"relation {name!r} already exists") from e
+
+
+def _relation_of(planner: Planner, rel: Rel, visible: int, what: str) -> Any:
+    from twofold.api.relation import Relation
+    from twofold.api.schema import Schema
+
+    cols = rel.cols[:visible]
+    names = [c.name for c in cols]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise DuplicateColumnName(f"{what}: column {sorted(dup)[0]!r} specified more than "
+                                  "once; give the columns distinct aliases")
+    plan = rel.plan
+    if visible != len(rel.cols):
+        from twofold.protocol import Mfp
+
+        plan = Mfp(input=plan, project=list(range(visible)))
+    return Relation(planner.db, plan, Schema(tuple(names), tuple(c.column_type for c in cols)),
+                    rel.inputs)
+
+
+async def create_view(db: AsyncDatabase, node: exp.Create, text: str, params: Any) -> Any:
+    name = _name(node.this)
+    query = node.expression
+    props = node.args.get("properties")
+    materialized = props is not None and any(isinstance(p, exp.MaterializedProperty)
+                                             for p in props.expressions)
+    exists = bool(node.args.get("exists"))
+    taken = name in views(db) or _exists(db, name)
+    if taken:
+        if exists:
+            return db.get(name) if _exists(db, name) else views(db)[name]
+        raise DuplicateObject(f"relation {name!r} already exists")
+    alias_cols = None
+    if isinstance(node.this, exp.Schema):
+        alias_cols = [c.name for c in node.this.expressions]
+    planner = Planner(db, params)
+    rel = planner.plan_query(query)
+    if alias_cols:
+        rel = rel.with_qual(None, alias_cols)
+    relation = _relation_of(planner, rel, len(rel.cols), f"CREATE VIEW {name}")
+    if materialized:
+        return await db.create_materialized_view(name, relation)
+    view = SqlView(name, query, text, alias_cols)
+    views(db)[name] = view
+    return view
+
+
+def _exists(db: AsyncDatabase, name: str) -> bool:
+    try:
+        db.get(name)
+    except UnknownObject:
+        return False
+    return True
+
+
+async def create_index(db: AsyncDatabase, node: Any, params: Any) -> Any:
+    on = node.args["table"].name
+    planner = Planner(db, params)
+    rel = planner.relation(on)
+    scope = Scope(rel)
+    keys: list[str] = []
+    for e in node.expressions or []:
+        if not isinstance(e, exp.Column):
+            raise FeatureNotSupported("indexes on expressions are not supported; index "
+                                      "columns (or a view that computes the expression)")
+        keys.append(rel.cols[scope.lookup(None, e.name)[0]].name)
+    if not keys:
+        keys = [c.name for c in rel.cols]
+    name = node.this.name if node.this is not None else (
+        f"{on}_primary_idx" if node.args.get("default") else f"{on}_{'_'.join(keys)}_idx")
+    if _exists(db, name):
+        if node.args.get("exists"):
+            return db.get(name)
+        raise DuplicateObject(f"relation {name!r} already exists")
+    source = db.get(on) if _exists(db, on) else _relation_of(planner, rel, len(rel.cols), on)
+    return await db.create_index(name, source, key=keys)
+
+
+async def drop(db: AsyncDatabase, node: exp.Drop) -> int:
+    kind = (node.args.get("kind") or "").upper()
+    props = node.args.get("materialized")
+    if props:
+        kind = "MATERIALIZED VIEW"
+    name = _name(node.this)
+    cascade = bool(node.args.get("cascade"))
+    if name in views(db) and kind == "VIEW":
+        del views(db)[name]
+        return 0
+    if not _exists(db, name):
+        if node.args.get("exists"):
+            return 0
+        kind_name = {"INDEX": "index"}.get(kind, "relation")
+        raise UndefinedTable(f"{kind_name} {name!r} does not exist")
+    obj = db.get(name)
+    actual = {"Table": "TABLE", "Index": "INDEX", "MaterializedView": "MATERIALIZED VIEW"}.get(
+        type(obj).__name__, "")
+    if kind and actual and kind != actual and not (kind == "VIEW" and actual ==
+                                                      "MATERIALIZED VIEW"):
+        raise WrongObjectType(f"{name!r} is not a {kind.lower()} (it is a {actual.lower()})")
+    try:
+        await db.drop(name, cascade=cascade)
+    except TypeError:
+        if cascade:
+            raise FeatureNotSupported("DROP ... CASCADE is not supported yet") from None
+        await db.drop(name)
+    return 0
+
+
+def _table(db: AsyncDatabase, node: exp.Expr) -> Any:
+    from twofold.api.objects import Table
+
+    name = _name(node)
+    if not _exists(db, name):
+        raise UndefinedTable(f"relation {name!r} does not exist")
+    t = db.get(name)
+    if not isinstance(t, Table):
+        raise WrongObjectType(f"cannot write {name!r}: it is not a table")
+    return t
+
+
+async def insert(db: AsyncDatabase, node: exp.Insert, params: Any) -> int:
+    target = node.this
+    cols_given: list[str] | None = None
+    if isinstance(target, exp.Schema):
+        cols_given = [c.name for c in target.expressions]
+        target = target.this
+    table = _table(db, target)
+    names = list(table.schema.names)
+    cols_given = cols_given or names
+    for c in cols_given:
+        if c not in names:
+            raise UndefinedColumn(f"column {c!r} of relation {table.name!r} does not exist")
+    if len(set(cols_given)) != len(cols_given):
+        raise DuplicateColumnName("a column is named twice in INSERT")
+    if node.args.get("conflict") or node.args.get("returning"):
+        raise FeatureNotSupported("INSERT ... ON CONFLICT / RETURNING is not supported")
+    source = node.expression
+    planner = Planner(db, params)
+    rows: list[list[Any]]
+    positions = [names.index(c) for c in cols_given]
+    if isinstance(source, exp.Values) and all(isinstance(r, exp.Tuple) for r in
+                                              source.expressions):
+        rows = _literal_rows(planner, source, len(positions))
+    else:
+        from twofold.sql import run_query
+
+        result = await run_query(db, planner, source, None)
+        rows = [list(r) for r in result.rows]
+        if rows and len(rows[0]) != len(positions):
+            raise SqlSyntaxError(f"INSERT has {len(rows[0])} expressions but "
+                                 f"{len(positions)} target columns")
+        types: list[str] = [result.schema.types[j].scalar for j in range(len(positions))]
+        _check_types(table, positions, types)
+    full = []
+    for r in rows:
+        row: list[Any] = [None] * len(names)
+        for p, v in zip(positions, r, strict=True):
+            row[p] = v
+        full.append(row)
+    for j, (n, t) in enumerate(table.schema):
+        if not t.nullable and any(r[j] is None for r in full):
+            raise NotNullViolation(f"null value in column {n!r} of relation {table.name!r} "
+                                   "violates not-null constraint")
+    if not full:
+        return 0
+    return int(table.insert(full).count)
+
+
+def _literal_rows(planner: Planner, values: exp.Values, width: int) -> list[list[Any]]:
+    from twofold.sql.planner import one_row
+
+    binder = Binder(planner, Scope(one_row()), clause="VALUES")
+    rows = []
+    for r in values.expressions:
+        if len(r.expressions) != width:
+            raise SqlSyntaxError(f"INSERT has {len(r.expressions)} expressions but {width} "
+                                 "target columns")
+        row = []
+        for v in r.expressions:
+            e, _, _ = binder.bind(v)
+            if not isinstance(e, PLiteral):
+                raise FeatureNotSupported("INSERT ... VALUES takes constants; use INSERT ... "
+                                          "SELECT for computed rows")
+            row.append(e.value)
+        rows.append(row)
+    return rows
+
+
+def _check_types(table: Any, positions: list[int], scalars: list[str]) -> None:
+    for p, s in zip(positions, scalars, strict=True):
+        t = table.schema.types[p]
+        if s not in (t.scalar, NULL) and (s, t.scalar) != ("int", "float"):
+            raise DatatypeMismatch(f"column {table.schema.names[p]!r} is of type "
+                                   f"{type_name(t.scalar)} but expression is of type "
+                                   f"{type_name(s)}")
+
+
+def _compiled(planner: Planner, table: Any, node: exp.Expr, label: str,
+              want: str | None = None) -> tuple[Compiled, str]:
+    rel = Rel(table.plan, [Col(n, t.scalar, t.nullable, qual=table.name) for n, t in
+                           table.schema])
+    binder = Binder(planner, Scope(rel), clause=label)
+    e, s, _ = binder.bind(node)
+    if binder.scope.rel is not rel:
+        raise FeatureNotSupported(f"subqueries in {label} are not supported")
+    if want is not None and s not in (want, NULL):
+        if (s, want) == ("int", "float"):
+            e = planner.coerce((e, s, True), "float")
+        else:
+            raise DatatypeMismatch(f"{label} is of type {type_name(s)}, expected "
+                                   f"{type_name(want)}")
+    value, error = compile_expr(e, list(table.schema.types))
+    return Compiled(value, error, label), s
+
+
+async def update(db: AsyncDatabase, node: exp.Update, params: Any) -> int:
+    table = _table(db, node.this)
+    planner = Planner(db, params)
+    if node.args.get("from_") or node.args.get("from"):
+        raise FeatureNotSupported("UPDATE ... FROM is not supported")
+    sets: dict[str, Compiled] = {}
+    for a in node.expressions:
+        if not isinstance(a, exp.EQ) or not isinstance(a.this, exp.Column):
+            raise SqlSyntaxError(f"expected column = expression in SET, got {a.sql()}")
+        col = a.this.name
+        if col not in table.schema.names:
+            raise UndefinedColumn(f"column {col!r} of relation {table.name!r} does not exist")
+        want = table.schema.type_of(col, "update").scalar
+        sets[col], _ = _compiled(planner, table, a.expression, f"SET {col}", want)
+    where = node.args.get("where")
+    pred = _compiled(planner, table, where.this, "WHERE", "bool")[0] if where else None
+    nullable = {n: t.nullable for n, t in table.schema}
+    written = table._run("update", lambda: table._writer.update_where(sets, pred, nullable))
+    return int(written.count)
+
+
+async def delete(db: AsyncDatabase, node: exp.Delete, params: Any) -> int:
+    table = _table(db, node.this)
+    planner = Planner(db, params)
+    where = node.args.get("where")
+    if where is None:
+        pred, _ = _compiled(planner, table, exp.true(), "WHERE", "bool")
+    else:
+        pred, _ = _compiled(planner, table, where.this, "WHERE", "bool")
+    written = table._run("delete", lambda: table._writer.delete_where(pred))
+    return int(written.count)
+
+
+def translate_write_error(e: TwofoldError) -> TwofoldError:
+    return e
