@@ -128,3 +128,21 @@ class DatabaseClosed(TwofoldError):
 
 class ConnectError(TwofoldError, ConnectionError):
     """Could not set up the database: storage or replicas could not be reached or opened."""
+
+
+class ConnectionFailed(ConnectError):
+    """A replica could not be reached (refused, unknown host, no answer, a TLS mismatch), or
+    every replica has been unreachable for the database's `connect_timeout` while a read waited.
+    The message names the address and the cause; `addresses` lists the replicas at fault."""
+
+    def __init__(self, message: str, addresses: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.addresses = list(addresses or [])
+
+
+class AuthenticationFailed(ConnectionFailed):
+    """A replica refused this client's token (a wrong one, or none where one is required)."""
+
+
+class StorageMismatch(ConnectionFailed):
+    """A replica serves another storage than the one this database opened."""

@@ -2,7 +2,8 @@
 plain-peek fast path for map/filter/project reads of one index.
 
 Contract: `translate(name)` turns every controller error a read can raise into the API's typed
-error naming the relation read (the original stays as `__cause__`). `AsyncSubscription` yields
+error naming the relation read (the original stays as `__cause__`); no replica reachable is a
+`ConnectionFailed` naming the addresses. `AsyncSubscription` yields
 `Batch`es contiguous and exactly once, as the controller delivers them. `index_mfp` recognises a
 relation the replica can answer straight from one index's arrangement, fusing only what keeps
 the relation's semantics (never a map above a filter).
@@ -23,6 +24,7 @@ from twofold.api.errors import (
     UnknownObject,
 )
 from twofold.api.relation import Relation
+from twofold.api.remote import connection_error
 from twofold.api.results import Batch
 from twofold.api.schema import Schema
 from twofold.controller import (
@@ -31,6 +33,7 @@ from twofold.controller import (
     PeekCancelled,
     PeekFailed,
     PeekTimeout,
+    ReplicaUnavailable,
     SinceViolation,
     SubscribeFailed,
     Subscription,
@@ -58,6 +61,8 @@ def translate(name: str) -> Iterator[None]:
         raise SubscribeEnded(f"subscribe to {name} ended: {e.message}") from e
     except ControllerClosed as e:
         raise DatabaseClosed(f"the database is closed ({e})") from e
+    except ReplicaUnavailable as e:
+        raise connection_error(e, f"reading {name}") from e
     except UnknownCollection as e:
         raise UnknownObject(name, "collection", []) from e
 

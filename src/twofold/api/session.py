@@ -46,11 +46,12 @@ from twofold.api.definitions import Definitions
 from twofold.api.errors import ConnectError, InvalidArgument
 from twofold.api.objects import Index, MaterializedView, Table
 from twofold.api.queries import Queries
-from twofold.client import ComputeClient
+from twofold.api.remote import DEFAULT_CONNECT_TIMEOUT, connect_replicas, remote_factory
 from twofold.controller import ConnectFactory, Controller, LagWindow
 from twofold.protocol import InstanceConfig
 from twofold.replica import Replica, RuntimesMode
 from twofold.storage import Storage, StorageError, Ticker, open_storage
+from twofold.storage.identity import storage_id
 
 log = logging.getLogger(__name__)
 __all__ = ["DEFAULT_TIMEOUT", "AsyncDatabase", "Consistency", "storage_url"]
@@ -95,6 +96,7 @@ class AsyncDatabase(Definitions, Queries):
         consistency: Consistency = "read-your-writes",
         timeout: float = DEFAULT_TIMEOUT,
         retain_history: float = 1.0,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
         if consistency not in ("read-your-writes", "latest"):
             raise InvalidArgument(f"consistency must be 'read-your-writes' or 'latest', "
@@ -112,6 +114,7 @@ class AsyncDatabase(Definitions, Queries):
         self.consistency: Consistency = consistency
         self.timeout = timeout
         self.retain_history = retain_history
+        self.connect_timeout = connect_timeout
         self.storage: Storage | None = None
         self.replica: Replica | None = None
         """The in-process replica (embedded mode), e.g. for its `metrics`."""
@@ -132,27 +135,31 @@ class AsyncDatabase(Definitions, Queries):
             raise ConnectError(f"cannot open storage {self.url!r}: {e}") from e
         factories: list[ConnectFactory] = []
         if self.addresses:
+            sid = storage_id(self.storage)
             for host, port in self.addresses:
-                factories.append(self._remote(host, port))
+                factories.append(remote_factory(host, port, self.token, sid))
         else:
             self.replica = Replica(self.url, self.runtimes)
             await self.replica.start()
             # A fresh in-process connection per (re)connect: the controller closes connections
             # it owns, and closing one must never close the replica's multiplexer.
             factories.append(self.replica.connect)
-        self.controller = Controller(factories, config=InstanceConfig(storage=self.url),
-                                     read_policy=LagWindow(int(self.retain_history * 1000)))
+        # Remote replicas read their own storage (the handshake checked it is this one): the
+        # URL they were started with, which need not be this process's spelling of it.
+        remote = bool(self.addresses)
+        self.controller = Controller(
+            factories, config=InstanceConfig(storage=None if remote else self.url),
+            read_policy=LagWindow(int(self.retain_history * 1000)),
+            unavailable_after=self.connect_timeout if remote else None,
+            names={i: f"{h}:{p}" for i, (h, p) in enumerate(self.addresses, 1)})
         await self.controller.start()
+        try:
+            await connect_replicas(self.controller, self.connect_timeout)
+        except BaseException:
+            await self.close()
+            raise
         self.ticker = Ticker(self.storage, self.tick_interval).start()
         return self
-
-    def _remote(self, host: str, port: int) -> ConnectFactory:
-        from twofold.transport import connect
-
-        async def factory() -> ComputeClient:
-            return await connect(host, port, token=self.token)
-
-        return factory
 
     async def close(self) -> None:
         """Stop the ticker, the controller, the replica and the storage (idempotent)."""

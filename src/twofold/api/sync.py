@@ -19,6 +19,7 @@ from twofold.api.errors import DatabaseClosed
 from twofold.api.objects import Index, MaterializedView, Table
 from twofold.api.reads import AsyncSubscription
 from twofold.api.relation import Relation
+from twofold.api.remote import DEFAULT_CONNECT_TIMEOUT
 from twofold.api.results import Batch, Result
 from twofold.api.schema import DType, Schema
 from twofold.api.session import AsyncDatabase, Consistency
@@ -215,13 +216,17 @@ def open(
     consistency: Consistency = "read-your-writes",
     timeout: float = 60.0,
     retain_history: float = 1.0,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
 ) -> Database:
     """Open a twofold database (blocking API); use it with `with`.
 
     `storage`: `None` (in memory), a file path (a SQLite file), or a URL (`sqlite:///...`,
     `memory://name`). `replicas`: addresses (`host:port`) of running `twofold replica`
     processes to drive instead of an in-process replica (`runtimes`: "two" or "one"), with the
-    shared `token` if they require one.
+    shared `token` if they require one. `timeout`: seconds a read waits for its answer
+    (`QueryTimeout`). `connect_timeout`: seconds `open` waits for every replica to connect,
+    and a read waits while every replica is unreachable, before `ConnectionFailed` (a refused
+    token, `AuthenticationFailed`, and other refusals fail at once, naming the address).
 
     >>> import twofold
     >>> with twofold.open() as db:
@@ -232,7 +237,7 @@ def open(
     """
     return Database(storage, replicas=replicas, token=token, runtimes=runtimes,
                     tick_interval=tick_interval, consistency=consistency, timeout=timeout,
-                    retain_history=retain_history)
+                    retain_history=retain_history, connect_timeout=connect_timeout)
 
 
 def open_async(
@@ -245,8 +250,9 @@ def open_async(
     consistency: Consistency = "read-your-writes",
     timeout: float = 60.0,
     retain_history: float = 1.0,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
 ) -> AsyncDatabase:
     """Like `open`, for asyncio: `async with twofold.open_async() as db: ...`."""
     return AsyncDatabase(storage, replicas=replicas, token=token, runtimes=runtimes,
                          tick_interval=tick_interval, consistency=consistency, timeout=timeout,
-                         retain_history=retain_history)
+                         retain_history=retain_history, connect_timeout=connect_timeout)

@@ -43,7 +43,10 @@ def describe(
     parts = []
     for rid, err in causes.items():
         name = names.get(rid, f"replica {rid}")
-        parts.append(f"{name}: {err}" if err is not None else f"{name}: no answer yet")
+        if err is None:
+            parts.append(f"{name}: no answer yet")
+        else:  # transport errors already name the address
+            parts.append(str(err) if name in str(err) else f"{name}: {err}")
     return "; ".join(parts), causes
 
 
@@ -55,7 +58,7 @@ def unavailable(
     text, causes = describe(connections, names)
     configuration = bool(causes) and all(is_configuration_error(e) for e in causes.values())
     return ReplicaUnavailable(f"{what} ({text})" if text else what, causes,
-                              configuration=configuration)  # fmt: skip
+                              names=dict(names), configuration=configuration)  # fmt: skip
 
 
 class Watchdog:

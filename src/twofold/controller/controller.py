@@ -163,7 +163,7 @@ class Controller:
                 return
             refused = {r: c for r, c in waiting.items() if is_configuration_error(c.last_error)}
             if refused:
-                raise unavailable("a replica refused the connection", refused, self.names)
+                raise unavailable("a replica cannot be used as configured", refused, self.names)
             remaining = None if deadline is None else deadline - loop.time()
             if remaining is not None and remaining <= 0:
                 raise unavailable(f"no connection to the replica within {timeout} s",
@@ -181,7 +181,8 @@ class Controller:
                            self.connections, self.names)  # fmt: skip
 
     def _declare_unavailable(self) -> None:
-        log.warning("%s; failing the reads waiting for an answer", self._unavailable())
+        if self.deliveries.peeks or self.deliveries.copy_tos:
+            log.warning("%s; failing the reads waiting for an answer", self._unavailable())
         self.deliveries.fail_reads(self._unavailable)
 
     def _check_available(self) -> None:

@@ -118,15 +118,18 @@ class ReplicaUnavailable(ControllerError, ConnectionError):
     refused this controller's configuration (a wrong token, another storage or wire version),
     or every replica has been disconnected for longer than the controller's
     `unavailable_after`. `causes` maps each replica to its last connection error (`None`: it
-    never answered); `configuration` is true when retrying cannot help."""
+    never answered), `names` to how the controller names it (e.g. its address);
+    `configuration` is true when retrying cannot help."""
 
     def __init__(
         self,
         message: str,
         causes: dict[int, BaseException | None],
         *,
+        names: dict[int, str] | None = None,
         configuration: bool = False,
     ) -> None:
         super().__init__(message)
         self.causes = causes
+        self.names = {r: (names or {}).get(r, f"replica {r}") for r in causes}
         self.configuration = configuration

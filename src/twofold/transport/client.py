@@ -21,6 +21,7 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl as _ssl
 from collections import deque
 from types import TracebackType
@@ -236,7 +237,7 @@ async def connect(
                     limit=STREAM_LIMIT,
                 )
             except OSError as e:  # refused, unreachable, TLS failures (ssl.SSLError)
-                raise ConnectFailed(f"cannot connect to the replica at {peer}: {e}") from e
+                raise ConnectFailed(f"cannot connect to the replica at {peer}: {_why(e)}") from e
             await _handshake(reader, writer, hello, peer)
     except TimeoutError as e:
         if writer is not None:
@@ -273,6 +274,16 @@ async def _handshake(
             "(a TLS server reached without TLS, or not a twofold replica?)"
         )
     raise_for(parse_server_hello(payload), peer)
+
+
+def _why(e: OSError) -> str:
+    if isinstance(e, ConnectionRefusedError):
+        return "connection refused (is a replica listening there?)"
+    if isinstance(e, socket.gaierror):
+        return f"unknown host ({e.strerror or e})"
+    if isinstance(e, _ssl.SSLError):
+        return f"TLS handshake failed ({e.reason or e}); does the replica use TLS?"
+    return str(e)
 
 
 def check_max_frame(max_frame: int) -> None:
