@@ -1,5 +1,5 @@
-"""Reduce by accumulation: `count` and `sum` of ints (without `distinct`) maintained per group
-in O(rows of the step's input) per step, whatever the number of groups held.
+"""Reduce by accumulation: `count` and `sum` of ints and floats (without `distinct`) maintained
+per group in O(rows of the step's input) per step, whatever the number of groups held.
 
 Instead of re-reading a touched group's input rows, the operator keeps per group its row count
 `_n` and, per aggregate, the running count or sum plus the number of non-NULL values summed.
@@ -9,7 +9,10 @@ touched group (`np.add.at`; sums are 128-bit, `int128`, so a sum that leaves the
 and comes back is still exact), adds them to the touched groups' rows and emits
 `output(new) - output(old)` for those groups, built straight from the arrays (a few polars
 calls per step, none per row). A sum outside the 64-bit range yields an evaluation error for
-its group instead of a row, and retracts with it.
+its group instead of a row, and retracts with it. A float sum is exact (`fsum`): per group a
+fixed-point accumulator of int64 limbs over the exponent window the data has used, counts of
+infinities and NaNs, and the float64 bits of the value last emitted (the row a retraction
+must cancel, and the value `fsum.group_sums` gives the group's rows in any order).
 
 A group whose `_n` returns to 0 is gone: its row is reset (so a later row of the same key
 starts afresh, as a dropped group would) and its id is reclaimed when dead ids outnumber live
@@ -19,14 +22,14 @@ sums over the group's input rows at every time processed (all zero for a dead gr
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from twofold.engine import int128
+from twofold.engine import fsum, int128
 from twofold.engine.expr import OUT_OF_RANGE
 from twofold.engine.frames import DIFF, ERROR, schema
 from twofold.engine.groups import GroupTable, key_frame
@@ -39,15 +42,39 @@ _MIN_RECLAIM: Final = 4096
 
 def accumulable(aggregates: Sequence[Aggregate], types: Sequence[ColumnType]) -> bool:
     """Whether every aggregate can be maintained by accumulation: counts, and sums of ints
-    (float sums are recomputed, since adding and retracting floats drifts)."""
+    and floats (exact, so adding and retracting never drifts)."""
     return all(
         not a.distinct
         and (
             a.func == "count"
-            or (a.func == "sum" and a.column is not None and types[a.column].scalar == "int")
+            or (
+                a.func == "sum"
+                and a.column is not None
+                and types[a.column].scalar in ("int", "float")
+            )
         )
         for a in aggregates
     )
+
+
+def _canonical_float(c: pl.Series) -> pl.Series:
+    """-0.0 as 0.0 and every NaN as the canonical NaN (polars folds `x + 0.0` to `x`)."""
+    return (
+        c.to_frame()
+        .select(
+            pl.when(pl.col(c.name) == 0).then(0.0).otherwise(pl.col(c.name)).fill_nan(float("nan"))
+        )
+        .to_series()
+        .alias(c.name)
+    )
+
+
+def _float_series(name: str, values: np.ndarray, valid: np.ndarray) -> pl.Series:
+    """A Float64 series of `values`, NULL where `valid` is False (NaN stays NaN)."""
+    out = pl.Series(name, values)
+    if valid.all():
+        return out
+    return out.set(pl.Series(~valid), None)
 
 
 def _int64_series(name: str, values: np.ndarray, valid: np.ndarray | None) -> pl.Series:
@@ -85,13 +112,24 @@ class AccumulateReduceOp(Operator):
         # share cache lines): column 0 is per-step scratch (see `_group_rows`), then `_n`, and
         # per aggregate j `a{j}` (count of non-NULL values) or, for sums, `n{j}` (non-NULL
         # values summed) and `h{j}`/`l{j}` (the 128-bit sum; `l` holds uint64 bits).
-        # count(*) is `_n` itself.
+        # count(*) is `_n` itself. A float sum j has `n{j}`, the counts `p{j}`
+        # (+infs), `m{j}` (-infs), `q{j}` (NaNs), `v{j}` (float64 bits of the current sum),
+        # and its limbs in `limbs[j]` (a row per group, limb 0 weighing 2^(32 lo[j] - 1074)).
         names = ["_mark", "_n"]
+        self.floats = [
+            j
+            for j, a in enumerate(self.aggs)
+            if a.func == "sum" and a.column is not None and child.types[a.column].scalar == "float"
+        ]
         for j, a in enumerate(self.aggs):
             if a.func == "count" and a.column is not None:
                 names.append(f"a{j}")
+            elif j in self.floats:
+                names.extend([f"n{j}", f"p{j}", f"m{j}", f"q{j}", f"v{j}"])
             elif a.func == "sum":
                 names.extend([f"n{j}", f"h{j}", f"l{j}"])
+        self.limbs = {j: np.zeros((0, 0), np.int64) for j in self.floats}
+        self.lo = {j: 0 for j in self.floats}
         self.col = {name: i for i, name in enumerate(names)}
         self.acc = np.zeros((0, len(names)), np.int64)
         self.live = 0  # groups with `_n != 0`
@@ -102,9 +140,27 @@ class AccumulateReduceOp(Operator):
         cap = len(self.acc)
         if groups <= cap:
             return
-        grown = np.zeros((max(groups, 2 * cap, 1024), self.acc.shape[1]), np.int64)
+        size = max(groups, 2 * cap, 1024)
+        grown = np.zeros((size, self.acc.shape[1]), np.int64)
         grown[:cap] = self.acc
         self.acc = grown
+        for j, limbs in self.limbs.items():
+            more = np.zeros((size, limbs.shape[1]), np.int64)
+            more[: len(limbs)] = limbs
+            self.limbs[j] = more
+
+    def _widen(self, j: int, lo: int, hi: int) -> None:
+        """Let float sum `j`'s limbs cover `[lo, hi)` (with slack, so widening stays rare)."""
+        limbs, old_lo = self.limbs[j], self.lo[j]
+        old_hi = old_lo + limbs.shape[1]
+        if limbs.shape[1] and lo >= old_lo and hi <= old_hi:
+            return
+        if limbs.shape[1]:
+            lo = min(lo, old_lo - 1) if lo < old_lo else old_lo
+            hi = max(hi, old_hi + 1) if hi > old_hi else old_hi
+        wide = np.zeros((len(self.acc), hi - lo), np.int64)
+        wide[: len(limbs), old_lo - lo : old_lo - lo + limbs.shape[1]] = limbs
+        self.limbs[j], self.lo[j] = wide, lo
 
     def _views(self, rows: np.ndarray) -> dict[str, np.ndarray]:
         """Named column views of accumulator rows (`l{j}` as uint64)."""
@@ -161,11 +217,16 @@ class AccumulateReduceOp(Operator):
                 new[f"a{j}"] += counted
                 continue
             new[f"n{j}"] += counted
+            if j in self.limbs:
+                self._float_sum(j, col.to_numpy(), diff, local, touched, new, per_group)
+                continue
             dhi, dlo = int128.sum_products(local, m, col.to_numpy(), diff)
             new[f"h{j}"][:], new[f"l{j}"][:] = int128.add(old[f"h{j}"], old[f"l{j}"], dhi, dlo)
         gone = new["_n"] == 0
         if gone.any():
             new_rows[gone] = 0
+            for limbs in self.limbs.values():
+                limbs[touched[gone]] = 0
         # Rows written back as whole records (numpy's row-wise fancy assignment is slower).
         record = np.dtype((np.void, new_rows.shape[1] * 8))
         self.acc.view(record).reshape(-1)[touched] = new_rows.view(record).reshape(-1)
@@ -180,6 +241,49 @@ class AccumulateReduceOp(Operator):
         if self.k and len(self.table) - self.live > max(self.live, _MIN_RECLAIM):
             self._reclaim()
         return out, errs
+
+    def _float_sum(
+        self,
+        j: int,
+        x: np.ndarray,
+        diff: np.ndarray,
+        local: np.ndarray,
+        touched: np.ndarray,
+        new: dict[str, np.ndarray],
+        per_group: Callable[[np.ndarray], np.ndarray],
+    ) -> None:
+        """Add the step's values `x` of float sum `j` to the touched groups (their limbs in
+        place, their counts and current value in `new`)."""
+        with np.errstate(invalid="ignore"):
+            finite = np.isfinite(x)
+            nonzero = finite & (x != 0)
+        if not finite.all():
+            for name, mask in (("p", x == np.inf), ("m", x == -np.inf), ("q", np.isnan(x))):
+                if mask.any():
+                    new[f"{name}{j}"] += per_group(np.where(mask, diff, 0))
+        limbs = self.limbs[j]
+        if nonzero.any():
+            at = None if nonzero.all() else np.flatnonzero(nonzero)
+            vals = x if at is None else x[at]
+            mant, p = fsum.decompose(vals)
+            self._widen(j, *fsum.limb_range(p))
+            limbs = self.limbs[j]
+            block = fsum.scatter(
+                local if at is None else local[at],
+                len(touched),
+                mant,
+                p,
+                diff if at is None else diff[at],
+                self.lo[j],
+                limbs.shape[1],
+            )
+            block += limbs[touched]
+            limbs[touched] = fsum.normalize(block)
+        else:
+            block = limbs[touched]
+        exact = fsum.to_float(block, self.lo[j]) if block.shape[1] else np.zeros(len(touched))
+        value = fsum.finish(exact, new[f"p{j}"], new[f"m{j}"], new[f"q{j}"])
+        new[f"v{j}"][:] = value.view(np.int64)
 
     def _output(
         self,
@@ -198,7 +302,7 @@ class AccumulateReduceOp(Operator):
             emit = acc["_n"] > 0
             bad = np.zeros(len(emit), dtype=bool)
             for j, a in enumerate(self.aggs):
-                if a.func == "sum":
+                if a.func == "sum" and j not in self.limbs:
                     bad |= ~int128.fits_int64(acc[f"h{j}"], acc[f"l{j}"])
             if bad.any():
                 err_diff += sign * int((emit & bad).sum())
@@ -215,6 +319,10 @@ class AccumulateReduceOp(Operator):
             elif a.func == "count":
                 vals = np.concatenate([old[f"a{j}"][at_old], new[f"a{j}"][at_new]])
                 cols.append(pl.Series(name, vals))
+            elif j in self.limbs:
+                bits = np.concatenate([old[f"v{j}"][at_old], new[f"v{j}"][at_new]])
+                valid = np.concatenate([old[f"n{j}"][at_old] > 0, new[f"n{j}"][at_new] > 0])
+                cols.append(_float_series(name, bits.view(np.float64), valid))
             else:
                 lo = np.concatenate([old[f"l{j}"][at_old], new[f"l{j}"][at_new]])
                 valid = np.concatenate([old[f"n{j}"][at_old] > 0, new[f"n{j}"][at_new] > 0])
@@ -237,7 +345,10 @@ class AccumulateReduceOp(Operator):
             return [col.gather(pl.Series(rows, dtype=pl.UInt32)).alias("c0")]
         # The stored keys: one representative per group across steps (-0.0 vs 0.0, say).
         keys = self.table.keys[pl.Series(touched[at], dtype=pl.UInt32)]
-        return [keys.get_column(g).alias(f"c{j}") for j, g in enumerate(self.gcols)]
+        out = [keys.get_column(g).alias(f"c{j}") for j, g in enumerate(self.gcols)]
+        # A float key's group holds values comparing equal (-0.0 and 0.0, NaNs): its output
+        # is their canonical form, as in `ReduceOp`.
+        return [_canonical_float(c) if c.dtype == pl.Float64 else c for c in out]
 
     def _reclaim(self) -> None:
         """Drop dead group ids (amortised: runs once dead ids outnumber live ones)."""
@@ -246,3 +357,7 @@ class AccumulateReduceOp(Operator):
         fresh = np.zeros((max(2 * len(kept), 1024), self.acc.shape[1]), np.int64)
         fresh[: len(kept)] = self.acc.take(kept, axis=0)
         self.acc = fresh
+        for j, limbs in self.limbs.items():
+            wide = np.zeros((len(fresh), limbs.shape[1]), np.int64)
+            wide[: len(kept)] = limbs.take(kept, axis=0)
+            self.limbs[j] = wide

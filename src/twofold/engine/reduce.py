@@ -18,8 +18,10 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import polars as pl
 
+from twofold.engine import fsum
 from twofold.engine.consolidation import consolidate
 from twofold.engine.expr import OUT_OF_RANGE
 from twofold.engine.frames import DIFF, ERROR
@@ -102,10 +104,24 @@ class ReduceOp(KeyedOp):
         exprs: list[pl.Expr] = [pl.col(DIFF).sum().alias("_n")]
         checks: list[str] = []
         pos = pl.col(DIFF) > 0
+        # Float sums, mins and maxes are computed in numpy over each group's rows (`_rows`),
+        # as functions of the multiset alone (`fsum`, `_float_extremes`).
+        floats = [
+            j
+            for j, a in enumerate(self.aggs)
+            if a.column is not None
+            and a.func != "count"
+            and self.child.types[a.column].scalar == "float"
+        ]
+        if floats:
+            frame = frame.with_row_index("_i")
+            exprs.append((pl.col("_i") if self.key else pl.col("_i").implode()).alias("_rows"))
         for j, agg in enumerate(self.aggs):
             name = f"_a{j}"
             if agg.column is None:
                 exprs.append(pl.col(DIFF).sum().alias(name))
+                continue
+            if j in floats:
                 continue
             c = pl.col(f"c{agg.column}")
             scalar = self.child.types[agg.column].scalar
@@ -141,8 +157,15 @@ class ReduceOp(KeyedOp):
             grouped = frame.group_by(
                 [pl.col(c).alias(f"_g{j}") for j, c in enumerate(self.key_cols)]
             ).agg(exprs)
+            grouped = grouped.with_columns(
+                _canonical_float(pl.col(f"_g{j}")).alias(f"_g{j}")
+                for j, g in enumerate(self.key)
+                if self.child.types[g].scalar == "float"
+            )
         else:
             grouped = frame.select(exprs)
+        if floats:
+            grouped = self._float_aggregates(frame, grouped, floats)
         grouped = grouped.rename(
             {f"_g{j}": f"c{j}" for j in range(k)}
             | {f"_a{j}": f"c{k + j}" for j in range(len(self.aggs))}
@@ -161,6 +184,86 @@ class ReduceOp(KeyedOp):
         # with_columns, not select: a lone literal would make one row of an empty frame.
         out = grouped.with_columns(pl.lit(1, pl.Int64).alias(DIFF)).select([*self.out_cols, DIFF])
         return self.conform(out), errors
+
+    def _float_aggregates(
+        self, frame: pl.DataFrame, grouped: pl.DataFrame, floats: list[int]
+    ) -> pl.DataFrame:
+        """`grouped` with the float aggregates `floats` (`_a{j}`) computed from each group's
+        row indices `_rows` into `frame`."""
+        rows_col = grouped.get_column("_rows")
+        m = grouped.height
+        rows = rows_col.explode().to_numpy()
+        groups = np.empty(frame.height, np.int64)
+        groups[rows] = np.repeat(np.arange(m), rows_col.list.len().to_numpy())
+        diff = frame.get_column(DIFF).to_numpy()
+        cols = []
+        for j in floats:
+            agg = self.aggs[j]
+            assert agg.column is not None
+            c = frame.get_column(f"c{agg.column}")
+            valid = c.is_not_null().to_numpy()
+            x = c.fill_null(0.0).to_numpy()
+            if agg.func == "sum" and not agg.distinct:
+                total, n = fsum.group_sums(groups, m, x, valid, diff)
+                cols.append(_float_column(f"_a{j}", total, n > 0))
+                continue
+            keep = valid & (diff > 0)
+            g, v = groups[keep], x[keep]
+            if agg.func == "sum":
+                cols.append(_distinct_float_sum(f"_a{j}", g, m, v))
+            else:
+                cols.append(_float_extreme(f"_a{j}", g, m, v, agg.func == "max"))
+        return grouped.drop("_rows").with_columns(cols)
+
+
+def _canonical_float(e: pl.Expr) -> pl.Expr:
+    """-0.0 as 0.0 and every NaN as the one canonical NaN (a float group key's output form:
+    the group's members compare equal, so none of them is the key's representative)."""
+    return pl.when(e == 0).then(0.0).otherwise(e).fill_nan(float("nan"))
+
+
+def _float_column(name: str, values: np.ndarray, valid: np.ndarray) -> pl.Series:
+    out = pl.Series(name, values, dtype=pl.Float64)
+    return out if valid.all() else pl.select(pl.when(pl.Series(valid)).then(out)).to_series()
+
+
+def _canonical(x: np.ndarray) -> np.ndarray:
+    """-0.0 as 0.0, every NaN as the canonical NaN."""
+    return np.where(np.isnan(x), np.nan, x + 0.0)
+
+
+def _order_bits(x: np.ndarray) -> np.ndarray:
+    """int64 keys ordering canonical floats -inf < ... < 0.0 < ... < inf < NaN."""
+    bits = x.view(np.int64)
+    return bits ^ ((bits >> np.int64(63)) & np.int64(0x7FFFFFFFFFFFFFFF))
+
+
+def _float_extreme(name: str, g: np.ndarray, m: int, x: np.ndarray, is_max: bool) -> pl.Series:
+    """Per group the min (or max) of `x` in the order of `_order_bits` (canonical values): a
+    max is NaN when any value is, a min only when all are."""
+    keys = _order_bits(_canonical(x))
+    if is_max:
+        best = np.full(m, np.iinfo(np.int64).min, np.int64)
+        np.maximum.at(best, g, keys)
+    else:
+        best = np.full(m, np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(best, g, keys)
+    seen = np.zeros(m, bool)
+    seen[g] = True
+    # The order map is its own inverse.
+    vals = (best ^ ((best >> np.int64(63)) & np.int64(0x7FFFFFFFFFFFFFFF))).view(np.float64)
+    return _float_column(name, np.where(seen, vals, 0.0), seen)
+
+
+def _distinct_float_sum(name: str, g: np.ndarray, m: int, x: np.ndarray) -> pl.Series:
+    """Per group the float sum of the distinct values of `x` (values comparing equal are one:
+    -0.0 and 0.0, every NaN)."""
+    canon = _canonical(x)
+    pairs = pl.DataFrame({"g": g, "b": canon.view(np.int64)}).unique()
+    ug = pairs.get_column("g").to_numpy()
+    ux = pairs.get_column("b").to_numpy().view(np.float64)
+    total, n = fsum.group_sums(ug, m, ux, np.ones(len(ux), bool), np.ones(len(ux), np.int64))
+    return _float_column(name, total, n > 0)
 
 
 class DistinctOp(KeyedOp):

@@ -36,6 +36,7 @@ _KEY_MASK = int(KEY_MASK)
 _ROW_MASK = int(ROW_MASK)
 _NUMPY_EXACT = (pl.Int64, pl.UInt64, pl.Boolean)
 _FEW_KEYS = 16  # up to this many keys, a lookup walks batches in Python: no frame overheads
+_NAN = object()  # stands for every NaN in a row's identity (NaN != NaN in Python)
 
 
 def _collect(
@@ -349,6 +350,7 @@ class ArrangementSnapshot:
     def _lookup_few(self, keys: set[tuple[Any, ...]], t: int) -> dict[tuple[Any, ...], int]:
         dtypes = _key_dtypes(tuple(self.desc.types), self.key)
         acc: dict[tuple[Any, ...], int] = {}
+        reps: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # NaN-free identity -> a row
         positions = list(enumerate(self.key))
         for key in keys:
             if None in key:
@@ -368,8 +370,12 @@ class ArrangementSnapshot:
                 for row in rows:
                     # row is (*columns, time, diff)
                     if row[-2] <= t and all(row[i] == key[j] for j, i in positions):
-                        acc[row[:-2]] = acc.get(row[:-2], 0) + row[-1]
-        return acc
+                        ident = row[:-2]
+                        if any(v != v for v in ident):  # NaN: equal to NaN, as consolidation
+                            ident = tuple(_NAN if v != v else v for v in ident)
+                            reps.setdefault(ident, row[:-2])
+                        acc[ident] = acc.get(ident, 0) + row[-1]
+        return {reps.get(r, r): d for r, d in acc.items()}
 
     def _probe(self, keys: Sequence[Sequence[Any]] | pl.DataFrame) -> pl.DataFrame:
         sch = {f"k{j}": schema(self.desc.types)[f"c{i}"] for j, i in enumerate(self.key)}
