@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar
 
 from twofold.api.errors import DatabaseClosed, TwofoldError
 from twofold.api.objects import Index, MaterializedView, Table
+from twofold.api.portal import run_blocking
 from twofold.controller import Controller
 from twofold.protocol import GlobalId
 from twofold.storage import Storage
@@ -72,7 +73,7 @@ class SessionCore:
             coro.close()
             raise TwofoldError(f"{what}: this relation belongs to an async database; "
                                f"use `await db.query(rel)` / `await db.lookup(index, ...)`")
-        return asyncio.run_coroutine_threadsafe(coro, self._portal).result()
+        return run_blocking(coro, self._portal)
 
     def _observe_write(self, ts: int) -> None:
         with self._write_lock:

@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar
 
 from twofold.api.errors import DatabaseClosed
 from twofold.api.objects import Index, MaterializedView, Table
+from twofold.api.portal import run_blocking
 from twofold.api.reads import AsyncSubscription
 from twofold.api.relation import Relation
 from twofold.api.remote import DEFAULT_CONNECT_TIMEOUT
@@ -88,7 +89,7 @@ class Database:
         if self.closed:
             coro.close()
             raise DatabaseClosed("the database is closed")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        return run_blocking(coro, self._loop)
 
     def close(self) -> None:
         """Stop everything this database started (idempotent)."""
