@@ -19,6 +19,7 @@ async core: opening and closing; its parts `core`, `inputs`, `definitions`, `que
 
 from twofold.api.errors import (
     AuthenticationFailed,
+    CatalogConflict,
     ColumnNotFound,
     ConnectError,
     ConnectionFailed,
@@ -67,6 +68,7 @@ __all__ = [
     "AsyncSubscription",
     "AuthenticationFailed",
     "Batch",
+    "CatalogConflict",
     "ColumnNotFound",
     "ConnectError",
     "ConnectionFailed",

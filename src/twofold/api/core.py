@@ -1,25 +1,24 @@
 """`SessionCore`: the state every part of a session shares, and the checks around it.
 
 Contract: a session is one `AsyncDatabase`, assembled from this core, `Inputs` (a relation's
-inputs and the time to read them at), `Definitions` (creating, listing and dropping catalog
-objects) and `Queries` (reads). The core declares the state they share (set by
-`AsyncDatabase.__init__`), refuses work on a closed database (`DatabaseClosed`), runs coroutines
-on the database's loop for the sync API, and tracks this session's latest write for
-read-your-writes.
+inputs and the time to read them at), `CatalogSync` (following the durable catalog),
+`Definitions` (creating, listing and dropping catalog objects) and `Queries` (reads). The core
+declares the state they share (set by `AsyncDatabase.__init__`), refuses work on a closed
+database (`DatabaseClosed`), runs coroutines on the database's loop for the sync API, and tracks
+this session's latest write for read-your-writes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from typing import Any, Literal, TypeVar
 
 from twofold.api.errors import DatabaseClosed, TwofoldError
 from twofold.api.objects import Index, MaterializedView, Table
 from twofold.api.portal import run_blocking
 from twofold.controller import Controller
-from twofold.protocol import GlobalId
 from twofold.storage import Storage
 
 T = TypeVar("T")
@@ -38,8 +37,6 @@ class SessionCore:
     storage: Storage | None
     controller: Controller | None
     _catalog: dict[str, Table | Index | MaterializedView]
-    _dependents: dict[str, set[str]]
-    _ids: Iterator[int]
     _last_write: int
     _write_lock: threading.Lock
     _portal: asyncio.AbstractEventLoop | None
@@ -78,7 +75,4 @@ class SessionCore:
     def _observe_write(self, ts: int) -> None:
         with self._write_lock:
             self._last_write = max(self._last_write, ts)
-
-    def _new_id(self) -> GlobalId:
-        return GlobalId.user(next(self._ids))
 

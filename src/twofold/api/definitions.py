@@ -1,44 +1,52 @@
 """`Definitions`: creating, listing and dropping the catalog's objects (tables, indexes,
 materialized views) and the dataflows that maintain them.
 
-Contract: names are unique across kinds (`ObjectExists`); an index or view is created as one
-dataflow on every replica, at the latest time its inputs are complete; `drop` refuses while
-other objects read the target (`DependencyError`).
+Contract: every create and drop is first a change of the durable catalog (`twofold.catalog`,
+one compare-and-append), then of this session's objects and dataflows — so it survives the
+process, and of two processes creating one name exactly one wins. Names are unique across
+kinds: creating an existing name is `ObjectExists`, unless `exist_ok=True` and the definitions
+match (the existing object is returned); otherwise the error says how they differ. An index or
+view is created as one dataflow on every replica, at the latest time its inputs are complete
+(if that fails, the entry is removed again). `drop` refuses while other objects read the target
+(`DependencyError` naming them) unless `cascade=True`, which drops them too. Ids come from the
+catalog's allocator and are never reused. Tables live in storage and cannot be dropped.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Final
 
+import msgspec
+
+from twofold.api.catalog_sync import CatalogObject, CatalogSync
 from twofold.api.errors import DependencyError, InvalidArgument, ObjectExists, UnknownObject
-from twofold.api.inputs import Inputs
 from twofold.api.objects import Index, MaterializedView, Table, primary_key_schema
-from twofold.api.reads import translate
 from twofold.api.relation import Relation
 from twofold.api.schema import DType, Schema, parse_schema
-from twofold.controller import LagWindow
-from twofold.protocol import (
-    BuildDesc,
-    DataflowDescription,
-    Frontier,
-    MaterializedViewSink,
-    SinkDesc,
+from twofold.catalog import (
+    CatalogConflict,
+    CatalogState,
+    Change,
+    Entry,
+    EntryExists,
+    HasDependents,
+    InputRef,
+    MissingDependency,
+    UnknownEntry,
+    differences,
 )
+from twofold.protocol import Frontier, GlobalId
 from twofold.storage import StorageError
-from twofold.storage import TableExists as StorageTableExists
 
-if TYPE_CHECKING:
-    from twofold.api.session import AsyncDatabase
+_UNSET: Final = GlobalId.user(0)
+"""The id of a requested entry before the catalog allocates its ids."""
 
 
-class Definitions(Inputs):
+class Definitions(CatalogSync):
     """Creating, listing and dropping objects; see the module docstring."""
 
-    @property
-    def _db(self) -> AsyncDatabase:
-        # Objects hold the whole database (they read through it); this part is one of its bases.
-        return cast("AsyncDatabase", self)
+    # -- tables ---------------------------------------------------------------------------------
 
     def create_table(self, name: str, schema: dict[str, DType] | Schema, *,
                      nullable: bool | Sequence[str] = True, exist_ok: bool = False,
@@ -48,46 +56,51 @@ class Definitions(Inputs):
         `primary_key="id"` (or a list of columns) keeps at most one row per key; its columns
         are NOT NULL."""
         self._check_name(name)
-        parsed, pk = primary_key_schema(
-            parse_schema(schema, nullable=nullable, what=f"create_table {name!r}"),
-            primary_key, f"create_table {name!r}")
-        if name in self._catalog and not exist_ok:
-            raise ObjectExists(f"{name!r} already exists ({self._catalog[name]!r})")
-        try:
-            t = self._storage.create_table(name, parsed.desc(), exist_ok=exist_ok)
-        except StorageTableExists as e:
-            raise ObjectExists(f"create_table: {e}") from e
-        except StorageError as e:
-            raise InvalidArgument(f"create_table {name!r}: {e}") from e
-        return self._register_table(name, t, pk)
-
-    def _register_table(self, name: str, t: Any,
-                        primary_key: Sequence[str] | None = None) -> Table:
-        existing = self._catalog.get(name)
-        if isinstance(existing, Table):
-            return existing
-        table = Table(self._db, name, self._new_id(), t, primary_key)
-        self._catalog[name] = table
-        return table
+        what = f"create_table {name!r}"
+        parsed, pk = primary_key_schema(parse_schema(schema, nullable=nullable, what=what),
+                                        primary_key, what)
+        request = Entry(name=name, kind="table", id=_UNSET, desc=parsed.desc(),
+                        primary_key=list(pk or []))
+        obj = self._create(request, exist_ok, "create_table")
+        assert isinstance(obj, Table)
+        return obj
 
     def table(self, name: str) -> Table:
-        """The table `name` (also one created earlier in the same storage file)."""
+        """The table `name` (also one created earlier, or by another process)."""
+        self._refresh()
         obj = self._catalog.get(name)
         if isinstance(obj, Table):
             return obj
-        if name in self._storage.list_tables():
-            return self._register_table(name, self._storage.table(name))
         raise UnknownObject(name, "table", self.tables())
 
+    # -- listing --------------------------------------------------------------------------------
+
+    def objects(self) -> list[tuple[str, str]]:
+        """Every object as `(name, kind)`, kind `"table"`, `"index"` or `"materialized view"`,
+        sorted by name."""
+        self._refresh()
+        return sorted((n, e.kind) for n, e in self._entries.items())
+
+    def _named(self, kind: str) -> list[str]:
+        return [n for n, k in self.objects() if k == kind]
+
     def tables(self) -> list[str]:
-        return sorted(set(self._storage.list_tables()))
+        """The names of the tables."""
+        return self._named("table")
+
+    def indexes(self) -> list[str]:
+        """The names of the indexes."""
+        return self._named("index")
+
+    def views(self) -> list[str]:
+        """The names of the materialized views."""
+        return self._named("materialized view")
 
     def get(self, name: str) -> Table | Index | MaterializedView:
         """The table, index or materialized view called `name`."""
+        self._refresh()
         obj = self._catalog.get(name)
         if obj is None:
-            if name in self._storage.list_tables():
-                return self.table(name)
             raise UnknownObject(name, "table, index or view", sorted(self._catalog))
         return obj
 
@@ -106,88 +119,157 @@ class Definitions(Inputs):
         if not isinstance(name, str) or not name or "/" in name:
             raise InvalidArgument(f"a name must be a non-empty string without '/', got {name!r}")
 
-    def _track(self, name: str, rel: Relation) -> None:
-        for inp in rel.inputs.values():
-            self._dependents.setdefault(inp.name, set()).add(name)
+    # -- indexes and views ----------------------------------------------------------------------
+
+    def _refs(self, rel: Relation) -> list[InputRef]:
+        return [InputRef(name=i.name, id=gid) for gid, i in sorted(rel.inputs.items())]
 
     async def create_index(self, name: str, relation: Relation, key: str | Sequence[str], *,
-                           retain_history: float | None = None) -> Index:
+                           retain_history: float | None = None,
+                           exist_ok: bool = False) -> Index:
         """Maintain `relation` as an arrangement keyed by `key` on the replicas. Reads of it
         (and `lookup` by key) are answered from the maintained state. `retain_history`
-        (seconds) keeps that much history readable with `as_of`."""
+        (seconds) keeps that much history readable with `as_of`. `exist_ok=True` returns an
+        existing index of the same definition."""
         self._check_name(name)
+        await self._refresh_async()
         rel = self._check_relation(relation, "create_index")
-        if name in self._catalog:
-            raise ObjectExists(f"{name!r} already exists ({self._catalog[name]!r})")
         keys = [key] if isinstance(key, str) else list(key)
         if not keys:
             raise InvalidArgument("create_index: key must name at least one column")
-        build, gid = self._new_id(), self._new_id()
-        index = Index(self._db, name, gid, build, keys, rel.schema, rel)
-        assert index.inputs[gid].index is not None
-        indexes, sources = self._imports(rel)
-        desc = DataflowDescription(
-            debug_name=f"index {name}",
-            source_imports=sources,
-            index_imports=indexes,
-            objects_to_build=[BuildDesc(id=build, plan=rel.plan)],
-            index_exports={gid: (index.inputs[gid].index, rel.schema.desc())},  # type: ignore[dict-item]
-            as_of=self._as_of_for(rel),
-        )
-        policy = None if retain_history is None else LagWindow(int(retain_history * 1000))
-        with translate(f"index {name!r}"):
-            await self._ctl.create_dataflow(desc, read_policy=policy)
-        self._catalog[name] = index
-        self._track(name, rel)
-        return index
+        for k in keys:
+            rel.schema.index(k, "create_index")
+        request = Entry(name=name, kind="index", id=_UNSET, desc=rel.schema.desc(),
+                        plan=rel.plan, inputs=self._refs(rel), key=keys,
+                        retain_history=retain_history)
+        obj = await self._create_maintained(request, exist_ok, "create_index")
+        assert isinstance(obj, Index)
+        return obj
 
-    async def create_materialized_view(self, name: str, relation: Relation) -> MaterializedView:
-        """Maintain `relation` into the storage shard `mv/<name>`; read it like a table."""
+    async def create_materialized_view(self, name: str, relation: Relation, *,
+                                       exist_ok: bool = False) -> MaterializedView:
+        """Maintain `relation` into a storage shard of its own; read it like a table. It
+        survives the process: a later `twofold.open` of the same storage resumes it.
+        `exist_ok=True` returns an existing view of the same definition."""
         self._check_name(name)
+        await self._refresh_async()
         rel = self._check_relation(relation, "create_materialized_view")
-        if name in self._catalog:
-            raise ObjectExists(f"{name!r} already exists ({self._catalog[name]!r})")
-        shard = f"mv/{name}"
-        try:
-            self._storage.create_shard(shard, rel.schema.desc())
-        except StorageError as e:
-            raise ObjectExists(f"create_materialized_view {name!r}: {e}") from e
-        build, sink, read_id = self._new_id(), self._new_id(), self._new_id()
-        indexes, sources = self._imports(rel)
-        desc = DataflowDescription(
-            debug_name=f"materialized view {name}",
-            source_imports=sources,
-            index_imports=indexes,
-            objects_to_build=[BuildDesc(id=build, plan=rel.plan)],
-            sink_exports={sink: SinkDesc(from_id=build, from_desc=rel.schema.desc(),
-                                         connection=MaterializedViewSink(shard=shard))},
-            as_of=self._as_of_for(rel),
-        )
-        with translate(f"materialized view {name!r}"):
-            desc = await self._ctl.create_dataflow(desc)
-        assert desc.as_of is not None and desc.as_of.time is not None
-        view = MaterializedView(self._db, name, sink, read_id, shard, rel.schema, rel,
-                                desc.as_of.time)
-        self._catalog[name] = view
-        self._track(name, rel)
-        return view
+        as_of = self._as_of_for(rel).time
+        request = Entry(name=name, kind="materialized view", id=_UNSET,
+                        desc=rel.schema.desc(), plan=rel.plan, inputs=self._refs(rel),
+                        as_of=as_of)
+        obj = await self._create_maintained(request, exist_ok, "create_materialized_view")
+        assert isinstance(obj, MaterializedView)
+        return obj
 
-    async def drop(self, obj: Index | MaterializedView | str) -> None:
-        """Stop maintaining an index or view. Refused (`DependencyError`) while other
-        indexes or views read it; tables cannot be dropped."""
+    async def _create_maintained(self, request: Entry, exist_ok: bool,
+                                 what: str) -> CatalogObject:
+        before = set(self._entries)
+        obj = self._create(request, exist_ok, what)
+        created = request.name not in before or self._entries[request.name].id != obj.id
+        try:
+            await self._install()
+        except BaseException:
+            if created:
+                self._uncreate(self._entries.get(request.name))
+                await self._install()
+            raise
+        return obj
+
+    def _uncreate(self, entry: Entry | None) -> None:
+        """Remove `entry` again (its dataflow could not be created)."""
+        if entry is None:
+            return
+
+        def remove(change: Change) -> None:
+            if change.state.entries.get(entry.name) == entry:
+                change.remove(entry.name)
+
+        _, state = self._cat.transact(remove)
+        self._absorb(state)
+
+    # -- the catalog change behind every create -------------------------------------------------
+
+    def _create(self, request: Entry, exist_ok: bool, what: str) -> CatalogObject:
+        """Commit `request` (its ids allocated) unless an equal entry exists and `exist_ok`;
+        the session's object for it."""
+        name = request.name
+
+        def build(change: Change) -> None:
+            entries = change.state.entries
+            existing = entries.get(name)
+            if existing is not None:
+                diffs = differences(existing, request)
+                if exist_ok and not diffs:
+                    return
+                raise EntryExists(name, existing.kind, diffs)
+            missing = [r.name for r in request.inputs
+                       if r.name not in entries or r.id not in _read_ids(entries[r.name])]
+            if missing:
+                raise MissingDependency(name, missing)
+            change.add(_with_ids(request, change))
+
+        try:
+            _, state = self._cat.transact(build)
+        except EntryExists as e:
+            hint = "" if exist_ok or e.differences else " (pass exist_ok=True to use it)"
+            raise ObjectExists(f"{what}: {e}{hint}") from None
+        except MissingDependency as e:
+            raise UnknownObject(e.missing[0], f"input of {name!r} (was it dropped?)",
+                                sorted(self._catalog)) from None
+        except CatalogConflict as e:
+            raise self._conflict(e) from None
+        except StorageError as e:
+            raise InvalidArgument(f"{what}: {e}") from e
+        self._absorb(state)
+        return self._catalog[name]
+
+    def _absorb(self, state: CatalogState) -> None:
+        with self._sync_lock:
+            if state.version > self._seen_version:
+                self._apply(state)
+
+    # -- drop -----------------------------------------------------------------------------------
+
+    async def drop(self, obj: Index | MaterializedView | str, *, cascade: bool = False) -> None:
+        """Stop maintaining an index or view and remove it from the catalog, durably. Refused
+        (`DependencyError`, naming them) while other indexes or views read it, unless
+        `cascade=True`, which drops those too. Tables cannot be dropped."""
         name = obj if isinstance(obj, str) else getattr(obj, "name", None)
         if not isinstance(name, str):
             raise InvalidArgument(f"drop: expected a name, Index or MaterializedView, got {obj!r}")
-        target = self.get(name)
+        await self._refresh_async()
+        target = self._catalog.get(name)
+        if target is None or (not isinstance(obj, str) and target is not obj):
+            raise UnknownObject(name, "index or view", sorted(self._catalog))
         if isinstance(target, Table):
             raise InvalidArgument(f"drop: {name!r} is a table; tables live in storage and "
                                   "cannot be dropped")
-        dependents = sorted(d for d in self._dependents.get(name, set()) if d in self._catalog)
-        if dependents:
-            raise DependencyError(f"drop: {name!r} is read by {dependents}; drop those first")
-        with translate(repr(name)):
-            await self._ctl.drop(target.id)
-        del self._catalog[name]
-        for deps in self._dependents.values():
-            deps.discard(name)
+        try:
+            _, state = self._cat.transact(lambda change: change.drop(name, cascade=cascade))
+        except HasDependents as e:
+            raise DependencyError(f"drop: {e}") from None
+        except UnknownEntry:
+            raise UnknownObject(name, "index or view (dropped by another process?)",
+                                sorted(self._catalog)) from None
+        except CatalogConflict as e:
+            raise self._conflict(e) from None
+        self._absorb(state)
+        await self._install()
 
+
+def _read_ids(entry: Entry) -> set[GlobalId]:
+    """The ids a definition may read `entry` by."""
+    return {entry.id} if entry.read_id is None else {entry.read_id}
+
+
+def _with_ids(request: Entry, change: Change) -> Entry:
+    """`request` with fresh ids from the catalog's allocator."""
+    if request.kind == "table":
+        return msgspec.structs.replace(request, id=change.allocate())
+    if request.kind == "index":
+        build = change.allocate()
+        return msgspec.structs.replace(request, id=change.allocate(), build_id=build)
+    build, sink, read = change.allocate(), change.allocate(), change.allocate()
+    return msgspec.structs.replace(request, id=sink, build_id=build, read_id=read,
+                                   shard=f"mv/{request.name}/{sink}")

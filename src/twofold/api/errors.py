@@ -96,6 +96,11 @@ class DependencyError(TwofoldError):
     """A drop would leave other objects reading a dropped one; drop those first."""
 
 
+class CatalogConflict(TwofoldError):
+    """Other processes kept changing the catalog while this change was tried; nothing was
+    changed. Retry it."""
+
+
 class ReadBeforeSince(TwofoldError, ValueError):
     """A read asked for a time before the relation's `since`: that history is compacted."""
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
+from twofold.api.catalog_sync import CatalogSync
 from twofold.api.errors import InvalidArgument, TypeMismatch
-from twofold.api.inputs import Inputs
 from twofold.api.objects import Index, MaterializedView, Table
 from twofold.api.reads import AsyncSubscription, index_mfp, translate
 from twofold.api.relation import Relation
@@ -29,7 +29,7 @@ from twofold.protocol import (
 )
 
 
-class Queries(Inputs):
+class Queries(CatalogSync):
     """Reads; see the module docstring."""
 
     def _name_of(self, rel: Relation) -> str:
@@ -40,6 +40,7 @@ class Queries(Inputs):
     async def query(self, relation: Relation, *, as_of: int | None = None,
                     timeout: float | None = None) -> Result:
         """Read `relation` at one time (default: now; see the module docstring)."""
+        await self._refresh_async()
         rel = self._check_relation(relation, "query")
         ctl = self._ctl
         t = self._choose_time(rel, as_of)
@@ -76,6 +77,7 @@ class Queries(Inputs):
         key, else tuples in key order. Answered by the index's arrangement."""
         if not isinstance(index, Index):
             raise InvalidArgument(f"lookup: expected an Index, got {type(index).__name__}")
+        await self._refresh_async()
         self._check_relation(index, "lookup")
         if not keys:
             raise InvalidArgument("lookup: give at least one key")
@@ -114,6 +116,7 @@ class Queries(Inputs):
                         snapshot: bool = True, up_to: int | None = None) -> AsyncSubscription:
         """Follow `relation`'s changes: the contents at the start time first (unless
         `snapshot=False`), then a `Batch` per step. Ends at `up_to` if given."""
+        await self._refresh_async()
         rel = self._check_relation(relation, "subscribe")
         t = self._choose_time(rel, as_of)
         if up_to is not None and up_to <= t:
@@ -135,6 +138,7 @@ class Queries(Inputs):
                       as_of: int | None = None, timeout: float | None = None) -> int:
         """Write `relation` at one time to a Parquet or CSV file (by `format`, else by the
         file's suffix); returns the number of rows written."""
+        await self._refresh_async()
         rel = self._check_relation(relation, "copy_to")
         target = Path(path).expanduser().resolve()
         fmt = format or {".parquet": "parquet", ".csv": "csv"}.get(target.suffix.lower())

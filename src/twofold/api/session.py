@@ -1,8 +1,9 @@
 """`AsyncDatabase`: the async core of the API — storage, replicas, a controller and a catalog.
 
-This module opens and closes a session (storage, replicas, controller, ticker); the rest of
-`AsyncDatabase` comes from its parts: `core` (shared state and checks), `inputs` (a relation's
-inputs and read times), `definitions` (creating, listing, dropping objects) and `queries` (reads).
+This module opens and closes a session (storage, replicas, controller, the catalog's restore,
+ticker); the rest of `AsyncDatabase` comes from its parts: `core` (shared state and checks),
+`inputs` (a relation's inputs and read times), `catalog_sync` (following the durable catalog),
+`definitions` (creating, listing, dropping objects) and `queries` (reads).
 
 Contract:
 - `open_async()` with no arguments needs no setup: an in-memory storage (or a SQLite file when
@@ -33,7 +34,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import threading
 import uuid
@@ -47,8 +47,9 @@ from twofold.api.errors import ConnectError, InvalidArgument
 from twofold.api.objects import Index, MaterializedView, Table
 from twofold.api.queries import Queries
 from twofold.api.remote import DEFAULT_CONNECT_TIMEOUT, connect_replicas, remote_factory
+from twofold.catalog import Catalog, Entry
 from twofold.controller import ConnectFactory, Controller, LagWindow
-from twofold.protocol import InstanceConfig
+from twofold.protocol import GlobalId, InstanceConfig
 from twofold.replica import Replica, RuntimesMode
 from twofold.storage import Storage, StorageError, Ticker, open_storage
 from twofold.storage.identity import storage_id
@@ -121,8 +122,12 @@ class AsyncDatabase(Definitions, Queries):
         self.controller: Controller | None = None
         self.ticker: Ticker | None = None
         self._catalog: dict[str, Table | Index | MaterializedView] = {}
-        self._dependents: dict[str, set[str]] = {}
-        self._ids = itertools.count(1)
+        self._store: Catalog | None = None
+        self._seen_version = -1
+        self._entries: dict[str, Entry] = {}
+        self._sync_lock = threading.RLock()
+        self._to_install: list[Index | MaterializedView] = []
+        self._to_drop: list[GlobalId] = []
         self._last_write = 0
         self._write_lock = threading.Lock()
         self._portal: asyncio.AbstractEventLoop | None = None
@@ -158,6 +163,7 @@ class AsyncDatabase(Definitions, Queries):
         except BaseException:
             await self.close()
             raise
+        await self._open_catalog()
         self.ticker = Ticker(self.storage, self.tick_interval).start()
         return self
 

@@ -138,6 +138,17 @@ class Database:
     def tables(self) -> list[str]:
         return self.core.tables()
 
+    def indexes(self) -> list[str]:
+        return self.core.indexes()
+
+    def views(self) -> list[str]:
+        return self.core.views()
+
+    def objects(self) -> list[tuple[str, str]]:
+        return self.core.objects()
+
+    objects.__doc__ = AsyncDatabase.objects.__doc__
+
     def get(self, name: str) -> Table | Index | MaterializedView:
         return self.core.get(name)
 
@@ -149,19 +160,22 @@ class Database:
         return result
 
     def create_index(self, name: str, relation: Relation, key: str | Sequence[str], *,
-                     retain_history: float | None = None) -> Index:
+                     retain_history: float | None = None, exist_ok: bool = False) -> Index:
         return self._call(self.core.create_index(name, relation, key,
-                                                 retain_history=retain_history))
+                                                 retain_history=retain_history,
+                                                 exist_ok=exist_ok))
 
     create_index.__doc__ = AsyncDatabase.create_index.__doc__
 
-    def create_materialized_view(self, name: str, relation: Relation) -> MaterializedView:
-        return self._call(self.core.create_materialized_view(name, relation))
+    def create_materialized_view(self, name: str, relation: Relation, *,
+                                 exist_ok: bool = False) -> MaterializedView:
+        return self._call(self.core.create_materialized_view(name, relation,
+                                                             exist_ok=exist_ok))
 
     create_materialized_view.__doc__ = AsyncDatabase.create_materialized_view.__doc__
 
-    def drop(self, obj: Index | MaterializedView | str) -> None:
-        self._call(self.core.drop(obj))
+    def drop(self, obj: Index | MaterializedView | str, *, cascade: bool = False) -> None:
+        self._call(self.core.drop(obj, cascade=cascade))
 
     drop.__doc__ = AsyncDatabase.drop.__doc__
 
