@@ -1,28 +1,44 @@
-"""Storage throughput: append and snapshot, SQLite against memory, side by side in one run.
+"""Storage throughput, every backend side by side in one run: memory, SQLite, and PostgreSQL
+consensus with file blobs and with S3 blobs (a throwaway PostgreSQL 15, fsync on, and `rclone
+serve s3`, both started here; the PostgreSQL rows are skipped, with the reason, if they cannot
+start).
 
-Appends N updates of a 3-column row (int, str, float) in batches of B through
-`compare_and_append`, then reads them back with `snapshot` (which decodes, concatenates and
-consolidates every stored batch) and with a `listen` from the start (what a runtime reading a
-source does). Prints updates/s per backend (best of --repeat runs, the backends alternating so
-both see the same machine noise) and the SQLite/memory ratio.
-Bars: SQLite append >= 300k updates/s, snapshot >= 1M updates/s.
+- **large appends**: N updates of a 3-column row (int, str, float) in batches of B (default
+  100 k rows: blob parts on PostgreSQL) through `compare_and_append`, read back with `snapshot`
+  (decode, concatenate, consolidate every part) and a `listen` from the start; updates/s, best of
+  --repeat runs, the backends alternating so all see the same machine noise;
+- **small appends**: compare-and-appends of 3 rows (inlined parts) on one shard, and on 4 shards
+  from 4 writer processes at once; appends/s and p50/p99 latency;
+- **rehydration**: a 1 M-row table, then the time from `create_index` to its first answer (the
+  replica reads the whole table back from storage and arranges it).
 
-    python bench/storage.py [--quick] [--updates N] [--batch B]
+Bars: SQLite append >= 300k updates/s, snapshot >= 1M updates/s; PostgreSQL + file blobs: small
+appends >= 1,000/s on one shard and >= 2,000/s across 4 shards, large appends >= 1M updates/s,
+snapshot >= 1M updates/s.
+
+    python bench/storage.py [--quick] [--updates N] [--batch B] [--small N]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import multiprocessing
+import os
+import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from bars import Verdicts  # bench/ is the script's directory
-from twofold.protocol import ColumnType, RelationDesc
+from twofold.protocol import ColumnType, Frontier, RelationDesc
 from twofold.storage import Storage, open_storage, update_schema
+from twofold.testing.pgcluster import PgCluster, S3Server, ServerUnavailable
 
 DESC = RelationDesc(
     names=["id", "name", "score"],
@@ -66,45 +82,191 @@ def run(storage: Storage, batches: list[pa.Table], name: str) -> dict[str, float
     return {"append": total / append_s, "snapshot": total / snapshot_s, "listen": total / listen_s}
 
 
+SMALL = RelationDesc(
+    names=["writer", "seq"], types=[ColumnType("int", nullable=False)] * 2
+)
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def small_appends(storage: Storage, shard_id: str, n: int, writer: int = 0) -> list[float]:
+    """`n` compare-and-appends of 3 rows each on a fresh shard; each one's latency (s)."""
+    shard = storage.create_shard(shard_id, SMALL)
+    schema = update_schema(SMALL)
+    latencies = []
+    for t in range(n):
+        batch = pa.Table.from_arrays([
+            pa.array([writer] * 3, pa.int64()), pa.array([3 * t, 3 * t + 1, 3 * t + 2], pa.int64()),
+            pa.array([t] * 3, pa.uint64()), pa.array([1, 1, 1], pa.int64()),
+        ], schema=schema)
+        start = time.perf_counter()
+        shard.compare_and_append(batch, Frontier.at(t), Frontier.at(t + 1))
+        latencies.append(time.perf_counter() - start)
+    assert shard.snapshot(n - 1).num_rows == 3 * n
+    return latencies
+
+
+def process_small_writer(url: str, shard_id: str, n: int, writer: int, ready: Any,
+                         start: Any, out: Any) -> None:
+    with open_storage(url) as storage:
+        storage.create_shard(shard_id, SMALL)
+        ready.release()
+        start.wait()
+        began = time.perf_counter()
+        latencies = small_appends(storage, shard_id, n, writer)
+        out.put((latencies, began, time.perf_counter()))
+
+
+def four_shards(url: str, n: int, tag: str) -> tuple[float, list[float]]:
+    """4 writer processes, one shard each, `n` small appends each; (appends/s, latencies)."""
+    ready, start, out = SPAWN.Semaphore(0), SPAWN.Event(), SPAWN.Queue()
+    procs = [SPAWN.Process(target=process_small_writer,
+                           args=(url, f"four-{tag}-{w}", n, w, ready, start, out))
+             for w in range(4)]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        assert ready.acquire(timeout=120)
+    start.set()
+    results = [out.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    wall = max(r[2] for r in results) - min(r[1] for r in results)
+    return 4 * n / wall, [x for r in results for x in r[0]]
+
+
+def pct(latencies: list[float], q: float) -> float:
+    return statistics.quantiles(latencies, n=100)[q - 1] * 1000 if len(latencies) > 1 else 0.0
+
+
+def rehydration(url: str, rows: int) -> float:
+    """Seconds from `create_index` over a `rows`-row table to the index's first answer."""
+    import polars as pl
+
+    import twofold
+
+    with twofold.open(url, runtimes="one", timeout=300) as db:
+        t = db.create_table("big", {"id": int, "name": str, "score": float})
+        step = 100_000
+        for lo in range(0, rows, step):
+            ids = np.arange(lo, min(rows, lo + step), dtype=np.int64)
+            t.insert(pl.DataFrame({"id": ids, "name": [f"n{i % 1000}" for i in ids],
+                                   "score": ids.astype(np.float64)}))
+        start = time.perf_counter()
+        index = db.create_index("big_by_id", t, key="id")
+        got = index.lookup(rows - 1).rows
+        elapsed = time.perf_counter() - start
+        assert got == [(rows - 1, f"n{(rows - 1) % 1000}", float(rows - 1))], got
+        return elapsed
+
+
+@contextlib.contextmanager
+def servers() -> Iterator[tuple[PgCluster | None, S3Server | None, str]]:
+    """A PostgreSQL (fsync on) and an S3 server, or `None` with the reason."""
+    pg = s3 = None
+    why = ""
+    try:
+        pg = PgCluster(fsync=True)
+        s3 = S3Server(("bench",))
+        os.environ.update(s3.env())
+    except ServerUnavailable as e:
+        why = str(e)
+    try:
+        yield pg, s3, why
+    finally:
+        if pg is not None:
+            pg.close()
+        if s3 is not None:
+            s3.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="100k updates, a smoke run")
+    parser.add_argument("--quick", action="store_true", help="small sizes, a smoke run")
     parser.add_argument("--updates", type=int, default=1_000_000)
-    parser.add_argument("--batch", type=int, default=10_000)
+    parser.add_argument("--batch", type=int, default=100_000)
+    parser.add_argument("--small", type=int, default=2_000, help="small appends per writer")
+    parser.add_argument("--rehydrate", type=int, default=1_000_000, help="rows of the index")
     parser.add_argument("--repeat", type=int, default=3, help="report the best of N runs")
     args = parser.parse_args()
     total = 100_000 if args.quick else args.updates
-    batches = make_batches(total, args.batch)
+    small = 200 if args.quick else args.small
+    rehydrate_rows = 100_000 if args.quick else args.rehydrate
+    batches = make_batches(total, min(args.batch, total))
     repeat = 1 if args.quick else args.repeat
-    args.repeat = repeat
-    print(f"storage bench: {total:,} updates of (int, str, float) in batches of {args.batch:,}, "
-          f"best of {repeat}")
-    with tempfile.TemporaryDirectory() as tmp:
-        sqlite = open_storage(f"sqlite://{Path(tmp) / 'bench.db'}")
-        memory = open_storage("memory://")
+    print(f"storage bench: {total:,} updates of (int, str, float) in batches of "
+          f"{min(args.batch, total):,}, best of {repeat}; {small:,} small appends per writer; "
+          f"{rehydrate_rows:,}-row rehydration (a shared 2-core machine: figures are noisy)")
+    verdicts = Verdicts("storage")
+    with tempfile.TemporaryDirectory() as tmp, servers() as (pg, s3, why):
+        urls = {"memory": "memory://", "sqlite": f"sqlite://{Path(tmp) / 'bench.db'}"}
+        if pg is not None and s3 is not None:
+            urls["pg+file"] = f"{pg.url}?blob=file://{tmp}/blobs"
+            urls["pg+s3"] = f"{pg.url}?schema=s3bench&blob=s3://bench/parts"
+        else:
+            print(f"PostgreSQL backends skipped: {why}")
+        stores = {name: open_storage(url) for name, url in urls.items()}
         try:
             warm = make_batches(20_000, 5_000)  # load polars/arrow kernels before timing
-            run(memory, warm, "warm")
-            run(sqlite, warm, "warm")
-            mem_runs, sql_runs = [], []
-            for i in range(args.repeat):  # alternate, so both backends see the same noise
-                mem_runs.append(run(memory, batches, f"bench-{i}"))
-                sql_runs.append(run(sqlite, batches, f"bench-{i}"))
-            mem = {k: max(r[k] for r in mem_runs) for k in mem_runs[0]}
-            sql = {k: max(r[k] for r in sql_runs) for k in sql_runs[0]}
+            for st in stores.values():
+                run(st, warm, "warm")
+            runs: dict[str, list[dict[str, float]]] = {name: [] for name in stores}
+            for i in range(repeat):  # alternate, so every backend sees the same noise
+                for name, st in stores.items():
+                    runs[name].append(run(st, batches, f"bench-{i}"))
+            large = {name: {k: max(r[k] for r in rs) for k in rs[0]} for name, rs in runs.items()}
+            one: dict[str, list[float]] = {}
+            for name, st in stores.items():
+                if name != "memory":
+                    one[name] = small_appends(st, "small-one", small)
         finally:
-            sqlite.close()
-            memory.close()
+            for st in stores.values():
+                st.close()
+        four = {name: four_shards(url, small, name) for name, url in urls.items()
+                if name != "memory"}
+        rehydrate = {}
+        for name, url in urls.items():
+            if name == "memory":
+                continue
+            if name == "sqlite":
+                url = f"sqlite://{Path(tmp) / 'rehydrate.db'}"
+            elif name == "pg+file":
+                url = f"{url.split('?')[0]}?schema=rehydrate&blob=file://{tmp}/rehydrate"
+            else:
+                url = f"{url.split('?')[0]}?schema=rehydrate_s3&blob=s3://bench/rehydrate"
+            rehydrate[name] = rehydration(url, rehydrate_rows)
+    print(f"{'large appends':<16}" + "".join(f"{n:>16}" for n in large))
     for what in ("append", "snapshot", "listen"):
-        print(f"{what:<8} sqlite {sql[what]:>12,.0f} updates/s   memory {mem[what]:>12,.0f} "
-              f"updates/s   sqlite/memory {sql[what] / mem[what]:.2f}")
-    verdicts = Verdicts("storage")
-    # `run` asserts that every snapshot and listen returned all `total` updates.
+        print(f"  {what + ' upd/s':<14}" + "".join(f"{large[n][what]:>16,.0f}" for n in large))
+    print(f"{'small appends':<16}" + "".join(f"{n:>16}" for n in one))
+    print(f"  {'1 shard /s':<14}" + "".join(f"{len(v) / sum(v):>16,.0f}" for v in one.values()))
+    print(f"  {'1 shard p50 ms':<14}" + "".join(f"{pct(v, 50):>16.2f}" for v in one.values()))
+    print(f"  {'1 shard p99 ms':<14}" + "".join(f"{pct(v, 99):>16.2f}" for v in one.values()))
+    print(f"  {'4 shards /s':<14}" + "".join(f"{r:>16,.0f}" for r, _ in four.values()))
+    print(f"  {'4 shards p50':<14}" + "".join(f"{pct(v, 50):>16.2f}" for _, v in four.values()))
+    print(f"  {'4 shards p99':<14}" + "".join(f"{pct(v, 99):>16.2f}" for _, v in four.values()))
+    print(f"{'rehydrate s':<16}" + "".join(f"{rehydrate[n]:>16.2f}" for n in rehydrate))
+    # `run` asserts every snapshot and listen returned all `total` updates, `small_appends`
+    # that every small append is in the shard, `rehydration` the index's answer.
     verdicts.ok("appended updates read back by snapshot and listen", 0,
-                total * args.repeat * 2)
-    verdicts.at_least("sqlite append updates/s", sql["append"], 300_000, "{:,.0f}")
-    verdicts.at_least("sqlite snapshot updates/s", sql["snapshot"], 1_000_000, "{:,.0f}")
+                total * repeat * 2 * len(large))
+    verdicts.ok("small appends read back", 0, small * 5 * len(one))
+    verdicts.at_least("sqlite append updates/s", large["sqlite"]["append"], 300_000, "{:,.0f}")
+    verdicts.at_least("sqlite snapshot updates/s", large["sqlite"]["snapshot"], 1_000_000,
+                      "{:,.0f}")
+    if "pg+file" in large:
+        verdicts.at_least("pg+file small appends/s, one shard",
+                          len(one["pg+file"]) / sum(one["pg+file"]), 1_000, "{:,.0f}")
+        verdicts.at_least("pg+file small appends/s, 4 shards", four["pg+file"][0], 2_000,
+                          "{:,.0f}")
+        verdicts.at_least("pg+file large append updates/s", large["pg+file"]["append"],
+                          1_000_000, "{:,.0f}")
+        verdicts.at_least("pg+file snapshot updates/s", large["pg+file"]["snapshot"],
+                          1_000_000, "{:,.0f}")
+    else:
+        verdicts.check("PostgreSQL backends measured", False, why)
     verdicts.exit()
+
 
 if __name__ == "__main__":
     main()

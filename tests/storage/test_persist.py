@@ -30,7 +30,15 @@ from twofold.storage import (
 from twofold.storage.persist import PersistBackend
 from twofold.testing.pytest_servers import Servers
 
-from .helpers import BIG, DESC, append_with_retry, snapshot_counter, tagged_batch, whole_batches
+from .helpers import (
+    BIG,
+    DESC,
+    append_with_retry,
+    reference_at,
+    snapshot_counter,
+    tagged_batch,
+    whole_batches,
+)
 
 SPAWN = multiprocessing.get_context("spawn")
 PG_BACKENDS = ("postgres+file", "postgres+s3")
@@ -195,6 +203,26 @@ def test_small_parts_are_inlined_and_large_parts_are_blobs(pg: Storage) -> None:
     assert blob_keys(pg) == set()
     shard.compare_and_append(big_batch(1, 1), 1, 2)
     assert len(blob_keys(pg)) == 1 == len(referenced_keys(pg, "s"))
+
+
+def test_many_small_appends_spill_inlined_parts_into_blobs(pg: Storage) -> None:
+    # since never moves, so nothing compacts: the state must stay small anyway, and every read
+    # must be exactly what was appended.
+    shard = pg.create_shard("s", DESC)
+    updates: list[Any] = []
+    for t in range(120):
+        batch = [([t % 5, f"row-{t}-{i}"], t, 1 if i else -1) for i in range(4)]
+        shard.compare_and_append(batch, t, t + 1)
+        updates += batch
+    data = persist(pg)._head("s").data
+    inline = sum(len(p.inline) for p in data.parts if p.inline is not None)
+    assert inline <= 16 * 1024 and 1 <= len(blob_keys(pg)) < 40
+    assert sum(p.count for p in data.parts) == len(updates)
+    for t in (0, 17, 63, 64, 119):
+        assert snapshot_counter(shard, t) == reference_at(updates, t)
+    listened = [u for b in shard.listen(10).poll() for u in b.to_tuples()]
+    assert Counter((tuple(r), t, d) for r, t, d in listened) == Counter(
+        (tuple(r), t, d) for r, t, d in updates if t > 10)
 
 
 def test_compaction_then_truncation_deletes_replaced_blobs(pg: Storage) -> None:

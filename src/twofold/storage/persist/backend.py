@@ -9,10 +9,13 @@ head and reruns (an append whose `lower` is no longer the upper reports the actu
 Writes order their effects so a crash anywhere is harmless: a part larger than `INLINE_BYTES`
 is PUT to the blob store under a fresh key *before* the CAS that references it; a writer killed
 in between leaks a blob nobody references, which `collect_garbage` deletes once it is older than
-its grace period. Smaller parts are inlined in the state (up to `INLINE_TOTAL` per shard), so
-small appends cost one statement. Compaction (`replace_parts`) is a CAS too; the blobs it
-replaces stay until the versions that reference them are truncated, and a reader that finds a
-blob gone rereads the head (which no longer references it) instead of failing.
+its grace period. Smaller parts are inlined in the state, so small appends cost one statement;
+when the inlined parts would pass `INLINE_TOTAL`, the append instead PUTs the newest run of them
+together with its own updates as one blob part (same updates, same times) and CASes the state
+that swaps them, so the inlined bytes stay bounded however long since stays put. Compaction
+(`replace_parts`) is a CAS too; the blobs it replaces stay until the versions that reference
+them are truncated, and a reader that finds a blob gone rereads the head (which no longer
+references it) instead of failing.
 
 Old versions are truncated once they are at least `keep_versions` behind the head and
 `keep_seconds` old (so an uncertain CAS can always be resolved) and no live reader still holds
@@ -49,7 +52,7 @@ from twofold.storage.persist.state import PartRef
 from twofold.storage.updates import decode_ipc, encode_ipc, update_schema
 
 INLINE_BYTES: Final = 4096
-INLINE_TOTAL: Final = 64 * 1024
+INLINE_TOTAL: Final = 16 * 1024
 TRUNCATE_EVERY: Final = 64
 MAX_ATTEMPTS: Final = 10_000
 POLL_INTERVAL: Final = 1.0
@@ -260,11 +263,18 @@ class PersistBackend:
         total = sum(len(p.inline) for p in data.parts if p.inline is not None)
         return total + len(part.inline) <= INLINE_TOTAL
 
-    def _to_blob(self, shard_id: str, part: PartRef) -> PartRef:
-        assert part.inline is not None
+    def _spilled(self, shard_id: str, data: S.StateData, part: PartRef,
+                 updates: pa.Table) -> tuple[S.StateData, PartRef]:
+        """When the inlined parts are full: PUT the newest run of them plus this append as one
+        blob part (the same updates, the same times), and the state referencing it."""
+        suffix = S.inline_suffix(data)
+        tables = [self._load(shard_id, r).updates for r in suffix] + [updates]
+        merged = pa.concat_tables(tables)
         key = self.blobs.new_key(shard_id)
-        self.blobs.put(key, part.inline)
-        return msgspec.structs.replace(part, inline=None, key=key)
+        self.blobs.put(key, encode_ipc(merged))
+        lower = suffix[0].lower if suffix else part.lower
+        ref = S.PartRef(0, lower, part.upper, 0, merged.num_rows, key=key)
+        return S.spill(data, suffix, ref), ref
 
     def compare_and_append(
         self, shard_id: str, lower: Frontier, new_upper: Frontier, updates: pa.Table | None
@@ -282,14 +292,18 @@ class PersistBackend:
                     part = None
                     return head.upper
             data = None
+            spilled: PartRef | None = None
             if part is not None:
-                if not self._fits_inline(head.data, part):
-                    part = self._to_blob(shard_id, part)
-                data = S.append_part(head.data, part)
+                if self._fits_inline(head.data, part):
+                    data = S.append_part(head.data, part)
+                else:
+                    assert updates is not None
+                    data, spilled = self._spilled(shard_id, head.data, part, updates)
             if self._commit(shard_id, head, new_upper, data, token):
                 part = None
                 self.notifier.notify(shard_id)
                 return None
+            self._discard(spilled)
             head = None
         # Any exception above leaves a blob PUT for this append to `collect_garbage`: if an
         # uncertain CAS landed after all, the blob is referenced and must stay.

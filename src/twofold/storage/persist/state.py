@@ -115,6 +115,25 @@ def replace_parts(data: StateData, old: list[int], new: PartRef | None) -> State
     )
 
 
+def inline_suffix(data: StateData) -> list[PartRef]:
+    """The newest run of inlined, never-compacted parts (adjacent in time, so they can be
+    spilled into one blob part without changing any update)."""
+    k = len(data.parts)
+    while k > 0 and data.parts[k - 1].inline is not None and data.parts[k - 1].since == 0:
+        k -= 1
+    return list(data.parts[k:])
+
+
+def spill(data: StateData, suffix: list[PartRef], merged: PartRef) -> StateData:
+    """The state with the parts `suffix` (the newest ones) and a new append replaced by
+    `merged`, one part holding all their updates."""
+    if not suffix:
+        return append_part(data, merged)
+    out = replace_parts(data, [p.id for p in suffix], merged)
+    assert out is not None, "the suffix was read from this state"
+    return out
+
+
 def live_readers(data: StateData, now_ms: int) -> dict[str, ReaderState]:
     """The readers whose lease has not run out (critical readers never expire)."""
     return {
