@@ -46,6 +46,7 @@ INT = ColumnType("int", False)
 STR = ColumnType("str", False)
 KV = RelationDesc(["k", "v"], [INT, INT])
 SV = RelationDesc(["k", "v"], [STR, INT])
+KF = RelationDesc(["k", "v"], [INT, ColumnType("float", False)])
 
 
 def updates(
@@ -114,17 +115,23 @@ def drive(
 
 
 def bench_group_by(
-    batches: int, size: int, *, keep: int | None = None, strings: bool = False
+    batches: int, size: int, *, keep: int | None = None, strings: bool = False,
+    floats: bool = False,
 ) -> float:
     """Input updates/s of a maintained count/sum by key (int keys: exact key codes; string
-    keys: hashed codes confirmed against stored keys)."""
+    keys: hashed codes confirmed against stored keys; `floats`: the summed values are money
+    amounts as floats, 0.00-999.99, summed exactly)."""
     rng = np.random.default_rng(2)
     frames = [updates(rng, size, 100_000, 0, strings=strings) for _ in range(batches)]
-    rel = RelationDesc(["k", "count", "sum"], [STR if strings else INT, INT, ColumnType("int")])
+    if floats:
+        frames = [f.with_columns(pl.Series("c1", rng.integers(0, 100_000, size) / 100))
+                  for f in frames]
+    value = ColumnType("float") if floats else ColumnType("int")
+    rel = RelationDesc(["k", "count", "sum"], [STR if strings else INT, INT, value])
     df, a, b = source_dataflow(
         lambda a, b: Reduce(Get(a), [0], [Aggregate("count"), Aggregate("sum", 1)]),
         rel,
-        SV if strings else KV,
+        SV if strings else KF if floats else KV,
     )
     # Inserts only for the first batch so retractions have something to retract.
     frames[0] = frames[0].with_columns(pl.lit(1, pl.Int64).alias(DIFF))
@@ -316,6 +323,9 @@ def main() -> None:
           f"{gbc / 1e6:.2f} M/s  ratio {gbc / gb:.2f}")
     gbs = bench_group_by(batches // 2, size, strings=True)
     print(f"  same, string keys: {gbs / 1e6:.2f} M/s  ratio str/int {gbs / gb:.2f}")
+    gbf = bench_group_by(batches, size, floats=True)
+    print(f"  same, float sums (exact): {gbf / 1e6:.2f} M/s  ratio float/int {gbf / gb:.2f}")
+    verdicts.at_least("maintained group-by count/float sum, M input updates/s", gbf / 1e6, 1.0)
     join = bench_join(rows, 20 if not q else 5, size)
     print(f"delta join vs {rows:,}-row side: {join / 1e6:6.2f} M input updates/s")
     single, batched = bench_lookups(arr, rows, 10_000)

@@ -68,7 +68,7 @@ def test_blocks_added_later_give_the_same_value(rows: list[tuple[float, int]], c
     mant, p = fsum.decompose(x[keep])
     if not len(mant):
         return
-    lo, hi = fsum.limb_range(p)
+    lo, hi = fsum.limb_range(p, d[keep])
     g = np.zeros(len(mant), np.int64)
     whole = fsum.scatter(g, 1, mant, p, d[keep], lo, hi - lo)
     c = min(cut, len(mant))

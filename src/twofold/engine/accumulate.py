@@ -266,7 +266,7 @@ class AccumulateReduceOp(Operator):
             at = None if nonzero.all() else np.flatnonzero(nonzero)
             vals = x if at is None else x[at]
             mant, p = fsum.decompose(vals)
-            self._widen(j, *fsum.limb_range(p))
+            self._widen(j, *fsum.limb_range(p, diff if at is None else diff[at]))
             limbs = self.limbs[j]
             block = fsum.scatter(
                 local if at is None else local[at],
@@ -277,11 +277,11 @@ class AccumulateReduceOp(Operator):
                 self.lo[j],
                 limbs.shape[1],
             )
-            block += limbs[touched]
-            limbs[touched] = fsum.normalize(block)
+            block += limbs.take(touched, axis=0).T  # blocks are limb-major
+            limbs[touched] = fsum.normalize(block).T
         else:
-            block = limbs[touched]
-        exact = fsum.to_float(block, self.lo[j]) if block.shape[1] else np.zeros(len(touched))
+            block = limbs.take(touched, axis=0).T
+        exact = fsum.to_float(block, self.lo[j]) if len(block) else np.zeros(len(touched))
         value = fsum.finish(exact, new[f"p{j}"], new[f"m{j}"], new[f"q{j}"])
         new[f"v{j}"][:] = value.view(np.int64)
 

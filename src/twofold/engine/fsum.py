@@ -10,7 +10,8 @@ maintained collection could not tell a -0.0 result from a 0.0 one).
 Every finite double is `M * 2^(p - 1074)` with an odd integer `M` (|M| < 2^53) and a bit
 position `0 <= p <= 2045`. Sums are fixed point over that range: int64 *limbs*, limb `i` weighing
 `2^(32 (i + lo) - 1074)`, each value adding `M * diff` into the three limbs its mantissa spans.
-Only the window of limbs `[lo, lo + L)` the data has touched is stored (money amounts need
+Blocks are limb-major (`(limbs, groups)`: the carry loop runs over contiguous rows). Only the
+window of limbs `[lo, lo + L)` the data has touched is stored (money amounts need
 5-6 limbs, not 70). Limbs are kept small by `normalize` (carry each limb's high bits into the
 next), so an accumulator survives ~2^29 rows per step and unbounded churn without overflow;
 `to_float` rounds an accumulator to the nearest double with vectorised integer operations.
@@ -44,22 +45,29 @@ def decompose(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return m >> tz, p + tz
 
 
-def limb_range(p: np.ndarray) -> tuple[int, int]:
-    """The limbs `[lo, hi)` values at bit positions `p` need (with headroom)."""
-    return int(p.min()) // LIMB, (int(p.max()) + _SPAN) // LIMB + 4
+def _large(diffs: np.ndarray) -> bool:
+    """Whether rows with these diffs must be split into digits and blocks (`scatter`)."""
+    size = np.abs(diffs.astype(np.float64))  # as floats: |int64 min| overflows int64
+    return bool(size.max() >= 1 << _DIGIT or size.sum() >= _DIFF_BUDGET)
+
+
+def limb_range(p: np.ndarray, diffs: np.ndarray) -> tuple[int, int]:
+    """The limbs `[lo, hi)` that rows at bit positions `p` with `diffs` touch, plus a top
+    limb for carries and the sign."""
+    span = _SPAN if _large(diffs) else 0
+    return int(p.min()) // LIMB, (int(p.max()) + span) // LIMB + 4
 
 
 def scatter(
     groups: np.ndarray, m: int, mant: np.ndarray, p: np.ndarray, diffs: np.ndarray, lo: int, n: int
 ) -> np.ndarray:
-    """The `(m, n)` accumulator block of `sum(M * diff)` per group (limbs `lo..lo+n`), where
-    row `i` adds `mant[i] * 2^(p[i] - 1074) * diffs[i]` to group `groups[i]`; normalised."""
-    out = np.zeros((m, n), np.int64)
+    """The accumulator block of `sum(M * diff)` per group, limb-major (`(n, m)`: limb `i`
+    of group `g` at `[i, g]`, limbs `lo..lo+n`), where row `i` adds
+    `mant[i] * 2^(p[i] - 1074) * diffs[i]` to group `groups[i]`; normalised."""
+    out = np.zeros((n, m), np.int64)
     if not len(mant):
         return out
-    size = np.abs(diffs.astype(np.float64))  # as floats: |int64 min| overflows int64
-    big = size.max() >= 1 << _DIGIT or size.sum() >= _DIFF_BUDGET
-    if not big:
+    if not _large(diffs):
         _scatter_into(out, groups, mant, p, diffs, lo)
         return normalize(out)
     # Large diffs: diff = sum_k digit_k * 2^(21 k) with |digit_k| < 2^21, each digit a row at
@@ -94,7 +102,7 @@ def scatter(
 def _scatter_into(
     out: np.ndarray, groups: np.ndarray, mant: np.ndarray, p: np.ndarray, d: np.ndarray, lo: int
 ) -> None:
-    n = out.shape[1]
+    m = out.shape[1]
     a = np.abs(mant)
     sd = np.where(mant < 0, -d, d)
     li = p >> 5
@@ -104,55 +112,50 @@ def _scatter_into(
     c0 = t0 & _MASK
     c1 = (t0 >> LIMB) + (t1 & _MASK)
     c2 = t1 >> LIMB
-    at = groups * n + (li - lo)
+    at = (li - lo) * m + groups
     flat = out.reshape(-1)
-    contrib = np.concatenate([c0, c1, c2]) * np.tile(sd, 3)
-    np.add.at(flat, np.concatenate([at, at + 1, at + 2]), contrib)
+    np.add.at(flat, at, c0 * sd)
+    np.add.at(flat, at + m, c1 * sd)
+    np.add.at(flat, at + 2 * m, c2 * sd)
 
 
 def normalize(acc: np.ndarray) -> np.ndarray:
-    """`acc` (rows of limbs) with every limb but the last in `[0, 2^32)`, the value unchanged;
-    the last limb keeps the sign. Modifies and returns `acc`."""
-    if acc.shape[1] < 2 or not len(acc):
-        return acc
-    cols = np.ascontiguousarray(acc.T)
-    for i in range(len(cols) - 1):
-        carry = cols[i] >> LIMB
-        cols[i] &= _MASK
-        cols[i + 1] += carry
-    acc[:] = cols.T
+    """Limb-major `acc` with every limb but the last in `[0, 2^32)`, each group's value
+    unchanged; the last limb keeps the sign. Modifies and returns `acc`."""
+    for i in range(len(acc) - 1):
+        carry = acc[i] >> LIMB
+        acc[i] &= _MASK
+        acc[i + 1] += carry
     return acc
 
 
 def to_float(acc: np.ndarray, lo: int) -> np.ndarray:
-    """Each accumulator row (limbs from `lo`) rounded to the nearest double, ties to even
-    (±inf beyond the double range; 0.0 for zero)."""
-    m = len(acc)
+    """Each group of the limb-major accumulator `acc` (limbs from `lo`) rounded to the
+    nearest double, ties to even (±inf beyond the double range; 0.0 for zero)."""
+    m = acc.shape[1]
     if not m:
         return np.zeros(0, np.float64)
     # Two zero limbs below (the rounding window may reach under limb 0), two above (the top
     # limb's carries), then normalise: all limbs in [0, 2^32) but the signed top one.
-    b = np.zeros((m, acc.shape[1] + 4), np.int64)
-    b[:, 2:-2] = acc
+    b = np.zeros((len(acc) + 4, m), np.int64)
+    b[2:-2] = acc
     normalize(b)
-    neg = b[:, -1] < 0
+    neg = b[-1] < 0
     if neg.any():
-        b[neg] = normalize(-b[neg])
+        b[:, neg] = normalize(-b[:, neg])
     nz = b != 0
-    rows = np.arange(m)
-    h = b.shape[1] - 1 - np.argmax(nz[:, ::-1], axis=1)  # the highest nonzero limb
-    zero = ~nz[rows, h]
+    cols = np.arange(m)
+    h = len(b) - 1 - np.argmax(nz[::-1], axis=0)  # the highest nonzero limb
+    lowest = np.argmax(nz, axis=0)
+    zero = ~nz[h, cols]
     h = np.where(zero, 2, h)
     u = b.view(np.uint64)
-    top = u[rows, h]
+    top = u[h, cols]
     nbits = np.frexp(top.astype(np.float64))[1].astype(np.uint64)  # 1..32 (top < 2^32)
-    nbits = np.where(zero, np.uint64(1), nbits)
-    u1, u2 = u[rows, h - 1], u[rows, h - 2]
+    nbits[zero] = 1
+    u1, u2 = u[h - 1, cols], u[h - 2, cols]
     window = (top << (np.uint64(64) - nbits)) | (u1 << (np.uint64(32) - nbits)) | (u2 >> nbits)
-    below = np.cumsum(nz, axis=1)  # nonzero limbs up to each index
-    sticky = ((u2 & ((np.uint64(1) << nbits) - np.uint64(1))) != 0) | (
-        below[rows, np.maximum(h - 3, 0)] * (h >= 3) > 0
-    )
+    sticky = ((u2 & ((np.uint64(1) << nbits) - np.uint64(1))) != 0) | (lowest < h - 2)
     mant = window >> np.uint64(11)
     guard = (window >> np.uint64(10)) & np.uint64(1)
     rest = ((window & np.uint64(0x3FF)) != 0) | sticky
@@ -199,7 +202,7 @@ def group_sums(
         mant, p = decompose(values[nonzero])
     exact = np.zeros(m, np.float64)
     if len(mant):
-        lo, hi = limb_range(p)
+        lo, hi = limb_range(p, diffs[nonzero])
         acc = scatter(groups[nonzero], m, mant, p, diffs[nonzero], lo, hi - lo)
         exact = to_float(acc, lo)
     n = count(valid)
