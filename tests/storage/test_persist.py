@@ -27,7 +27,7 @@ from twofold.storage import (
     open_storage,
     to_tuples,
 )
-from twofold.storage.persist import PersistBackend
+from twofold.storage.persist import CriticalReader, LeasedReader, PersistBackend
 from twofold.testing.pytest_servers import Servers
 
 from .helpers import (
@@ -334,6 +334,53 @@ def test_critical_reader_is_fenced_by_its_token(pg: Storage) -> None:
     with pytest.raises(StorageError, match="fenced"):
         backend.downgrade_reader("s", "controller", Frontier.at(30), expected_token="epoch-1")
     assert shard.since == Frontier.at(10)
+
+
+def process_leased_reader(url: str, shard_id: str, ready: Any) -> None:
+    """Child process: hold since at 5 under a short lease, heartbeating, until killed."""
+    with open_storage(url) as storage:
+        backend = storage.backend
+        assert isinstance(backend, PersistBackend)
+        LeasedReader(backend, shard_id, Frontier.at(5), lease_seconds=0.6)
+        ready.set()
+        time.sleep(3600)
+
+
+def test_a_leased_reader_holds_while_it_heartbeats_and_expires_when_its_process_dies(
+    pg: Storage,
+) -> None:
+    shard = pg.create_shard("s", DESC)
+    shard.compare_and_append([], 0, 50)
+    ready = SPAWN.Event()
+    proc = SPAWN.Process(target=process_leased_reader, args=(pg.url, "s", ready))
+    proc.start()
+    try:
+        assert ready.wait(timeout=60)
+        time.sleep(1.5)  # 2.5 leases: only its heartbeats keep it
+        assert shard.downgrade_since(40) == Frontier.at(5)
+    finally:
+        proc.kill()
+        proc.join(timeout=30)
+    time.sleep(0.8)  # no heartbeats now: the lease runs out
+    assert shard.downgrade_since(40) == Frontier.at(40)
+
+
+def test_reader_handles_release_and_fence(pg: Storage) -> None:
+    backend = persist(pg)
+    shard = pg.create_shard("s", DESC)
+    shard.compare_and_append([], 0, 50)
+    with LeasedReader(backend, "s", Frontier.at(3), lease_seconds=30) as reader:
+        assert shard.downgrade_since(20) == Frontier.at(3)
+        assert reader.downgrade_since(Frontier.at(10)) == Frontier.at(10)
+    assert shard.downgrade_since(20) == Frontier.at(20)  # closing released the hold
+    controller = CriticalReader(backend, "s", "controller", "epoch-1", Frontier.at(0))
+    assert controller.since == Frontier.at(20)  # a new hold starts at the shard's since
+    assert shard.downgrade_since(30) == Frontier.at(20)
+    successor = CriticalReader(backend, "s", "controller", "epoch-2", Frontier.at(20))
+    with pytest.raises(StorageError, match="fenced"):
+        controller.compare_and_downgrade_since("epoch-1", "epoch-1b", Frontier.at(25))
+    assert successor.compare_and_downgrade_since("epoch-2", "epoch-3",
+                                                 Frontier.at(25)) == Frontier.at(25)
 
 
 # -- time and frontiers ----------------------------------------------------------------------
