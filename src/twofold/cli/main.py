@@ -1,63 +1,121 @@
-"""`twofold` commands: `replica` (serve a compute replica over TCP), and more as they land."""
+"""`twofold` commands: `replica` (serve a compute replica over TCP), `demo`, `bench`.
+
+Contract: every mistake on the command line — a bad option value, a port out of range or in
+use, an unreadable token file, a malformed storage URL — is **one line** on stderr
+(`twofold <command>: error: ...`) and a non-zero exit (2 for usage, 1 otherwise); an interrupt
+is `... interrupted` and exit 130. Never a traceback: `main()` is the only entry point and
+turns every error into that line (`TWOFOLD_DEBUG=1` shows the traceback of an unexpected one).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import ssl
 import sys
+import traceback
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+
+import twofold
+from twofold.cli.bench import bench_dir, discover, listing
 
 app = typer.Typer(
     name="twofold",
     help="A compute replica split into a maintenance and an interactive runtime.",
     no_args_is_help=True,
     add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
 )
-console = Console(stderr=True)
+
+
+class CliError(Exception):
+    """A mistake the user can fix: printed as one line, exit status `code`."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"twofold {twofold.__version__}")
+        raise typer.Exit()
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.",
+                                          callback=_version, is_eager=True)] = False,
+) -> None:
     """A compute replica split into a maintenance and an interactive runtime."""
 
 
-def _bench_dir() -> Path:
-    """`bench/` of the source checkout this package runs from (benchmarks are not installed)."""
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        if (parent / "bench").is_dir() and (parent / "pyproject.toml").is_file():
-            return parent / "bench"
-    return Path.cwd() / "bench"
+def _bench_help() -> str:
+    found = discover()
+    lines = "\n".join(f"* **{n}** — {s}" if s else f"* **{n}**" for n, s in found.items())
+    return ("Run a benchmark from bench/ (prints absolute figures and side-by-side ratios).\n\n"
+            "Benchmarks (the scripts in bench/):\n\n" + (lines or "* none found"))
 
 
-@app.command()
+@app.command(help=_bench_help())
 def bench(
-    name: Annotated[str, typer.Argument(help="Benchmark name: a script bench/NAME.py.")],
+    name: Annotated[str | None, typer.Argument(help="Benchmark name: a script bench/NAME.py "
+                                               "(none: list them).")] = None,
     quick: Annotated[bool, typer.Option(help="A short smoke run.")] = False,
 ) -> None:
-    """Run a benchmark from bench/ (prints absolute figures and side-by-side ratios)."""
     import subprocess
 
-    bench_dir = _bench_dir()
-    script = bench_dir / f"{name}.py"
-    if not script.is_file():
-        known = sorted(p.stem for p in bench_dir.glob("*.py") if not p.stem.startswith("_"))
-        console.print(f"[red]no benchmark {name!r}[/red]; available: {', '.join(known) or 'none'}")
-        raise typer.Exit(2)
-    args = [sys.executable, str(script), *(["--quick"] if quick else [])]
-    raise typer.Exit(subprocess.call(args))
+    found = discover()
+    if name is None:
+        print(listing(found))
+        return
+    if name not in found:
+        known = ", ".join(found) or "none (bench/ is part of a source checkout)"
+        raise CliError(f"no benchmark {name!r}; available: {known}", 2)
+    script = bench_dir() / f"{name}.py"
+    raise typer.Exit(subprocess.call([sys.executable, str(script),
+                                      *(["--quick"] if quick else [])]))  # fmt: skip
 
 
 def _parse_listen(listen: str) -> tuple[str, int]:
     host, sep, port = listen.rpartition(":")
     if not sep or not port.isdigit():
         raise typer.BadParameter(f"expected HOST:PORT, got {listen!r}", param_hint="--listen")
+    if not 0 <= int(port) <= 65535:
+        raise typer.BadParameter(f"port {port} is out of range (0-65535; 0 picks a free one)",
+                                 param_hint="--listen")  # fmt: skip
     return (host or "127.0.0.1").strip("[]"), int(port)
+
+
+def _read_token(path: Path) -> str:
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise CliError(f"cannot read --token-file {str(path)!r}: {reason}") from None
+    if not token:
+        raise CliError(f"--token-file {str(path)!r} is empty; put the shared token in it")
+    return token
+
+
+def _tls_context(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
+    if (cert is None) != (key is None):
+        raise typer.BadParameter("--tls-cert and --tls-key go together")
+    if cert is None or key is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        raise CliError(f"cannot load --tls-cert {str(cert)!r} / --tls-key {str(key)!r}: "
+                       f"{reason}") from None  # fmt: skip
+    return context
 
 
 @app.command()
@@ -76,19 +134,19 @@ def replica(
 ) -> None:
     """Serve a compute replica to one controller connection at a time."""
     from twofold.replica import serve_replica
+    from twofold.storage import StorageError
 
-    logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    level = logging.getLevelName(log_level.upper())
+    if not isinstance(level, int):
+        raise typer.BadParameter(f"unknown level {log_level!r} (DEBUG, INFO, WARNING, ERROR)",
+                                 param_hint="--log-level")  # fmt: skip
     if runtimes not in ("one", "two"):
         raise typer.BadParameter("must be 'one' or 'two'", param_hint="--runtimes")
     host, port = _parse_listen(listen)
-    token = token_file.read_text().strip() if token_file is not None else None
-    context: ssl.SSLContext | None = None
-    if (tls_cert is None) != (tls_key is None):
-        raise typer.BadParameter("--tls-cert and --tls-key go together")
-    if tls_cert is not None and tls_key is not None:
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(tls_cert, tls_key)
+    token = _read_token(token_file) if token_file is not None else None
+    context = _tls_context(tls_cert, tls_key)
+    logging.basicConfig(level=level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     async def run() -> int:
         ready: asyncio.Future[tuple[str, int]] = asyncio.get_running_loop().create_future()
@@ -106,12 +164,13 @@ def replica(
     try:
         code = asyncio.run(run())
     except KeyboardInterrupt:
-        code = 0
+        code = 0  # Ctrl-C is how a replica in a terminal is stopped
+    except StorageError as e:
+        raise CliError(f"--storage: {e}") from None
+    except OSError as e:  # binding: in use, not an address of this machine, no permission
+        reason = e.strerror or str(e)
+        raise CliError(f"cannot listen on {host}:{port}: {reason}") from None
     raise typer.Exit(code)
-
-
-def main() -> None:
-    app()
 
 
 @app.command()
@@ -134,7 +193,48 @@ def demo(
     out = StdoutConsole()
     if not out.is_terminal:
         out = StdoutConsole(width=120)  # a log or a pipe: room for the summary's columns
-    report = asyncio.run(run_demo(duration, customers=customers, seed=seed, console=out,
-                                  live=out.is_terminal if live is None else live))
+    try:
+        report = asyncio.run(run_demo(duration, customers=customers, seed=seed, console=out,
+                                      live=out.is_terminal if live is None else live))
+    except KeyboardInterrupt:
+        raise CliError("interrupted before both phases finished: no summary", 130) from None
     out.print(summary_table(report))
     out.print(ratio_line(report))
+
+
+def _fail(command: str, message: str, code: int) -> None:
+    print(f"{command}: error: {message}" if code != 130 else f"{command}: {message}",
+          file=sys.stderr, flush=True)  # fmt: skip
+    sys.exit(code)
+
+
+def _command(argv: list[str]) -> str:
+    """`twofold` or `twofold <command>`, for the error line."""
+    names = {c.name or (c.callback.__name__ if c.callback else "") for c in
+             app.registered_commands}  # fmt: skip
+    sub = next((a for a in argv if not a.startswith("-")), None)
+    return f"twofold {sub}" if sub in names else "twofold"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The `twofold` program: runs the command, turns every error into one line (see the
+    module docstring) and exits with the command's status."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    command = _command(args)
+    try:
+        code = app(args=args, prog_name="twofold", standalone_mode=False)
+    except CliError as e:
+        _fail(command, str(e), e.code)
+    except typer.TyperException as e:  # usage errors: bad option values, unknown options
+        format_message = getattr(e, "format_message", None)
+        message = format_message() if callable(format_message) else str(e)
+        _fail(command, " ".join(message.split()), int(getattr(e, "exit_code", 2)))
+    except typer.Abort:
+        _fail(command, "interrupted", 130)
+    except KeyboardInterrupt:
+        _fail(command, "interrupted", 130)
+    except Exception as e:  # a bug, not a mistake: still one line unless asked for more
+        if os.environ.get("TWOFOLD_DEBUG"):
+            traceback.print_exc()
+        _fail(command, f"unexpected {type(e).__name__}: {e} (TWOFOLD_DEBUG=1 shows where)", 1)
+    sys.exit(code if isinstance(code, int) else 0)

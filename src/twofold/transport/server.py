@@ -210,7 +210,8 @@ class ReplicaServer:
         if self._server is not None:
             await self._server.wait_closed()
         self._closed.set()
-        logger.info("replica server closed")
+        if self._server is not None:  # a server that never listened has nothing to report
+            logger.info("replica server closed")
 
     # -- responses -----------------------------------------------------------------------------
 
