@@ -171,3 +171,19 @@ def test_one_and_two_runtimes_answer_identically(ops: list[Op]) -> None:
     assert last == max(p for p in two.positions if isinstance(p, int)) and last < writes
     _check_positions(one, last)
     _check_positions(two, last)
+
+
+@settings(max_examples=examples(6), deadline=None)
+@given(ops=ops_st)
+def test_one_runtime_and_two_processes_answer_identically(ops: list[Op]) -> None:
+    """The same property with maintenance in a child process (`spec/placement.md`): fewer
+    examples, since each starts a process."""
+    async def both() -> tuple[Run, Run]:
+        return await run_workload("one", ops), await run_workload("procs", ops)
+
+    one, procs = asyncio.run(asyncio.wait_for(both(), 90))
+    assert one.answers == procs.answers
+    last = max(p for p in one.positions if isinstance(p, int))
+    assert last == max(p for p in procs.positions if isinstance(p, int))
+    _check_positions(one, last)
+    _check_positions(procs, last)
