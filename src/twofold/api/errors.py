@@ -32,10 +32,9 @@ class ColumnNotFound(TwofoldError, KeyError):
 class DuplicateColumn(TwofoldError, ValueError):
     """An operation would produce two columns with one name."""
 
-    def __init__(self, column: str, operation: str) -> None:
-        super().__init__(
-            f"{operation}: column {column!r} would appear twice; rename one with .alias()"
-        )
+    def __init__(self, column: str, operation: str, detail: str | None = None) -> None:
+        what = detail or f"column {column!r} would appear twice"
+        super().__init__(f"{operation}: {what}; rename one with .alias()")
         self.column = column
         self.operation = operation
 

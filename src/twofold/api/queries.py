@@ -96,6 +96,9 @@ class Queries(CatalogSync):
                                       bytes: "bytes"}.get(type(v)) != ty.scalar:
                     raise TypeMismatch("lookup", f"key value {v!r} is not a {ty.scalar}",
                                        kname)
+                if type(v) is int and not -(2**63) <= v < 2**63:
+                    raise TypeMismatch("lookup", f"key value {v} is outside the int64 range "
+                                       "[-2**63, 2**63 - 1]", kname)  # fmt: skip
                 row.append(v)
             constraints.append(row)
         t = self._choose_time(index, as_of)

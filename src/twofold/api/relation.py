@@ -73,6 +73,16 @@ def _unique(names: Sequence[str], operation: str) -> None:
         seen.add(n)
 
 
+def _unique_aggregates(names: Sequence[str], sources: Sequence[str]) -> None:
+    """`agg`'s output names are unique; a collision names both sources (`max('q')` and
+    `mean('q')` both default to `q`, as in polars, which refuses them too)."""
+    first: dict[str, str] = {}
+    for n, src in zip(names, sources, strict=True):
+        if n in first:
+            raise DuplicateColumn(n, "agg", f"{first[n]} and {src} both name their column {n!r}")
+        first[n] = src
+
+
 def _names(values: Sequence[str] | str, what: str) -> list[str]:
     if isinstance(values, str):
         return [values]
@@ -440,7 +450,8 @@ class GroupBy:
                 aggregates.append(Aggregate(func=func, column=pos, distinct=a.distinct))
                 names.append(name)
                 types.append(to_column_type((scalar, nullable)))
-        _unique(names, "agg")
+        _unique_aggregates(names, [f"group key {n!r}" for n in names[:len(keys)]]
+                           + [repr(a) for a in flat])
         plan: Plan = rel.plan
         if maps:
             plan = Mfp(input=plan, map=[m.expr for m in maps])

@@ -139,7 +139,14 @@ def rows_table(rows: Sequence[Row], desc: RelationDesc) -> pa.Table:
     for i, name in enumerate(desc.names):
         try:
             columns[name] = pa.array([row[i] for row in rows])
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+        except OverflowError:
+            bad = next((row[i] for row in rows if type(row[i]) is int
+                        and not -(2**63) <= row[i] < 2**63), None)  # fmt: skip
+            what = "a value" if bad is None else str(bad)
+            raise SchemaMismatch(
+                f"column {name!r}: {what} is outside the int64 range [-2**63, 2**63 - 1]"
+            ) from None
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
             raise SchemaMismatch(
                 f"column {name!r}: values are not of one scalar type: {e}"
             ) from None

@@ -1,0 +1,87 @@
+"""Least surprise in the API's errors (issue 12, item 5): colliding default aggregate names are
+a `DuplicateColumn` naming both aggregates and suggesting `.alias()`; integers outside int64 are
+a typed error naming the column and the value, and write nothing; `help(twofold)` shows the
+API."""
+
+from __future__ import annotations
+
+import pydoc
+
+import pytest
+
+import twofold
+from twofold import col, count, max, mean, min, sum
+
+
+@pytest.mark.parametrize(
+    ("aggs", "first", "second"),
+    [
+        ((max("q"), mean("q")), "max(col('q'))", "mean(col('q'))"),
+        ((min("q"), max("q")), "min(col('q'))", "max(col('q'))"),
+        ((sum("q"), col("q").mean()), "sum(col('q'))", "mean(col('q'))"),
+    ],
+)
+def test_colliding_default_aggregate_names_say_which_and_suggest_alias(
+    db: twofold.Database, aggs: tuple[twofold.Agg, ...], first: str, second: str
+) -> None:
+    t = db.create_table("t", {"g": int, "q": float})
+    with pytest.raises(twofold.DuplicateColumn, match=r"\.alias\(\)") as info:
+        t.group_by("g").agg(*aggs)
+    assert f"{first} and {second} both name their column 'q'" in str(info.value)
+    assert info.value.column == "q"
+
+
+def test_an_aggregate_named_like_a_group_key_collides(db: twofold.Database) -> None:
+    t = db.create_table("t", {"q": int})
+    with pytest.raises(twofold.DuplicateColumn, match="group key 'q' and max"):
+        t.group_by("q").agg(max("q"))
+
+
+def test_aliases_resolve_the_collision(db: twofold.Database) -> None:
+    t = db.create_table("t", {"g": int, "q": float})
+    t.insert([(1, 1.0), (1, 3.0)])
+    rel = t.group_by("g").agg(max("q"), mean("q").alias("mean_q"), count())
+    assert rel.schema.names == ("g", "q", "mean_q", "count")
+    assert rel.collect().rows == [(1, 3.0, 2.0, 2)]
+
+
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1, 2**64, 10**30])
+def test_an_int_outside_int64_is_a_typed_error_naming_the_column_and_writes_nothing(
+    db: twofold.Database, value: int
+) -> None:
+    t = db.create_table("t", {"k": int, "n": int})
+    t.insert([(1, 1)])
+    with pytest.raises(twofold.InvalidRows, match=rf"column 'n': {value} is outside the int64"):
+        t.insert([(2, 2), (3, value)])
+    assert "C long" not in _message(t, value)
+    assert t.collect().rows == [(1, 1)]
+
+
+def _message(t: twofold.Table, value: int) -> str:
+    try:
+        t.insert([(9, value)])
+    except twofold.InvalidRows as e:
+        return str(e)
+    raise AssertionError("no error")
+
+
+def test_the_int64_bounds_themselves_are_fine(db: twofold.Database) -> None:
+    t = db.create_table("t", {"n": int})
+    t.insert([(2**63 - 1,), (-(2**63),)])
+    assert sorted(t.collect().rows) == [(-(2**63),), (2**63 - 1,)]
+
+
+def test_a_lookup_key_outside_int64_is_a_typed_error(db: twofold.Database) -> None:
+    t = db.create_table("t", {"k": int})
+    t.insert([(1,)])
+    idx = db.create_index("by_k", t, key="k")
+    with pytest.raises(twofold.TypeMismatch, match=r"column 'k'.*outside the int64 range"):
+        idx.lookup(2**63)
+
+
+def test_help_twofold_shows_the_api() -> None:
+    text = pydoc.render_doc(twofold, renderer=pydoc.plaintext)  # type: ignore[attr-defined]
+    for name in ("open", "open_async", "Database", "Table", "col", "ConnectionFailed",
+                 "AuthenticationFailed", "QueryTimeout"):
+        assert name in text, name
+    assert "def open(" in text or "open(storage" in text  # the function itself, documented
