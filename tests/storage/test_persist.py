@@ -225,9 +225,27 @@ def test_many_small_appends_spill_inlined_parts_into_blobs(pg: Storage) -> None:
         (tuple(r), t, d) for r, t, d in updates if t > 10)
 
 
+def test_blob_parts_of_a_shard_that_never_compacts_stay_logarithmic(pg: Storage) -> None:
+    shard = pg.create_shard("s", BIG)
+    updates: list[Any] = []
+    for t in range(64):
+        batch = tagged_batch(t % 3, t, 150, t)  # each part a blob (over the inline limit)
+        shard.compare_and_append(batch, t, t + 1)
+        updates += batch
+    parts = persist(pg)._head("s").data.parts
+    assert all(p.key is not None for p in parts)
+    assert len(parts) <= 12, [p.count for p in parts]  # not 64
+    assert sum(p.count for p in parts) == len(updates)
+    for t in (0, 31, 63):
+        assert snapshot_counter(shard, t) == reference_at(updates, t)
+    listened = [u for b in shard.listen(20).poll() for u in b.to_tuples()]
+    assert sorted(map(repr, listened)) == sorted(repr(u) for u in updates if u[1] > 20)
+
+
 def test_compaction_then_truncation_deletes_replaced_blobs(pg: Storage) -> None:
     backend = persist(pg)
     backend.keep_versions, backend.keep_seconds = 0, 0.0
+    backend.merge_below = 0  # only compaction replaces parts here
     shard = pg.create_shard("s", BIG)
     expected: Counter[Any] = Counter()
     for t in range(8):

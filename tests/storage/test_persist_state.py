@@ -1,7 +1,7 @@
 """Invariants of the persist backend's pure state commands (`twofold.storage.persist.state`),
 over random command sequences: since never moves backwards and never passes a live reader;
-parts stay disjoint, ordered and uniquely numbered through appends, spills and replacements, and
-no update is lost or duplicated."""
+parts stay disjoint, ordered and uniquely numbered through appends, spills, tail merges and
+replacements, and no update is lost or duplicated."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ commands = st.lists(
         st.tuples(st.just("drop"), st.sampled_from("abc")),
         st.tuples(st.just("replace"), st.integers(0, 6), st.integers(1, 3)),
         st.tuples(st.just("spill"),),
+        st.tuples(st.just("tail merge"), st.integers(1, 40)),
     ),
     max_size=30,
 )
@@ -80,6 +81,16 @@ def test_state_commands_keep_their_invariants(cmds: list[Any]) -> None:
                 assert out is not None
                 data = out
                 assert S.replace_parts(data, [p.id for p in old], merged) is None  # gone now
+        elif cmd[0] == "tail merge":
+            run = S.plan_tail_merge(data, cmd[1])
+            if run:
+                assert len(run) >= 2 and list(data.parts[-len(run):]) == run
+                assert all(p.key is not None and p.count < cmd[1] for p in run)
+                merged = S.PartRef(0, run[0].lower, run[-1].upper, 0,
+                                   sum(p.count for p in run), key="tail")
+                out = S.replace_parts(data, [p.id for p in run], merged)
+                assert out is not None
+                data = out
         else:
             suffix = S.inline_suffix(data)
             assert all(p.inline is not None for p in suffix)

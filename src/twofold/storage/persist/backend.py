@@ -12,7 +12,9 @@ in between leaks a blob nobody references, which `collect_garbage` deletes once 
 its grace period. Smaller parts are inlined in the state, so small appends cost one statement;
 when the inlined parts would pass `INLINE_TOTAL`, the append instead PUTs the newest run of them
 together with its own updates as one blob part (same updates, same times) and CASes the state
-that swaps them, so the inlined bytes stay bounded however long since stays put. Compaction
+that swaps them, so the inlined bytes stay bounded however long since stays put; and small blob
+parts are merged newest-first, geometrically and without changing any time
+(`state.plan_tail_merge`), so their number stays logarithmic too. Compaction
 (`replace_parts`) is a CAS too; the blobs it replaces stay until the versions that reference
 them are truncated, and a reader that finds a blob gone rereads the head (which no longer
 references it) instead of failing.
@@ -53,6 +55,8 @@ from twofold.storage.updates import decode_ipc, encode_ipc, update_schema
 
 INLINE_BYTES: Final = 4096
 INLINE_TOTAL: Final = 16 * 1024
+MERGE_BELOW: Final = 100_000
+"""Blob parts smaller than this (updates) are merged, newest first, geometrically."""
 TRUNCATE_EVERY: Final = 64
 MAX_ATTEMPTS: Final = 10_000
 POLL_INTERVAL: Final = 1.0
@@ -111,6 +115,7 @@ class PersistBackend:
         self._data_cache: dict[str, tuple[int, S.StateData]] = {}
         self._heads: dict[str, S.Head] = {}  # this handle's last known head, per shard
         self._advances = 0
+        self.merge_below = MERGE_BELOW
         self.fault: Callable[[str], None] | None = None  # test hook (see Consensus.fault)
 
     @property
@@ -300,14 +305,32 @@ class PersistBackend:
                     assert updates is not None
                     data, spilled = self._spilled(shard_id, head.data, part, updates)
             if self._commit(shard_id, head, new_upper, data, token):
+                added_blob = spilled is not None or (part is not None and part.key is not None)
                 part = None
                 self.notifier.notify(shard_id)
+                if added_blob:
+                    self._merge_tail(shard_id)
                 return None
             self._discard(spilled)
             head = None
         # Any exception above leaves a blob PUT for this append to `collect_garbage`: if an
         # uncertain CAS landed after all, the blob is referenced and must stay.
         raise StorageError(f"shard {shard_id!r}: append lost {MAX_ATTEMPTS} races in a row")
+
+    def _merge_tail(self, shard_id: str) -> None:
+        """Merge the newest small blob parts (`state.plan_tail_merge`) by one CAS; abandoned,
+        changing nothing, if the parts changed meanwhile. Best effort: an error leaves the
+        parts as they were (the merged blob, if PUT, is collected as a leak)."""
+        with contextlib.suppress(StorageError):
+            plan = S.plan_tail_merge(self._head(shard_id).data, self.merge_below)
+            if not plan:
+                return
+            parts = self.load_parts(shard_id, [p.id for p in plan])
+            if parts is None:
+                return
+            merged = pa.concat_tables([p.updates for p in parts])
+            new = Part(0, plan[0].lower, S.dec(plan[-1].upper), 0, merged.num_rows, merged)
+            self.replace_parts(shard_id, [p.id for p in plan], new, truncate=False)
 
     def _discard(self, part: PartRef | None) -> None:
         if part is not None and part.key is not None:
@@ -435,7 +458,8 @@ class PersistBackend:
 
         return self._read(shard_id, select)[1]
 
-    def replace_parts(self, shard_id: str, old: list[int], new: Part) -> bool:
+    def replace_parts(self, shard_id: str, old: list[int], new: Part, *,
+                      truncate: bool = True) -> bool:
         if not old:
             return False
         ref = (self._stage(shard_id, new.updates, new.lower, new.upper, new.since)
@@ -451,7 +475,8 @@ class PersistBackend:
         if not outcome["ok"]:
             self._discard(ref)
             return False
-        self._truncate_quietly(shard_id)
+        if truncate:
+            self._truncate_quietly(shard_id)
         return True
 
     # -- readers ----------------------------------------------------------------------------

@@ -134,6 +134,29 @@ def spill(data: StateData, suffix: list[PartRef], merged: PartRef) -> StateData:
     return out
 
 
+def plan_tail_merge(data: StateData, below: int, factor: int = 2) -> list[PartRef]:
+    """The newest blob parts worth merging into one (empty: none), without changing any time.
+
+    A spine over the never-compacted blob parts smaller than `below` updates: the newest part
+    absorbs its predecessors while each is at most `factor` times the run so far, so sizes fall
+    geometrically towards the newest part, their number is logarithmic, and each update is
+    rewritten a logarithmic number of times before its part reaches `below` and stays put.
+    This bounds the state of a shard whose since never moves (nothing compacts it).
+    """
+    run: list[PartRef] = []
+    total = 0
+    for part in reversed(data.parts):
+        if part.key is None or part.since != 0 or part.count >= below:
+            break
+        if run and part.count > factor * total:
+            break
+        run.append(part)
+        total += part.count
+        if total >= below:
+            break
+    return run[::-1] if len(run) >= 2 else []
+
+
 def live_readers(data: StateData, now_ms: int) -> dict[str, ReaderState]:
     """The readers whose lease has not run out (critical readers never expire)."""
     return {
