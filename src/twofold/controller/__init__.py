@@ -2,8 +2,10 @@
 subscribes and copy-tos, and the async `Controller` driving several replicas of one instance.
 
 Decisions live in sans-IO state machines (`history`, `frontiers`, `holds`, `subscribes`,
-`instance` with its values in `state`, `backoff`); asyncio lives only in `replica`,
-`controller` and `subscription`. `dataflows` builds peek, subscribe and copy-to dataflows.
+`instance` over `responses` over `tracking`, with its values in `state`, `backoff`); asyncio
+lives only in `replica` (one connection), `driver` (the replicas, availability), `controller`
+(reads), `delivery` (waiting callers) and `subscription`. `availability` decides when to give
+up on replicas; `dataflows` builds peek, subscribe and copy-to dataflows.
 """
 
 from twofold.controller.backoff import Backoff
