@@ -295,6 +295,16 @@ def test_parts_leaked_by_a_killed_writer_are_collected(pg: Storage) -> None:
     assert len(snapshot_counter(shard, 0)) == 400
 
 
+def test_gc_command_line(pg: Storage, capsys: pytest.CaptureFixture[str]) -> None:
+    from twofold.storage.persist.__main__ import main
+
+    pg.create_shard("s", BIG).compare_and_append(big_batch(0, 0), 0, 1)
+    assert main(["gc", pg.url, "--grace", "0"]) == 0
+    assert '"leaked": 0' in capsys.readouterr().out
+    assert main(["gc", "sqlite:///tmp/not-postgres.db"]) == 2
+    assert "not a postgres://" in capsys.readouterr().err
+
+
 def test_ticks_do_not_accumulate_versions(pg: Storage) -> None:
     backend = persist(pg)
     backend.keep_versions, backend.keep_seconds = 4, 0.0
