@@ -41,6 +41,7 @@ from twofold.sql.errors import (
     SqlSyntaxError,
     sqlstate_of,
 )
+from twofold.sql.flatten import flatten_plan
 from twofold.sql.parser import AsOf, CreateIndex, Explain, Show, Subscribe, parse
 from twofold.sql.planner import Planned, Planner
 from twofold.sql.statements import SqlView
@@ -72,7 +73,7 @@ def compile_query(db: Any, node: exp.Expr, params: Any = None) -> tuple[Relation
 def _relation(db: Any, planned: Planned) -> tuple[Relation, int]:
     rel = planned.rel
     schema = Schema(tuple(c.name for c in rel.cols), tuple(c.column_type for c in rel.cols))
-    relation = Relation(db, rel.plan, schema, rel.inputs)
+    relation = Relation(db, flatten_plan(rel.plan, rel.inputs), schema, rel.inputs)
     relation.order = list(planned.order)
     return relation, planned.visible
 

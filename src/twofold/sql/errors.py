@@ -25,6 +25,7 @@ from twofold.api.errors import (
     ReadBeforeSince,
     TwofoldError,
     TypeMismatch,
+    UniqueViolation,
     UnknownObject,
 )
 
@@ -168,7 +169,8 @@ def sqlstate_of(exc: BaseException) -> str:
             if needle in text:
                 return state
     table = [
-        (ColumnNotFound, "42703"), (DuplicateColumn, "42701"), (TypeMismatch, "42804"),
+        (UniqueViolation, "23505"), (ColumnNotFound, "42703"), (DuplicateColumn, "42701"),
+        (TypeMismatch, "42804"),
         (UnknownObject, "42P01"), (ObjectExists, "42P07"), (DependencyError, "2BP01"),
         (ReadBeforeSince, "22000"), (InvalidRows, "22000"), (InvalidArgument, "22023"),
         (QueryFailed, "XX000"),

@@ -46,6 +46,7 @@ _ARITH: Final = {exp.Add: ("add", "+"), exp.Sub: ("sub", "-"), exp.Mul: ("mul", 
                  exp.Div: ("div", "/"), exp.Mod: ("mod", "%")}
 AGGREGATES: Final = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.LogicalAnd,
                      exp.LogicalOr, exp.GroupConcat, exp.AggFunc)
+_NEGATABLE: Final = (exp.Is, exp.Like, exp.ILike, exp.In, exp.Between, exp.Exists)
 _PY: Final = {bool: "bool", int: "int", float: "float", str: "str", bytes: "bytes"}
 
 
@@ -73,6 +74,7 @@ class Binder:
         self.scope = scope
         self.agg = agg
         self.clause = clause
+        self.base: Any = None  # the relation before the first subquery (subqueries._source)
 
     # -- entry points -----------------------------------------------------------------------
 
@@ -84,7 +86,12 @@ class Binder:
                 return Column(index=slot), c.scalar, c.nullable
         method = getattr(self, f"_{type(node).__name__}", None)
         if method is not None:
-            return cast(B, method(node))
+            out = cast(B, method(node))
+            if node.args.get("negate") and isinstance(node, _NEGATABLE):
+                # `x IS NOT NULL`, `s NOT LIKE p`: sqlglot marks the negation on the node.
+                e, s, n = out
+                return call("not", e), s, n
+            return out
         if isinstance(node, exp.Window):
             raise FeatureNotSupported("window functions are not supported")
         if isinstance(node, AGGREGATES):
@@ -336,6 +343,10 @@ class Binder:
 
     def _args(self, node: exp.Expr) -> list[B]:
         args = [node.this, *node.expressions] if node.this is not None else node.expressions
+        if node.args.get("expression") is not None:
+            args.append(node.args["expression"])
+        if node.args.get("decimals") is not None:
+            args.append(node.args["decimals"])
         return [self.bind(a) for a in args]
 
     def _variadic(self, node: exp.Expr, what: str) -> tuple[list[PExpr], str, list[B]]:

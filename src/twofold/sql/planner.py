@@ -64,7 +64,14 @@ class Planner:
             return typed_null(target)
         if target == "int":
             if src == "float":
-                return call("cast_int", call("round", e, PLiteral(value=0)))
+                # PostgreSQL rounds a double to the nearest integer, ties to even (rint).
+                fl = call("floor", e)
+                tie = call("eq", call("sub", e, fl), PLiteral(value=0.5))
+                even = call("eq", call("mod", fl, PLiteral(value=2.0)), PLiteral(value=0.0))
+                nearest = call("if", tie, call("if", even, fl, call("add", fl,
+                                                                      PLiteral(value=1.0))),
+                               call("round", e, PLiteral(value=0)))
+                return call("cast_int", nearest)
             if src in ("bool", "str"):
                 return call("cast_int", e)
         if target == "float" and src in ("int", "str", "bool"):

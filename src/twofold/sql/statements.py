@@ -144,8 +144,10 @@ def _relation_of(planner: Planner, rel: Rel, visible: int, what: str) -> Any:
         from twofold.protocol import Mfp
 
         plan = Mfp(input=plan, project=list(range(visible)))
-    return Relation(planner.db, plan, Schema(tuple(names), tuple(c.column_type for c in cols)),
-                    rel.inputs)
+    from twofold.sql.flatten import flatten_plan
+
+    return Relation(planner.db, flatten_plan(plan, rel.inputs),
+                    Schema(tuple(names), tuple(c.column_type for c in cols)), rel.inputs)
 
 
 async def create_view(db: AsyncDatabase, node: exp.Create, text: str, params: Any) -> Any:
@@ -211,7 +213,10 @@ async def drop(db: AsyncDatabase, node: exp.Drop) -> int:
     props = node.args.get("materialized")
     if props:
         kind = "MATERIALIZED VIEW"
-    name = _name(node.this)
+    tables = node.args.get("tables") or [node.this]
+    if len(tables) != 1 or tables[0] is None:
+        raise FeatureNotSupported("DROP takes one object at a time")
+    name = _name(tables[0])
     cascade = bool(node.args.get("cascade"))
     if name in views(db) and kind == "VIEW":
         del views(db)[name]
@@ -227,12 +232,9 @@ async def drop(db: AsyncDatabase, node: exp.Drop) -> int:
     if kind and actual and kind != actual and not (kind == "VIEW" and actual ==
                                                       "MATERIALIZED VIEW"):
         raise WrongObjectType(f"{name!r} is not a {kind.lower()} (it is a {actual.lower()})")
-    try:
-        await db.drop(name, cascade=cascade)
-    except TypeError:
-        if cascade:
-            raise FeatureNotSupported("DROP ... CASCADE is not supported yet") from None
-        await db.drop(name)
+    if actual == "TABLE":
+        raise FeatureNotSupported("DROP TABLE is not supported: tables live in storage")
+    await db.drop(name, cascade=cascade)
     return 0
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from sqlglot import exp
 
 from twofold.api.joins import left_join_on, nullsafe_key, typed_null
-from twofold.protocol import Aggregate, Column, Distinct, Join, Mfp, Reduce
+from twofold.protocol import Aggregate, Column, ColumnType, Constant, Distinct, Join, Mfp, Reduce
 from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
 from twofold.sql.errors import SUBQUERY_ROWS, SqlSyntaxError
@@ -44,42 +44,101 @@ def plan_correlated(binder: Binder, node: exp.Expr) -> tuple[Rel, list[int]]:
         # Uncorrelated — or nested inside a subquery whose own correlation is still being
         # found, where this plan is only a draft and is discarded.
         return sub, []
-    orel = binder.scope.rel
+    orel = _source(binder, used)
     d_cols = [replace(orel.cols[i], corr=i, hidden=True) for i in used]
     d = Rel(Distinct(input=Mfp(input=orel.plan, project=used)), d_cols, dict(orel.inputs))
     sub = planner.plan_query(node, outer=Outer(binder.scope), corr=d)
     return sub, used
 
 
+def _source(binder: Binder, cols: list[int]) -> Rel:
+    """Where the distinct bindings of `cols` are read from: the relation as it was before
+    this expression's first subquery was attached, when `cols` are all its columns — so each
+    further subquery adds a copy of that relation, not of everything attached so far (plans
+    are trees: reading the attached relation would double the plan per subquery)."""
+    base = binder.base
+    if base is None:
+        base = binder.base = binder.scope.rel
+    return base if all(i < len(base.cols) for i in cols) else binder.scope.rel
+
+
 def _attach(binder: Binder, right: Any, rtypes: list[Any], k: int, used: list[int],
             width: int, lextra: tuple[int, ...] = (), rextra: tuple[int, ...] = (),
-            start: int | None = None) -> int:
-    """Left-join the scope's relation with `right` (at most one row per key) on
-    `used ↔ right[0..k)` NULL-safely (plus `lextra ↔ rextra` as plain keys); append
-    `right[start : start + width]` (`start` defaults to `k`); return the index of the first
-    appended column."""
+            start: int | None = None, lextra_exprs: tuple[PExpr, ...] = (),
+            total: bool = False) -> int:
+    """Extend the scope's relation with `right[start : start + width]` (`start` defaults to
+    `k`), matching `used ↔ right[0..k)` NULL-safely plus `lextra ↔ rextra` as plain keys;
+    NULL where `right` has no row (it has at most one per key). Returns the index of the first
+    appended column.
+
+    The outer relation is read once: the distinct keys `D` are left-joined to `right` (one
+    row per key, padded), and the outer relation inner-joins that NULL-safely on the keys.
+    With `total`, `right` already has exactly one row per key of the outer relation."""
     start = k if start is None else start
     orel = binder.scope.rel
     n = len(orel.cols)
-    if k == 0 and not lextra:
-        lplan: Any = Mfp(input=orel.plan, map=[TRUE])
-        ltypes = [*orel.types, Col("?", "bool", False).column_type]
-        lk = [n]
-        rplan: Any = Mfp(input=right, map=[TRUE])
-        rt = [*rtypes, Col("?", "bool", False).column_type]
-        rk = [len(rtypes)]
+    bool_t = Col("?", "bool", False).column_type
+    keys = [*used, *lextra]
+    if total:
+        tot: Any = Mfp(input=right, project=[*range(len(keys)), *range(start, start + width)])
+        ttypes = [*rtypes[:len(keys)], *rtypes[start:start + width]]
+        lplan, lk, _ = nullsafe_key(orel.plan, orel.types, keys)
+        tplan, tk, _ = nullsafe_key(tot, ttypes, range(len(keys)))
+        n_left = n + _added(orel.types, keys)
+        joined: Any = Mfp(input=Join(left=lplan, right=tplan, left_key=lk, right_key=tk),
+                          project=[*range(n), *range(n_left + len(keys),
+                                                     n_left + len(keys) + width)])
+    elif not keys:
+        total_: Any = left_join_on(Constant(rows=[([True], 1)]), [bool_t],
+                                  Mfp(input=right, map=[TRUE]), [*rtypes, bool_t],
+                                  [0], [len(rtypes)])
+        total_ = Mfp(input=total_, project=list(range(1 + start, 1 + start + width)))
+        joined = Join(left=orel.plan, right=total_, left_key=[], right_key=[])
     else:
-        lplan, lk, ltypes = nullsafe_key(orel.plan, orel.types, used)
+        src = _source(binder, [*used, *_columns(lextra_exprs)])
+        if src is binder.scope.rel or not lextra_exprs:
+            d = Distinct(input=Mfp(input=src.plan, project=keys))
+        else:
+            # The extra keys' expressions read only the base's columns: compute them there.
+            ns = len(src.cols)
+            d = Distinct(input=Mfp(input=src.plan, map=list(lextra_exprs),
+                                   project=[*used, *range(ns, ns + len(lextra_exprs))]))
+        dtypes = [orel.types[i] for i in keys]
+        dplan, dk, dt = nullsafe_key(d, dtypes, range(k))
         rplan, rk, rt = nullsafe_key(right, rtypes, range(k))
-        lk, rk = lk + list(lextra), rk + list(rextra)
-    joined = left_join_on(lplan, ltypes, rplan, rt, lk, rk)
-    nl = len(ltypes)
-    project = [*range(n), *range(nl + start, nl + start + width)]
+        dk, rk = dk + list(range(k, len(keys))), rk + list(rextra)
+        padded = left_join_on(dplan, dt, rplan, rt, dk, rk)
+        nd = len(dt)
+        total_ = Mfp(input=padded, project=[*range(len(keys)),
+                                            *range(nd + start, nd + start + width)])
+        ttypes = [*dtypes, *[ColumnType(t.scalar, True) for t in rtypes[start:start + width]]]
+        lplan, lk, _ = nullsafe_key(orel.plan, orel.types, keys)
+        tplan, tk, _ = nullsafe_key(total_, ttypes, range(len(keys)))
+        joined = Join(left=lplan, right=tplan, left_key=lk, right_key=tk)
+        n_left = n + _added(orel.types, keys)
+        joined = Mfp(input=joined, project=[*range(n), *range(n_left + len(keys),
+                                                              n_left + len(keys) + width)])
     new_cols = [Col("?subquery?", t.scalar, True, hidden=True)
                 for t in rtypes[start:start + width]]
-    binder.scope.rel = Rel(Mfp(input=joined, project=project), orel.cols + new_cols,
-                           {**orel.inputs})
+    binder.scope.rel = Rel(joined, orel.cols + new_cols, {**orel.inputs})
     return n
+
+
+def _columns(exprs: tuple[PExpr, ...]) -> list[int]:
+    out: list[int] = []
+    stack = list(exprs)
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Column):
+            out.append(e.index)
+        elif hasattr(e, "args"):
+            stack.extend(e.args)
+    return out
+
+
+def _added(types: list[Any], cols: list[int]) -> int:
+    """How many helper columns `nullsafe_key` appends for `cols`."""
+    return 2 * sum(1 for c in cols if types[c].nullable)
 
 
 def _merge_inputs(binder: Binder, sub: Rel) -> None:
@@ -97,6 +156,11 @@ def scalar_subquery(binder: Binder, node: exp.Expr) -> B:
     k = len(used)
     _one_column(sub, k, "used as an expression")
     value = sub.cols[k]
+    if _one_row_per_binding(node):
+        # A global aggregate: exactly one row per binding already, nothing to check or pad.
+        at = _attach(binder, sub.plan, sub.types, k, used, 1, total=True)
+        _merge_inputs(binder, sub)
+        return Column(index=at), value.scalar, value.nullable
     counts = Reduce(input=sub.plan, group_key=list(range(k)),
                     aggregates=[Aggregate(func="count")])
     ctypes = [*sub.types[:k], Col("n", "int", False).column_type]
@@ -120,14 +184,27 @@ def scalar_subquery(binder: Binder, node: exp.Expr) -> B:
     return Column(index=at), value.scalar, True
 
 
+def _one_row_per_binding(node: exp.Expr) -> bool:
+    """Whether a subquery is a global aggregate (one row per binding, `select.py`)."""
+    from twofold.sql.select import _aggregates
+
+    if isinstance(node, exp.Subquery):
+        node = node.this
+    if not isinstance(node, exp.Select):
+        return False
+    if any(node.args.get(a) for a in ("group", "having", "limit", "offset", "distinct")):
+        return False
+    return bool(_aggregates(list(node.expressions)))
+
+
 def _marker(sub: Rel, k: int, filter: list[PExpr] | None = None,
             extra: tuple[int, ...] = ()) -> tuple[Any, list[Any]]:
-    """`distinct(π_{corr, extra} σ sub) ++ [true]`."""
+    """`distinct(π_{corr, extra, true} σ sub)`: one marker row per binding (and extra)."""
     keep = [*range(k), *extra]
-    base = Mfp(input=sub.plan, filter=filter or [], project=keep)
-    plan = Mfp(input=Distinct(input=base), map=[TRUE])
+    n = len(sub.cols)
+    base = Mfp(input=sub.plan, filter=filter or [], map=[TRUE], project=[*keep, n])
     types = [sub.types[i] for i in keep] + [Col("?", "bool", False).column_type]
-    return plan, types
+    return Distinct(input=base), types
 
 
 def exists_subquery(binder: Binder, node: exp.Expr) -> B:
@@ -141,6 +218,8 @@ def exists_subquery(binder: Binder, node: exp.Expr) -> B:
 
 def in_subquery(binder: Binder, left: exp.Expr, query: exp.Expr) -> B:
     ex, sx, nx = binder.bind(left)
+    if binder.base is None:
+        binder.base = binder.scope.rel
     if isinstance(ex, Column):
         xcol = ex.index
     else:
@@ -156,7 +235,8 @@ def in_subquery(binder: Binder, left: exp.Expr, query: exp.Expr) -> B:
     not_null: list[PExpr] = [call("not", call("is_null", Column(index=k)))]
     match_plan, match_types = _marker(sub, k, not_null, (k,))
     # The match join: correlation columns NULL-safely, then x = y (NULLs never match).
-    m1 = _attach(binder, match_plan, match_types, k, used, 1, (xcol,), (k,), start=k + 1)
+    m1 = _attach(binder, match_plan, match_types, k, used, 1, (xcol,), (k,), start=k + 1,
+                 lextra_exprs=(ex,))
     _merge_inputs(binder, sub)
     found = call("coalesce", Column(index=m1), PLiteral(value=False))
     if not y.nullable and not nx:

@@ -1,0 +1,39 @@
+"""sqllogictest files: ours (`tests/sql/slt/*.slt`, each also run against DuckDB, which checks
+the expected results they hold) and the SQLite project's `select1.test` from the shared corpus
+when it is present beside the checkout (`../shared/slt`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.sql.slt import run_file
+
+HERE = Path(__file__).parent / "slt"
+OURS = sorted(HERE.glob("*.slt"))
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "slt"
+
+
+@pytest.mark.parametrize("path", OURS, ids=[p.stem for p in OURS])
+def test_ours_against_duckdb(path: Path) -> None:
+    report = run_file(path, "duckdb")
+    assert not report.failures, "\n".join(report.failures)
+    assert report.passed > 0
+
+
+@pytest.mark.parametrize("path", OURS, ids=[p.stem for p in OURS])
+def test_ours(path: Path) -> None:
+    report = run_file(path, "twofold")
+    assert not report.failures, "\n".join(report.failures)
+    assert report.passed > 0
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(not (SHARED / "select1.test").exists(),
+                    reason="the shared sqllogictest corpus (../shared/slt) is not beside this "
+                           "checkout")
+def test_select1() -> None:
+    report = run_file(SHARED / "select1.test", "twofold")
+    assert not report.failures, f"{len(report.failures)} failures:\n" + "\n".join(
+        report.failures[:20])
+    assert report.passed > 1000
