@@ -68,6 +68,13 @@ def test_replica_mistakes_are_one_line_and_a_non_zero_exit(
     assert says in one_error_line(err, "twofold replica")
 
 
+def test_a_multi_line_cause_is_still_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    got, _, err = run(capsys, "replica", "--storage", f"sqlite:///{tmp_path}/missing/dir/x.db")
+    assert got == 1 and "does not exist" in one_error_line(err, "twofold replica")
+
+
 def test_an_empty_token_file_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     (tmp_path / "token").write_text("  \n")
     got, _, err = run(capsys, "replica", "--token-file", str(tmp_path / "token"))

@@ -126,6 +126,9 @@ def replica(
     = "sqlite:///twofold.db",
     runtimes: Annotated[str, typer.Option(help="'two' (maintenance + interactive) or 'one'.")]
     = "two",
+    placement: Annotated[str, typer.Option(
+        help="Where two runtimes run: 'processes' (maintenance in a child process), 'threads', "
+             "or 'auto' (processes unless the storage is memory://).")] = "auto",
     token_file: Annotated[Path | None, typer.Option(help="File holding the shared token.")]
     = None,
     tls_cert: Annotated[Path | None, typer.Option(help="TLS certificate (PEM).")] = None,
@@ -142,6 +145,12 @@ def replica(
                                  param_hint="--log-level")  # fmt: skip
     if runtimes not in ("one", "two"):
         raise typer.BadParameter("must be 'one' or 'two'", param_hint="--runtimes")
+    if placement not in ("auto", "threads", "processes"):
+        raise typer.BadParameter("must be 'auto', 'threads' or 'processes'",
+                                 param_hint="--placement")
+    if placement == "processes" and runtimes == "two" and storage.startswith("memory:"):
+        raise typer.BadParameter("a maintenance process cannot open memory:// storage; use a "
+                                 "SQLite file or --placement threads", param_hint="--placement")
     host, port = _parse_listen(listen)
     token = _read_token(token_file) if token_file is not None else None
     context = _tls_context(tls_cert, tls_key)
@@ -152,7 +161,8 @@ def replica(
         ready: asyncio.Future[tuple[str, int]] = asyncio.get_running_loop().create_future()
         task = asyncio.create_task(serve_replica(
             storage, host=host, port=port, runtimes=runtimes,  # type: ignore[arg-type]
-            token=token, ssl=context, ready=ready))
+            token=token, ssl=context, ready=ready,
+            placement=placement))  # type: ignore[arg-type]
         waiters: set[asyncio.Future[Any]] = {task, ready}
         done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         if ready in done:
@@ -203,6 +213,7 @@ def demo(
 
 
 def _fail(command: str, message: str, code: int) -> None:
+    message = " ".join(message.split())  # one line, whatever a lower layer's message held
     print(f"{command}: error: {message}" if code != 130 else f"{command}: {message}",
           file=sys.stderr, flush=True)  # fmt: skip
     sys.exit(code)
@@ -228,7 +239,7 @@ def main(argv: list[str] | None = None) -> None:
     except typer.TyperException as e:  # usage errors: bad option values, unknown options
         format_message = getattr(e, "format_message", None)
         message = format_message() if callable(format_message) else str(e)
-        _fail(command, " ".join(message.split()), int(getattr(e, "exit_code", 2)))
+        _fail(command, message, int(getattr(e, "exit_code", 2)))
     except typer.Abort:
         _fail(command, "interrupted", 130)
     except KeyboardInterrupt:
