@@ -11,6 +11,11 @@ change) when the session is next used, the session
   the shard holds, so nothing is written twice);
 - forgets the objects whose entries are gone and drops their dataflows.
 
+"Next used" means the next catalog call — `get`, `table`, the listings, a create or a drop —
+each one backend read of the catalog's version. Reads do not check it (it would cost every
+lookup a storage round trip): a read of an object that another process dropped meanwhile is
+answered by this session's own dataflow, consistently, until the next catalog call forgets it.
+
 Building objects is synchronous; creating and dropping dataflows needs the event loop. A sync
 caller on another thread (the blocking API) waits for them; on the loop thread they are queued
 and done by the next async call (every read, create and drop awaits them first).

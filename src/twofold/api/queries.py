@@ -40,7 +40,7 @@ class Queries(CatalogSync):
     async def query(self, relation: Relation, *, as_of: int | None = None,
                     timeout: float | None = None) -> Result:
         """Read `relation` at one time (default: now; see the module docstring)."""
-        await self._refresh_async()
+        await self._install()  # dataflows adopted on the loop thread (see catalog_sync)
         rel = self._check_relation(relation, "query")
         ctl = self._ctl
         t = self._choose_time(rel, as_of)
@@ -77,7 +77,7 @@ class Queries(CatalogSync):
         key, else tuples in key order. Answered by the index's arrangement."""
         if not isinstance(index, Index):
             raise InvalidArgument(f"lookup: expected an Index, got {type(index).__name__}")
-        await self._refresh_async()
+        await self._install()  # dataflows adopted on the loop thread (see catalog_sync)
         self._check_relation(index, "lookup")
         if not keys:
             raise InvalidArgument("lookup: give at least one key")
@@ -119,7 +119,7 @@ class Queries(CatalogSync):
                         snapshot: bool = True, up_to: int | None = None) -> AsyncSubscription:
         """Follow `relation`'s changes: the contents at the start time first (unless
         `snapshot=False`), then a `Batch` per step. Ends at `up_to` if given."""
-        await self._refresh_async()
+        await self._install()  # dataflows adopted on the loop thread (see catalog_sync)
         rel = self._check_relation(relation, "subscribe")
         t = self._choose_time(rel, as_of)
         if up_to is not None and up_to <= t:
@@ -141,7 +141,7 @@ class Queries(CatalogSync):
                       as_of: int | None = None, timeout: float | None = None) -> int:
         """Write `relation` at one time to a Parquet or CSV file (by `format`, else by the
         file's suffix); returns the number of rows written."""
-        await self._refresh_async()
+        await self._install()  # dataflows adopted on the loop thread (see catalog_sync)
         rel = self._check_relation(relation, "copy_to")
         target = Path(path).expanduser().resolve()
         fmt = format or {".parquet": "parquet", ".csv": "csv"}.get(target.suffix.lower())
