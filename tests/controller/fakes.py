@@ -39,6 +39,7 @@ from twofold.protocol import (
     Row,
     Schedule,
 )
+from twofold.testing.helpers import WAIT, until
 
 E = Frontier.empty()
 
@@ -103,7 +104,8 @@ class FakeReplica:
         async with self._cond:
             self._cond.notify_all()
 
-    async def until(self, predicate: Callable[[], bool]) -> None:
+    async def until(self, predicate: Callable[[], bool], what: str = "the fake replica's condition",
+                    timeout: float = WAIT) -> None:
         """Wait until `predicate()` holds (re-checked after every event of this replica); a
         predicate that looks at `session` before the first connection simply is not true yet."""
 
@@ -113,8 +115,12 @@ class FakeReplica:
             except IndexError:
                 return False
 
-        async with self._cond:
-            await self._cond.wait_for(check)
+        async def next_event(remaining: float) -> None:
+            async with self._cond:  # re-checked under the lock: no notification is missed
+                if not check():
+                    await asyncio.wait_for(self._cond.wait(), remaining)
+
+        await until(check, what, timeout, next_event)
 
     def kill(self, exc: BaseException | None = None) -> None:
         """End the current connection: cleanly (`exc=None`) or with `exc` raised to `recv`."""

@@ -34,7 +34,6 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +60,11 @@ from twofold.protocol import (
     SourceImport,
 )
 from twofold.storage import Table
+
+# The shared helpers, re-exported for the controller's real-replica tests.
+from twofold.testing.helpers import Multiset as Multiset
+from twofold.testing.helpers import multiset as multiset
+from twofold.testing.helpers import until as until
 from twofold.transport import connect
 
 
@@ -292,32 +296,12 @@ def index_on_index(src: GlobalId, base: GlobalId, idx: GlobalId) -> DataflowDesc
     )
 
 
-Multiset = dict[tuple[Any, ...], int]
-
-
-def multiset(rows: Iterable[tuple[list[Any], int]]) -> Multiset:
-    out: dict[tuple[Any, ...], int] = defaultdict(int)
-    for row, diff in rows:
-        out[tuple(row)] += diff
-    return {k: v for k, v in out.items() if v}
-
-
 def table_at(table: Table, ts: int) -> Multiset:
     """The oracle: the table's contents at `ts`, straight from storage."""
     out: dict[tuple[Any, ...], int] = defaultdict(int)
     for r in table.snapshot(ts).to_pylist():
         out[(r["k"], r["v"])] += r["diff"]
     return {k: v for k, v in out.items() if v}
-
-
-async def until(done: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
-    """A bounded wait on a condition (re-checked every 10 ms); fails the test with `what`."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not done():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 @dataclass

@@ -19,7 +19,7 @@ import itertools
 import tempfile
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -56,6 +56,7 @@ from twofold.protocol import (
 )
 from twofold.replica import Replica
 from twofold.storage import Storage, Table, open_storage
+from twofold.testing.helpers import multiset, until
 from twofold.transport import ReplicaServer, connect
 
 Mode = Literal["one", "two", "procs"]
@@ -247,18 +248,12 @@ class Driver:
 
     async def until(self, done: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
         """Receive responses until `done()`; fail the test after `timeout` seconds."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while not done():
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-            try:
-                r = await self.recv_one(remaining)
-            except TimeoutError:
-                raise AssertionError(f"timed out after {timeout} s waiting for {what}") from None
-            if r is None and not done():
+
+        async def receive(remaining: float) -> None:
+            if await self.recv_one(remaining) is None and not done():
                 raise AssertionError(f"the endpoint ended while waiting for {what}")
+
+        await until(done, what, timeout, receive)
 
     async def peek(self, target: GlobalId, timestamp: int, *, timeout: float = WAIT,
                    **kw: Any) -> PeekResult:
@@ -316,11 +311,9 @@ def rows_of(result: PeekResult) -> list[tuple[list[Any], int]]:
     return list(rows)
 
 
-def as_multiset(rows: Iterable[tuple[list[Any], int]]) -> dict[tuple[Any, ...], int]:
-    out: dict[tuple[Any, ...], int] = defaultdict(int)
-    for row, diff in rows:
-        out[tuple(row)] += diff
-    return {k: v for k, v in out.items() if v}
+as_multiset = multiset
+"""The shared `twofold.testing.helpers.multiset` under its old name here (for the tests that
+still import it from this module)."""
 
 
 @contextlib.asynccontextmanager

@@ -21,8 +21,8 @@ from tests.runtime.helpers import (
     MODES,
     Mode,
     Transport,
-    as_multiset,
     complete_time,
+    multiset,
     replica,
     rows_of,
     table,
@@ -97,15 +97,15 @@ async def test_index_peeks_at_many_times_and_waits_for_upper(mode: Mode,
             t4: {(1, "A"): 1, (3, "c"): 2},
         }
         for ts, state in expected.items():
-            assert as_multiset(rows_of(await d.peek(idx, ts))) == state, ts
+            assert multiset(rows_of(await d.peek(idx, ts))) == state, ts
         # A peek at a future time waits for the index's upper to pass it ...
         future = t4 + 1000
         pending = await d.send_peek(idx, future)
-        assert as_multiset(rows_of(await d.peek(idx, t4))) == expected[t4]
+        assert multiset(rows_of(await d.peek(idx, t4))) == expected[t4]
         assert pending not in d.check.peek_results, "answered before the upper passed its time"
         # ... and is answered once a write (or an advance) makes it complete.
         t.advance_to(Frontier.at(future + 1))
-        assert as_multiset(rows_of(await d.result(pending))) == expected[t4]
+        assert multiset(rows_of(await d.result(pending))) == expected[t4]
         await d.frontier_reaches(idx, Frontier.at(future + 1))
 
 
@@ -125,7 +125,7 @@ async def test_peek_before_since_errors(mode: Mode, transport: Transport) -> Non
         await d.frontier_reaches(idx, Frontier.at(t3 + 1))
         result = await d.peek(idx, t1)
         assert isinstance(result, PeekError) and "since" in result.message, result
-        assert as_multiset(rows_of(await d.peek(idx, t2))) == {(1, "a"): 1, (2, "b"): 1}
+        assert multiset(rows_of(await d.peek(idx, t2))) == {(1, "a"): 1, (2, "b"): 1}
 
 
 @both
@@ -156,11 +156,11 @@ async def test_lookups_mfp_and_finishing(mode: Mode, transport: Transport) -> No
         await d.start()
         _, idx = await d.index_on_table(t, as_of=ts)
         got = await d.peek(idx, ts, literal_constraints=[[5], [7], [99]])
-        assert as_multiset(rows_of(got)) == {(5, "v2"): 2, (7, "v1"): 1, (7, None): 1}
+        assert multiset(rows_of(got)) == {(5, "v2"): 2, (7, "v1"): 1, (7, None): 1}
         mfp = MapFilterProject(map=[Call("mul", [Column(0), Lit(10)])],
                                filter=[Call("eq", [Column(1), Lit("v0")])], project=[2, 1])
         got = await d.peek(idx, ts, mfp=mfp)
-        assert as_multiset(rows_of(got)) == {(k * 10, "v0"): 1 for k in range(0, 20, 3)}
+        assert multiset(rows_of(got)) == {(k * 10, "v0"): 1 for k in range(0, 20, 3)}
         finishing = RowSetFinishing(order_by=[OrderKey(0, desc=True)], limit=3, offset=1,
                                     project=[0])
         got = await d.peek(idx, ts, finishing=finishing)
@@ -211,7 +211,7 @@ async def test_drop_reports_every_kind_empty_once_and_then_errors(mode: Mode,
         # checker fails on any report after empty()).
         t2 = t.insert([[2, "b"]])
         await d.frontier_reaches(other, Frontier.at(t2 + 1))
-        assert as_multiset(rows_of(await d.peek(other, t2))) == {(1, "a"): 1, (2, "b"): 1}
+        assert multiset(rows_of(await d.peek(other, t2))) == {(1, "a"): 1, (2, "b"): 1}
         for kind in ("write_frontier", "input_frontier", "output_frontier"):
             assert d.check.distinct(idx, kind)[-1] == Frontier.empty()
 
@@ -280,7 +280,7 @@ async def test_subscribe_batches_drop_and_up_to(mode: Mode, transport: Transport
         got = sorted(u for e in events if isinstance(e, SubscribeBatch) for u in e.updates or [])
         assert all(t1 <= time < t3 for time, _, _ in got)
         # The snapshot at t1 ({1a, 2b}), then t2's retraction of 1a; t3's insert is past up_to.
-        assert as_multiset((row, diff) for _, row, diff in got) == {(2, "b"): 1}
+        assert multiset((row, diff) for _, row, diff in got) == {(2, "b"): 1}
         await d.send(AllowCompaction(sub2, Frontier.empty()))
         # A round trip after the drop: the checker fails on anything after the end.
         _, idx = await d.index_on_table(t)
@@ -455,9 +455,9 @@ async def test_cancels_racing_peeks_that_become_ready(mode: Mode, transport: Tra
         for i, (u, _) in enumerate(peeks):
             r = d.check.peek_results[u]
             if i % 2:
-                assert isinstance(r, PeekRows) and as_multiset(r.rows) == {(1, "a"): 1}, r
+                assert isinstance(r, PeekRows) and multiset(r.rows) == {(1, "a"): 1}, r
             else:
-                assert isinstance(r, PeekCanceled) or as_multiset(rows_of(r)) == {(1, "a"): 1}
+                assert isinstance(r, PeekCanceled) or multiset(rows_of(r)) == {(1, "a"): 1}
 
 
 @both
@@ -478,7 +478,7 @@ async def test_bad_plans_do_not_crash_the_replica(mode: Mode, transport: Transpo
         _, good = await d.index_on_table(t, as_of=ts)
         bad = MapFilterProject(filter=[Call("lt", [Column(1), Lit(3)])])
         assert isinstance(await d.peek(good, ts, mfp=bad), PeekError)
-        assert as_multiset(rows_of(await d.peek(good, ts))) == {(1, "a"): 1, (0, "z"): 1}
+        assert multiset(rows_of(await d.peek(good, ts))) == {(1, "a"): 1, (0, "z"): 1}
 
 
 
@@ -496,13 +496,13 @@ async def test_replay_after_hello_answers_from_the_republished_index(
         await d.start()
         src, idx = await d.index_on_table(t, as_of=t0)
         t1 = t.insert([[2, "b"]])
-        assert as_multiset(rows_of(await d.peek(idx, t1))) == {(1, "a"): 1, (2, "b"): 1}
+        assert multiset(rows_of(await d.peek(idx, t1))) == {(1, "a"): 1, (2, "b"): 1}
         t2 = t.delete([[1, "a"]])
         for _ in range(3):
             await d.start()  # Hello, CreateInstance, InitializationComplete
             await d.index_on_table(t, as_of=t0, ids=(src, idx))  # the replayed create
             pending = [await d.send_peek(idx, ts) for ts in (t0, t1, t2)]
-            got = [as_multiset(rows_of(await d.result(u))) for u in pending]
+            got = [multiset(rows_of(await d.result(u))) for u in pending]
             assert got == [{(1, "a"): 1}, {(1, "a"): 1, (2, "b"): 1}, {(2, "b"): 1}]
 
 
@@ -524,7 +524,7 @@ async def test_introspection_indexes_are_peekable_and_droppable(mode: Mode,
         await d.until(logged, "the frontiers log to advance a few times")
         at = d.check.distinct(log)[-1].time
         assert at is not None
-        rows = as_multiset(rows_of(await d.peek(log, at - 1)))
+        rows = multiset(rows_of(await d.peek(log, at - 1)))
         assert any(row[0] == str(idx) for row in rows), rows
         await d.send(AllowCompaction(log, Frontier.empty()))
         await d.frontier_reaches(log, Frontier.empty())

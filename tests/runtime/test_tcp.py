@@ -24,8 +24,8 @@ from tests.runtime.helpers import (
     WAIT,
     Driver,
     Mode,
-    as_multiset,
     complete_time,
+    multiset,
     rows_of,
     table,
     unique_url,
@@ -111,7 +111,7 @@ async def _working(server: ReplicaServer, url: str, token: str | None = None) ->
         await d.start()
         _, idx = await d.index_on_table(t)
         got = await d.peek(idx, complete_time(t))
-        assert as_multiset(rows_of(got)) == {(1, "a"): 1, (2, "b"): 1}
+        assert multiset(rows_of(got)) == {(1, "a"): 1, (2, "b"): 1}
         storage.close()
     finally:
         await conn.aclose()

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.runtime.helpers import KV, Mode, Workers, as_multiset, unique_url
+from tests.runtime.helpers import KV, Mode, Workers, multiset, unique_url
 
 from twofold.protocol import (
     AllowCompaction,
@@ -66,7 +66,7 @@ class World:
     log: list[tuple[list[Any], int, int]]
 
     def state_at(self, t: int) -> dict[tuple[Any, ...], int]:
-        return as_multiset((row, diff) for row, time, diff in self.log if time <= t)
+        return multiset((row, diff) for row, time, diff in self.log if time <= t)
 
 
 def _index_dataflow(t: Table, as_of: int) -> CreateDataflow:
@@ -141,7 +141,7 @@ def test_peek_replayed_before_republication_waits_then_answers(world: World) -> 
     w.settle(lambda: u in w.check.peek_results)
     result = w.check.peek_results[u]
     assert isinstance(result, PeekRows)
-    assert as_multiset(result.rows) == world.state_at(world.times[2])
+    assert multiset(result.rows) == world.state_at(world.times[2])
 
 
 @pytest.mark.parametrize("maintenance_first", [True, False])
@@ -258,7 +258,7 @@ def _run_i1_race(world: World, readers: list[Reader], k: int, schedule: list[int
             assert r.drop_early
             continue
         assert isinstance(result, PeekRows), (r, result)
-        assert as_multiset(result.rows) == world.state_at(x), (r, x)
+        assert multiset(result.rows) == world.state_at(x), (r, x)
     # Once both runtimes have caught up, the index is compacted exactly to the target.
     w.settle()
     assert _since(world) == Frontier.at(target)

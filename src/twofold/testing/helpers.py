@@ -1,0 +1,55 @@
+"""Small test helpers every test directory shares: one bounded wait, one multiset.
+
+**Test-only.** Contract:
+
+- `until(done, what, timeout, step=...)` waits until `done()` holds and fails the test with an
+  `AssertionError` naming `what` after `timeout` seconds — never hangs, never sleeps a fixed
+  time. Between checks it awaits `step(remaining)`, which makes progress or waits for a reason
+  to re-check: receive a response, wait on a condition; by default it polls every 10 ms. A
+  `step` bounds itself by `remaining` (it must not outlive the deadline by much).
+- `multiset(rows)` consolidates `(row, diff)` pairs into `{row tuple: count}` with no zero
+  counts: the form two collections are compared in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+WAIT = 15.0
+"""Default bound of one wait: generous, for a loaded, shared 2-core machine."""
+
+Multiset = dict[tuple[Any, ...], int]
+"""A collection: row (as a tuple) -> multiplicity, zero counts absent."""
+
+
+def multiset(rows: Iterable[tuple[Sequence[Any], int]]) -> Multiset:
+    out: dict[tuple[Any, ...], int] = defaultdict(int)
+    for row, diff in rows:
+        out[tuple(row)] += diff
+    return {k: v for k, v in out.items() if v}
+
+
+async def _poll(remaining: float) -> None:
+    await asyncio.sleep(min(0.01, remaining))
+
+
+async def until(
+    done: Callable[[], bool],
+    what: str,
+    timeout: float = WAIT,
+    step: Callable[[float], Awaitable[object]] = _poll,
+) -> None:
+    """Wait until `done()`; fail the test after `timeout` seconds (see the module docstring)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not done():
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        try:
+            await step(remaining)
+        except TimeoutError:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}") from None
