@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from twofold.api.binding import Bound, bind, to_column_type
 from twofold.api.errors import DuplicateColumn, InvalidArgument, TypeMismatch
 from twofold.api.expr import Agg, Expr, IntoExpr, into_expr
+from twofold.api.joins import anti_join, intersect_all, outer_join, semi_join
 from twofold.api.schema import Schema
 from twofold.protocol import (
     Aggregate,
@@ -204,11 +205,15 @@ class Relation:
              left_on: str | Sequence[str] | None = None,
              right_on: str | Sequence[str] | None = None,
              how: str = "inner", suffix: str = "_right") -> Relation:
-        """Inner equi-join. `on` names key columns present on both sides (the right copies are
-        dropped); `left_on`/`right_on` name them per side (both are kept). Right columns whose
-        names clash with left ones get `suffix`."""
-        if how != "inner":
-            raise InvalidArgument(f"join: how={how!r} is not supported; only 'inner' is")
+        """Equi-join. `on` names key columns present on both sides (the right copies are
+        dropped; for `right`/`full` joins the kept key is the non-NULL of the two);
+        `left_on`/`right_on` name them per side (both are kept). Right columns whose names clash
+        with left ones get `suffix`. `how`: `inner`; `left`/`right`/`full` (outer: rows without
+        a match kept, the other side's columns NULL); `semi`/`anti` (the left rows with / without
+        a match, left columns only). NULL keys never match (SQL equality)."""
+        hows = ("inner", "left", "right", "full", "semi", "anti")
+        if how not in hows:
+            raise InvalidArgument(f"join: how={how!r} is not supported; use one of {hows}")
         self._same_db(other, "join")
         if on is not None:
             if left_on is not None or right_on is not None:
@@ -228,10 +233,20 @@ class Relation:
             if ta != tb:
                 raise TypeMismatch("join", f"key {an!r} is {ta} on the left but {bn!r} is {tb} "
                                    "on the right; cast one side so the keys share a type", an)
-        plan: Plan = Join(left=self.plan, right=other.plan, left_key=lk, right_key=rk)
+        inputs = {**self.inputs, **other.inputs}
+        if how in ("semi", "anti"):
+            lower = semi_join if how == "semi" else anti_join
+            plan: Plan = lower(self.plan, other.plan, lk, rk, len(self.schema))
+            return self._derive(plan, self.schema, inputs)
+        if how == "inner":
+            plan = Join(left=self.plan, right=other.plan, left_key=lk, right_key=rk)
+        else:
+            plan = outer_join(self.plan, list(self.schema.types), other.plan,
+                              list(other.schema.types), lk, rk, how)
         keep_right = [j for j in range(len(other.schema)) if on is None or j not in rk]
         names = list(self.schema.names)
-        types = list(self.schema.types)
+        types = [ColumnType(t.scalar, t.nullable or how in ("right", "full"))
+                 for t in self.schema.types]
         for j in keep_right:
             n = other.schema.names[j]
             if n in names:
@@ -239,12 +254,25 @@ class Relation:
                 if n in names:
                     raise DuplicateColumn(n, "join")
             names.append(n)
-            types.append(other.schema.types[j])
-        if len(keep_right) != len(other.schema):
-            left_n = len(self.schema)
+            t = other.schema.types[j]
+            types.append(ColumnType(t.scalar, t.nullable or how in ("left", "full")))
+        left_n = len(self.schema)
+        if on is not None and how in ("right", "full"):
+            # The key of a row only the right side has lives in the right copy.
+            maps: list[PExpr] = [Call(func="coalesce", args=[Column(index=a),
+                                                             Column(index=left_n + b)])
+                    for a, b in zip(lk, rk, strict=True)]
+            width = left_n + len(other.schema)
+            key_at = {a: width + i for i, a in enumerate(lk)}
+            project = [key_at.get(i, i) for i in range(left_n)]
+            project += [left_n + j for j in keep_right]
+            for i, a in enumerate(lk):
+                types[a] = ColumnType(types[a].scalar, self.schema.types[a].nullable and
+                                      other.schema.types[rk[i]].nullable)
+            plan = Mfp(input=plan, map=maps, project=project)
+        elif len(keep_right) != len(other.schema):
             project = [*range(left_n), *(left_n + j for j in keep_right)]
             plan = Mfp(input=plan, project=project)
-        inputs = {**self.inputs, **other.inputs}
         return self._derive(plan, Schema(tuple(names), tuple(types)), inputs)
 
     # -- aggregation, ranking, set operations -----------------------------------------------
@@ -260,7 +288,8 @@ class Relation:
         return GroupBy(self, [into_expr(k) for k in flat])
 
     def agg(self, *aggs: Agg | Sequence[Agg]) -> Relation:
-        """Aggregate the whole relation (one row, or none when it is empty)."""
+        """Aggregate the whole relation: one row, also when it is empty (then counts are 0 and
+        every other aggregate is NULL, as in SQL)."""
         return GroupBy(self, []).agg(*aggs)
 
     def top_k(self, k: int | None, by: str | Sequence[str], *,
@@ -345,6 +374,12 @@ class Relation:
         plan = Threshold(input=UnionAll(inputs=[self.plan, Negate(input=other.plan)]))
         return self._derive(plan, u.schema, u.inputs)
 
+    def intersect_all(self, other: Relation) -> Relation:
+        """Rows of both relations, each `min(count here, count there)` times (SQL `INTERSECT
+        ALL`); `.distinct()` after it is SQL's `INTERSECT`."""
+        u = self.union(other)
+        return self._derive(intersect_all(self.plan, other.plan), u.schema, u.inputs)
+
     def _same_db(self, other: Relation, operation: str) -> None:
         if not isinstance(other, Relation):
             raise InvalidArgument(f"{operation}: expected a Relation, got {type(other).__name__}")
@@ -424,6 +459,7 @@ class GroupBy:
             b = bind(a.input, schema, a.func)
             name = a.name or b.name
             scalar, nullable = b.ty
+            nullable = nullable or not keys  # no keys: the row over no rows has NULLs
             pos = position(b)
             if a.func == "count":
                 aggregates.append(Aggregate(func="count", column=pos, distinct=a.distinct))
