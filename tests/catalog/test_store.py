@@ -4,7 +4,6 @@ reused, dependents named, races with exactly one winner — on every storage bac
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,17 +24,20 @@ from twofold.catalog import (
 from twofold.protocol import ColumnType, Get, GlobalId, RelationDesc
 from twofold.storage import Storage, drop_memory_store, open_storage
 from twofold.testing.profiles import examples
+from twofold.testing.pytest_servers import BACKENDS, Servers
 
 DESC = RelationDesc(names=["x"], types=[ColumnType(scalar="int", nullable=False)])
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "memory":
-        yield "memory://catalog-test"
-        drop_memory_store("catalog-test")
-    else:
-        yield f"sqlite:///{tmp_path / 'c.db'}"
+@pytest.fixture(params=BACKENDS)
+def url(request: pytest.FixtureRequest, servers: Servers, tmp_path: Path) -> str:
+    """A fresh storage URL on every backend: the catalog uses the storage interface only."""
+    return servers.storage_url(request.param, tmp_path)
+
+
+@pytest.fixture(params=[b for b in BACKENDS if b != "memory"])
+def shared_url(request: pytest.FixtureRequest, servers: Servers, tmp_path: Path) -> str:
+    return servers.storage_url(request.param, tmp_path)
 
 
 def table(change: Change, name: str) -> Entry:
@@ -99,9 +101,8 @@ def test_ids_are_never_reused_across_drops_and_reopens(url: str) -> None:
     assert seen == sorted(seen) and len(set(seen)) == 3
 
 
-def test_racing_creates_of_one_name_exactly_one_wins(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'race.db'}"
-    stores = [open_storage(url) for _ in range(4)]
+def test_racing_creates_of_one_name_exactly_one_wins(shared_url: str) -> None:
+    stores = [open_storage(shared_url) for _ in range(4)]
     catalogs = [Catalog(s) for s in stores]
     barrier = threading.Barrier(len(catalogs))
     outcomes: list[str] = []
