@@ -34,7 +34,7 @@ def out(value):
 """
 
 
-def run(path: Path, body: str, *, check: bool = True) -> list[Any]:
+def run(path: Path | str, body: str, *, check: bool = True) -> list[Any]:
     """Run `body` in a fresh interpreter with `db` open on `path`; the values it `out(...)`s."""
     code = PRELUDE + textwrap.dedent(body) + "\ndb.close()\n"
     proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
@@ -353,3 +353,22 @@ def test_kill_9_mid_write_leaves_catalog_and_data_consistent(path: Path) -> None
     assert all(rows_ == table for rows_ in index_rows.values())
     assert all(int(name[2:]) % 7 == 0 for name in indexes)
     assert len(table) == len(set(table)) and table[:2] == [1, 2]
+
+
+def test_the_catalog_survives_on_postgres(servers: Any, tmp_path: Path) -> None:
+    url = servers.storage_url("postgres+file", tmp_path)
+    run(url, """
+        t = db.create_table("t", {"x": int}, primary_key="x")
+        t.insert([(1,), (2,)])
+        db.create_index("i", t, key="x")
+        db.create_materialized_view("v", t.filter(col("x") > 1))
+    """)
+    got = run(url, """
+        out(db.objects())
+        out(list(db.get("t").primary_key))
+        out(db.get("i").lookup(1).rows)
+        db.get("t").insert([(3,)])
+        out(db.get("v").collect().rows)
+    """)
+    assert got[0] == [["i", "index"], ["t", "table"], ["v", "materialized view"]]
+    assert got[1] == ["x"] and rows(got[2]) == [(1,)] and rows(got[3]) == [(2,), (3,)]
