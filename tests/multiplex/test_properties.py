@@ -1,8 +1,8 @@
 """Property tests of the multiplexer over random histories.
 
-- Commands: random valid command sequences, generated against a model of the declared
-  collections, arrive exactly where the routing table says, once, as the very objects sent, in
-  order — in strict mode (so no valid sequence is mistaken for a violation) and lenient mode.
+- Commands: random valid command sequences arrive exactly where the routing model
+  (`model.py`) says, once, as the very objects sent, in order — in strict mode (so no valid
+  sequence is mistaken for a violation) and lenient mode.
 - Responses: random interleavings of the two runtimes' responses come out complete, without
   duplicates and in per-runtime order, whatever the arrival schedule, and however many `recv`s
   are cancelled on the way.
@@ -53,20 +53,20 @@ from .fakes import (
     settle,
     subscribe_dataflow,
 )
+from .model import RoutingModel
 
 MAINT, INTER = Runtime.MAINTENANCE, Runtime.INTERACTIVE
-BOTH = (MAINT, INTER)
 
 
 # -- commands -------------------------------------------------------------------------------
 
 
 @dataclass
-class Model:
-    """What the controller knows: live collections as (host, reader-visible), and the ids of
-    earlier iterations that a replay after `Hello` may declare again."""
+class Ids:
+    """The generator's bookkeeping: fresh ids, the ids of earlier iterations that a replay
+    after `Hello` may declare again, the peeks sent. Where each command goes is the routing
+    model's to say (`model.py`), not the generator's."""
 
-    live: dict[GlobalId, tuple[Runtime, bool]] = field(default_factory=dict)
     retired: set[GlobalId] = field(default_factory=set)
     next_id: int = 0
     peeks: list[uuid.UUID] = field(default_factory=list)
@@ -76,23 +76,20 @@ class Model:
         return kind(self.next_id)
 
 
-def expected_targets(model: Model, gid: GlobalId, compaction: bool) -> tuple[Runtime, ...]:
-    host, readable_by_interactive = model.live[gid]
-    if compaction and host is MAINT and readable_by_interactive:
-        return BOTH
-    return (host,)
-
-
 @st.composite
 def command_histories(draw: st.DrawFn) -> list[tuple[ComputeCommand, tuple[Runtime, ...]]]:
     """A valid command sequence, each command with the runtimes it must reach, in order."""
-    model = Model()
+    model, ids = RoutingModel(), Ids()
     out: list[tuple[ComputeCommand, tuple[Runtime, ...]]] = []
 
+    def emit(command: ComputeCommand) -> None:
+        to, violations = model.route(command, apply=True)
+        assert not violations, (command, violations)  # the generator makes valid sequences
+        out.append((command, tuple(to)))
+
     def hello() -> None:
-        model.retired |= set(model.live)
-        model.live.clear()
-        out.append((Hello(uuid.uuid4()), BOTH))
+        ids.retired |= set(model.live)
+        emit(Hello(uuid.uuid4()))
 
     hello()
     ops = [
@@ -104,67 +101,56 @@ def command_histories(draw: st.DrawFn) -> list[tuple[ComputeCommand, tuple[Runti
         if op == "hello":
             hello()
         elif op == "instance":
-            logs = [model.fresh(GlobalId.introspection) for _ in range(draw(st.integers(0, 2)))]
-            out.append((instance(*logs), BOTH))
-            model.live.update((gid, (MAINT, True)) for gid in logs)
+            emit(instance(*[ids.fresh(GlobalId.introspection)
+                            for _ in range(draw(st.integers(0, 2)))]))  # fmt: skip
         elif op == "init":
-            out.append((InitializationComplete(), BOTH))
+            emit(InitializationComplete())
         elif op == "config":
-            out.append((UpdateConfiguration(ComputeParameters(max_result_size=7)), BOTH))
+            emit(UpdateConfiguration(ComputeParameters(max_result_size=7)))
         elif op == "index":
             # A replay after Hello may declare an id of an earlier iteration again.
-            reusable = sorted(g for g in model.retired - set(model.live) if not g.is_transient)
-            gids = [model.fresh(GlobalId.user) for _ in range(draw(st.integers(1, 2)))]
+            reusable = sorted(g for g in ids.retired - set(model.live) if not g.is_transient)
+            gids = [ids.fresh(GlobalId.user) for _ in range(draw(st.integers(1, 2)))]
             reuse = draw(st.booleans())
             if reusable and reuse:
                 gids[0] = draw(st.sampled_from(reusable))
-            df = DataflowDescription(
+            emit(CreateDataflow(DataflowDescription(
                 "index",
                 index_exports={g: index_export(GlobalId.system(1)) for g in gids},
                 as_of=Frontier.at(draw(st.integers(0, 5))),
-            )
-            out.append((CreateDataflow(df), (MAINT,)))
-            model.live.update((g, (MAINT, True)) for g in gids)
+            )))  # fmt: skip
         elif op == "mv":
-            gid = model.fresh(GlobalId.user)
-            out.append((materialized_view(gid), (MAINT,)))
-            model.live[gid] = (MAINT, False)
+            emit(materialized_view(ids.fresh(GlobalId.user)))
         elif op == "peek_dataflow":
-            gids = [model.fresh(GlobalId.transient) for _ in range(draw(st.integers(1, 2)))]
+            gids = [ids.fresh(GlobalId.transient) for _ in range(draw(st.integers(1, 2)))]
             t = draw(st.integers(0, 5))
             on = draw(st.sampled_from(live)) if live else GlobalId.system(1)
-            df = DataflowDescription(
+            emit(CreateDataflow(DataflowDescription(
                 "peek",
                 index_exports={g: index_export(on) for g in gids},
                 as_of=Frontier.at(t),
                 until=Frontier.at(t + 1),
-            )
-            out.append((CreateDataflow(df), (INTER,)))
-            model.live.update((g, (INTER, False)) for g in gids)
+            )))  # fmt: skip
         elif op == "subscribe":
-            gid = model.fresh(GlobalId.transient)
-            out.append((subscribe_dataflow(gid, single_time=draw(st.booleans())), (MAINT,)))
-            model.live[gid] = (MAINT, False)
+            emit(subscribe_dataflow(ids.fresh(GlobalId.transient),
+                                    single_time=draw(st.booleans())))  # fmt: skip
         elif op in ("schedule", "allow_writes") and live:
             gid = draw(st.sampled_from(live))
-            command = Schedule(gid) if op == "schedule" else AllowWrites(gid)
-            out.append((command, expected_targets(model, gid, compaction=False)))
+            emit(Schedule(gid) if op == "schedule" else AllowWrites(gid))
         elif op in ("compact", "drop") and live:
             gid = draw(st.sampled_from(live))
             frontier = Frontier.empty() if op == "drop" else Frontier.at(draw(st.integers(0, 9)))
-            out.append((AllowCompaction(gid, frontier), expected_targets(model, gid, True)))
-            if op == "drop":
-                del model.live[gid]
+            emit(AllowCompaction(gid, frontier))
         elif op == "peek" and live:
             peek = Peek(uuid.uuid4(), IndexTarget(draw(st.sampled_from(live))), 3)
-            model.peeks.append(peek.uuid)
-            out.append((peek, (INTER,)))
+            ids.peeks.append(peek.uuid)
+            emit(peek)
         elif op == "storage_peek":
-            peek = Peek(uuid.uuid4(), StorageTarget(model.fresh(GlobalId.user), "shard"), 3)
-            model.peeks.append(peek.uuid)
-            out.append((peek, (INTER,)))
-        elif op == "cancel" and model.peeks:
-            out.append((CancelPeek(draw(st.sampled_from(model.peeks))), (INTER,)))
+            peek = Peek(uuid.uuid4(), StorageTarget(ids.fresh(GlobalId.user), "shard"), 3)
+            ids.peeks.append(peek.uuid)
+            emit(peek)
+        elif op == "cancel" and ids.peeks:
+            emit(CancelPeek(draw(st.sampled_from(ids.peeks))))
     return out
 
 

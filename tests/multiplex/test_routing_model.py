@@ -1,7 +1,7 @@
 """Model-based property test of the pure `Router` over random, often invalid, command histories.
 
 Commands name ids from a small pool, so undeclared, dropped and twice-declared ids are common.
-A small independent model of the table predicts, for every command, the runtimes it reaches
+An independent model of the table (`model.py`) predicts, for every command, the runtimes it reaches
 and the violations it commits. Lenient mode must follow the model exactly (including the
 fallbacks); strict mode must raise exactly where the model sees a violation, with the table and
 the counts untouched.
@@ -18,8 +18,6 @@ from twofold.protocol import (
     AllowWrites,
     CancelPeek,
     ComputeCommand,
-    CreateDataflow,
-    CreateInstance,
     Frontier,
     GlobalId,
     Hello,
@@ -32,6 +30,7 @@ from twofold.protocol import (
 from twofold.testing.profiles import examples
 
 from .fakes import instance, maintained_index, materialized_view, peek_dataflow, subscribe_dataflow
+from .model import RoutingModel
 
 MAINT, INTER = Runtime.MAINTENANCE, Runtime.INTERACTIVE
 DURABLE = [GlobalId.user(1), GlobalId.user(2), GlobalId.introspection(1)]
@@ -61,61 +60,10 @@ commands: st.SearchStrategy[ComputeCommand] = st.one_of(
 )
 
 
-class Model:
-    """The table as the spec states it: id -> (owner, published)."""
-
-    def __init__(self) -> None:
-        self.live: dict[GlobalId, tuple[Runtime, bool]] = {}
-
-    def route(self, c: ComputeCommand, apply: bool) -> tuple[list[Runtime], list[str]]:
-        live = dict(self.live)
-        violations: list[str] = []
-        to: list[Runtime]
-        if isinstance(c, Hello):
-            to = [MAINT, INTER]
-            live.clear()
-        elif isinstance(c, CreateInstance | CreateDataflow):
-            if isinstance(c, CreateInstance):
-                to = [MAINT, INTER]
-                entries = [(g, (MAINT, True)) for g in c.config.logging.index_logs.values()]
-            elif c.dataflow.is_peek_dataflow():
-                to = [INTER]
-                entries = [(g, (INTER, False)) for g in c.dataflow.export_ids()]
-            else:
-                to = [MAINT]
-                entries = [
-                    (g, (MAINT, g in c.dataflow.index_exports)) for g in c.dataflow.export_ids()
-                ]
-            for g, entry in entries:
-                if g in live:
-                    violations.append("declared_twice")
-                live[g] = entry
-        elif isinstance(c, Schedule | AllowWrites | AllowCompaction):
-            owner = live.get(c.id)
-            if owner is None:
-                violations.append("undeclared")
-                to = [MAINT]
-            elif isinstance(c, AllowCompaction) and owner == (MAINT, True):
-                to = [MAINT, INTER]
-            else:
-                to = [owner[0]]
-            if isinstance(c, AllowCompaction) and c.frontier.is_empty:
-                live.pop(c.id, None)
-        elif isinstance(c, Peek):
-            to = [INTER]
-            if isinstance(c.target, IndexTarget) and c.target.id not in live:
-                violations.append("peek_undeclared")
-        else:
-            to = [MAINT, INTER] if isinstance(c, InitializationComplete) else [INTER]
-        if apply:
-            self.live = live
-        return to, violations
-
-
 @settings(max_examples=examples(300))
 @given(history=st.lists(commands, max_size=30))
 def test_lenient_router_follows_the_model(history: list[ComputeCommand]) -> None:
-    router, model = Router(strict=False), Model()
+    router, model = Router(strict=False), RoutingModel()
     counts = dict.fromkeys(router.violations, 0)
     for command in history:
         to, kinds = model.route(command, apply=True)
@@ -134,7 +82,7 @@ def test_lenient_router_follows_the_model(history: list[ComputeCommand]) -> None
 def test_strict_router_raises_exactly_on_violations_and_changes_nothing(
     history: list[ComputeCommand],
 ) -> None:
-    router, model = Router(strict=True), Model()
+    router, model = Router(strict=True), RoutingModel()
     for command in history:
         to, kinds = model.route(command, apply=False)
         before = dict(router.collections)
