@@ -127,3 +127,35 @@ def test_the_same_storage_under_another_url_serves_and_an_outage_fails_reads_on_
             except twofold.ConnectionFailed:
                 assert time.monotonic() < deadline, "the replica never came back"
                 time.sleep(0.2)
+
+
+def _certificate(tmp_path: Path) -> tuple[Path, Path]:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("the openssl command line tool is not installed: cannot make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "2", "-subj", "/CN=localhost", "-addext",
+                    "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                   check=True, capture_output=True)  # fmt: skip
+    return cert, key
+
+
+def test_tls_both_ways_serves_and_tls_to_a_plaintext_replica_fails_at_once(
+    url: str, tmp_path: Path, replica: tuple[ThreadReplica, str]
+) -> None:
+    cert, key = _certificate(tmp_path)
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(cert, key)
+    client = ssl.create_default_context(cafile=str(cert))
+    with ThreadReplica(url, ssl=server) as r:
+        address = r.start()
+        with twofold.open(url, replicas=[address], tls=client, tick_interval=0.01) as db:
+            t = db.create_table("t", {"x": int})
+            t.insert([(7,)])
+            assert t.collect().rows == [(7,)]
+    _, plaintext = replica
+    err, took = opening(url, plaintext, token=TOKEN, tls=client, connect_timeout=30.0)
+    assert plaintext in str(err) and "TLS" in str(err)
+    assert took < 20

@@ -24,6 +24,7 @@ from twofold.transport import (
     ConnectTimeout,
     HandshakeFailed,
     StorageMismatch,
+    TlsFailed,
     VersionMismatch,
 )
 
@@ -63,6 +64,7 @@ def cause(exc: ConnectFailed, inner: BaseException) -> ConnectFailed:
         (VersionMismatch("wire version 9"), True),
         (HandshakeFailed("h:1 closed the connection during the handshake"), True),
         (cause(ConnectFailed("tls"), ssl.SSLError("wrong version number")), True),
+        (TlsFailed("the replica at h:1 hung up on the TLS handshake"), True),
         (cause(ConnectFailed("dns"), socket.gaierror("Name or service not known")), True),
         (cause(ConnectFailed("refused"), ConnectionRefusedError(111, "refused")), False),
         (ConnectTimeout("slow"), False),

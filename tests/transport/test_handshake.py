@@ -145,7 +145,7 @@ def test_the_token_is_judged_before_the_storage() -> None:
 
 
 def test_a_storage_refusal_is_a_typed_error_naming_the_peer() -> None:
-    with pytest.raises(StorageMismatch, match="replica at h:1 refused.*another storage"):
+    with pytest.raises(StorageMismatch, match=r"replica at h:1 refused.*another storage"):
         raise_for(Verdict(HelloStatus.STORAGE_MISMATCH, "another storage"), "h:1")
 
 

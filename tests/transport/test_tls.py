@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import ssl
 import subprocess
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from twofold.protocol import PeekResponse, PeekRows
-from twofold.transport import ConnectFailed, HandshakeFailed, ReplicaServer, connect
+from twofold.transport import ConnectFailed, HandshakeFailed, ReplicaServer, TlsFailed, connect
 
 from .support import EchoReplica, async_test, hello, peek, within
 
@@ -83,7 +84,7 @@ async def test_a_tls_client_against_a_plaintext_server_fails_cleanly(
     certificate: tuple[Path, Path],
 ) -> None:
     async with ReplicaServer(EchoReplica()) as server:
-        with pytest.raises(ConnectFailed):
+        with pytest.raises(TlsFailed, match="TLS handshake failed"):  # final, not "retry"
             await connect(*server.address, ssl=_client_context(certificate), timeout=5)
         async with await connect(*server.address) as client:
             await client.send(hello())
@@ -94,3 +95,14 @@ async def test_an_untrusted_certificate_is_refused(certificate: tuple[Path, Path
     async with ReplicaServer(EchoReplica(), ssl=_server_context(certificate)) as server:
         with pytest.raises(ConnectFailed, match="CERTIFICATE_VERIFY_FAILED"):
             await connect(*server.address, ssl=ssl.create_default_context(), timeout=5)
+
+
+@async_test
+async def test_a_plaintext_replica_says_a_tls_client_reached_it(
+    certificate: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="twofold.transport")
+    async with ReplicaServer(EchoReplica()) as server:
+        with pytest.raises(TlsFailed):
+            await connect(*server.address, ssl=_client_context(certificate), timeout=5)
+    assert "a TLS client, but this replica serves plaintext" in caplog.text

@@ -1,9 +1,9 @@
 """Driving running replicas: how the API connects to them, and the errors that say why not.
 
 Contract:
-- `remote_factory` connects to one `twofold replica` over TCP with the shared token, naming this
-  database's storage by its id (`twofold.storage.identity`), so a replica on another storage
-  refuses the connection instead of serving other data.
+- `remote_factory` connects to one `twofold replica` over TCP (TLS given a context) with the
+  shared token, naming this database's storage by its id (`twofold.storage.identity`), so a
+  replica on another storage refuses the connection instead of serving other data.
 - `connect_replicas` is `open()`'s check: it returns once every replica is connected, or raises
   within `timeout` seconds — at once when a replica refused (token, storage, wire version, TLS,
   unknown host) — a `ConnectionFailed` naming the address and the cause
@@ -14,6 +14,7 @@ Contract:
 
 from __future__ import annotations
 
+import ssl
 from typing import Final
 
 from twofold.api.errors import AuthenticationFailed, ConnectionFailed, StorageMismatch
@@ -27,9 +28,10 @@ DEFAULT_CONNECT_TIMEOUT: Final = 5.0
 """Seconds `open()` waits for every replica, and reads wait for one while all are down."""
 
 
-def remote_factory(host: str, port: int, token: str | None, storage_id: str) -> ConnectFactory:
+def remote_factory(host: str, port: int, token: str | None, storage_id: str,
+                   tls: ssl.SSLContext | None = None) -> ConnectFactory:  # fmt: skip
     async def factory() -> ComputeClient:
-        return await connect(host, port, token=token, storage_id=storage_id)
+        return await connect(host, port, token=token, ssl=tls, storage_id=storage_id)
 
     return factory
 

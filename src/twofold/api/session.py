@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import threading
 import uuid
 from collections.abc import Coroutine, Sequence
@@ -98,6 +99,7 @@ class AsyncDatabase(Definitions, Queries):
         timeout: float = DEFAULT_TIMEOUT,
         retain_history: float = 1.0,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         if consistency not in ("read-your-writes", "latest"):
             raise InvalidArgument(f"consistency must be 'read-your-writes' or 'latest', "
@@ -116,6 +118,7 @@ class AsyncDatabase(Definitions, Queries):
         self.timeout = timeout
         self.retain_history = retain_history
         self.connect_timeout = connect_timeout
+        self.tls = tls
         self.storage: Storage | None = None
         self.replica: Replica | None = None
         """The in-process replica (embedded mode), e.g. for its `metrics`."""
@@ -142,7 +145,7 @@ class AsyncDatabase(Definitions, Queries):
         if self.addresses:
             sid = storage_id(self.storage)
             for host, port in self.addresses:
-                factories.append(remote_factory(host, port, self.token, sid))
+                factories.append(remote_factory(host, port, self.token, sid, self.tls))
         else:
             self.replica = Replica(self.url, self.runtimes)
             await self.replica.start()

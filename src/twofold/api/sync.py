@@ -10,6 +10,7 @@ a `Database`'s tables read synchronously with `collect()`.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
 from collections.abc import Coroutine, Iterator, Sequence
 from pathlib import Path
@@ -232,6 +233,7 @@ def open(
     timeout: float = 60.0,
     retain_history: float = 1.0,
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    tls: ssl.SSLContext | None = None,
 ) -> Database:
     """Open a twofold database (blocking API); use it with `with`.
 
@@ -243,6 +245,9 @@ def open(
     and a read waits while every replica is unreachable, before `ConnectionFailed` (a refused
     token, `AuthenticationFailed`, and other refusals fail at once, naming the address).
 
+    `tls`: an `ssl.SSLContext` for replicas serving TLS (`twofold replica --tls-cert ...`), e.g.
+    `ssl.create_default_context(cafile="cert.pem")`; a mismatch either way is `ConnectionFailed`.
+
     >>> import twofold
     >>> with twofold.open() as db:
     ...     t = db.create_table("t", {"x": int})
@@ -252,7 +257,8 @@ def open(
     """
     return Database(storage, replicas=replicas, token=token, runtimes=runtimes,
                     tick_interval=tick_interval, consistency=consistency, timeout=timeout,
-                    retain_history=retain_history, connect_timeout=connect_timeout)
+                    retain_history=retain_history, connect_timeout=connect_timeout,
+                    tls=tls)
 
 
 def open_async(
@@ -266,8 +272,10 @@ def open_async(
     timeout: float = 60.0,
     retain_history: float = 1.0,
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    tls: ssl.SSLContext | None = None,
 ) -> AsyncDatabase:
     """Like `open`, for asyncio: `async with twofold.open_async() as db: ...`."""
     return AsyncDatabase(storage, replicas=replicas, token=token, runtimes=runtimes,
                          tick_interval=tick_interval, consistency=consistency, timeout=timeout,
-                         retain_history=retain_history, connect_timeout=connect_timeout)
+                         retain_history=retain_history, connect_timeout=connect_timeout,
+                         tls=tls)

@@ -23,12 +23,14 @@ from collections.abc import Callable, Mapping
 from twofold.controller.errors import ReplicaUnavailable
 from twofold.controller.frontiers import ReplicaId
 from twofold.controller.replica import ReplicaConnection
-from twofold.transport import ConnectFailed, ConnectTimeout, HandshakeFailed
+from twofold.transport import ConnectFailed, ConnectTimeout, HandshakeFailed, TlsFailed
 
 
 def is_configuration_error(exc: BaseException | None) -> bool:
     """True for a connection failure that retrying cannot fix."""
     if isinstance(exc, HandshakeFailed):  # token, wire version, storage, not a twofold peer
+        return True
+    if isinstance(exc, TlsFailed):
         return True
     if isinstance(exc, ConnectFailed) and not isinstance(exc, ConnectTimeout):
         return isinstance(exc.__cause__, ssl.SSLError | socket.gaierror)

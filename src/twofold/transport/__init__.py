@@ -23,6 +23,7 @@ from twofold.transport.errors import (
     HandshakeFailed,
     MessageTooLarge,
     StorageMismatch,
+    TlsFailed,
     TransportError,
     VersionMismatch,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "ReplicaConnection",
     "ReplicaServer",
     "StorageMismatch",
+    "TlsFailed",
     "TransportError",
     "VersionMismatch",
     "connect",

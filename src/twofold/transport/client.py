@@ -38,6 +38,7 @@ from twofold.transport.errors import (
     ConnectTimeout,
     HandshakeFailed,
     MessageTooLarge,
+    TlsFailed,
 )
 from twofold.transport.handshake import (
     HANDSHAKE_MAX_FRAME,
@@ -237,6 +238,11 @@ async def connect(
                     limit=STREAM_LIMIT,
                 )
             except OSError as e:  # refused, unreachable, TLS failures (ssl.SSLError)
+                if ssl is not None and isinstance(e, _TLS_FAILURES):
+                    raise TlsFailed(
+                        f"cannot connect to the replica at {peer}: TLS handshake failed "
+                        f"({_why(e)}); does the replica serve TLS, with a trusted certificate?"
+                    ) from e
                 raise ConnectFailed(f"cannot connect to the replica at {peer}: {_why(e)}") from e
             await _handshake(reader, writer, hello, peer)
     except TimeoutError as e:
@@ -276,14 +282,19 @@ async def _handshake(
     raise_for(parse_server_hello(payload), peer)
 
 
+# With TLS, a reset or EOF in the middle of connecting is a plaintext peer hanging up on the
+# ClientHello (or a failed handshake): not something a retry fixes.
+_TLS_FAILURES = (_ssl.SSLError, ConnectionResetError, BrokenPipeError)
+
+
 def _why(e: OSError) -> str:
     if isinstance(e, ConnectionRefusedError):
         return "connection refused (is a replica listening there?)"
     if isinstance(e, socket.gaierror):
         return f"unknown host ({e.strerror or e})"
     if isinstance(e, _ssl.SSLError):
-        return f"TLS handshake failed ({e.reason or e}); does the replica use TLS?"
-    return str(e)
+        return str(e.reason or e)
+    return e.strerror or str(e)
 
 
 def check_max_frame(max_frame: int) -> None:

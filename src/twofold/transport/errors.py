@@ -23,6 +23,11 @@ class ConnectFailed(TransportError):
     """The TCP connection (or its TLS handshake) could not be established."""
 
 
+class TlsFailed(ConnectFailed):
+    """The TLS handshake failed: an untrusted certificate, or a peer that does not speak TLS
+    (a plaintext replica answers a TLS client by closing the connection)."""
+
+
 class ConnectTimeout(ConnectFailed, TimeoutError):
     """Connecting and completing the handshake took longer than the allowed timeout."""
 

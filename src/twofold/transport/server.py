@@ -290,7 +290,11 @@ class ReplicaServer:
             )
             return False
         except FrameTooLarge as e:
-            logger.warning("refusing connection %s: not a twofold client hello: %s", conn, e)
+            if e.size >> 16 == 0x1603:  # a TLS record header (handshake, TLS 1.x) read as a length
+                logger.warning("refusing connection %s: a TLS client, but this replica serves "
+                               "plaintext (TLS needs --tls-cert and --tls-key)", conn)  # fmt: skip
+            else:
+                logger.warning("refusing connection %s: not a twofold client hello: %s", conn, e)
             conn.abort()  # no answer: the unread payload would reset the socket under it anyway
             return False
         except asyncio.IncompleteReadError:
