@@ -11,7 +11,9 @@ import twofold
 
 @pytest.fixture
 def db() -> Iterator[twofold.Database]:
-    with twofold.open(tick_interval=0.01, timeout=20) as database:
+    # memory:// keeps both runtimes on threads: no maintenance process to start per test (the
+    # default placement is tested in tests/replica/test_embedded.py).
+    with twofold.open("memory://", tick_interval=0.01, timeout=20) as database:
         yield database
 
 

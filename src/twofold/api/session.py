@@ -6,9 +6,11 @@ ticker); the rest of `AsyncDatabase` comes from its parts: `core` (shared state 
 `definitions` (creating, listing, dropping objects) and `queries` (reads).
 
 Contract:
-- `open_async()` with no arguments needs no setup: an in-memory storage (or a SQLite file when
-  given a path), one in-process replica with two runtimes, a controller, and a ticker that keeps
-  table uppers moving; `async with` starts all of it and stops it in reverse order. With
+- `open_async()` with no arguments needs no setup: a scratch SQLite file deleted on close (or
+  the SQLite file at a given path; `memory://` keeps everything in this process and both
+  runtimes on its threads), one in-process replica with two runtimes (maintenance in a child
+  process, `spec/placement.md`), a controller, and a ticker that keeps table uppers moving;
+  `async with` starts all of it and stops it in reverse order. With
   `replicas=["host:port", ...]` it drives running `twofold replica` processes instead, which
   must share the storage (a SQLite file).
 - Reads choose their timestamp: `as_of` if given (`ReadBeforeSince` if it is before any input's
@@ -51,7 +53,7 @@ from twofold.api.remote import DEFAULT_CONNECT_TIMEOUT, connect_replicas, remote
 from twofold.catalog import Catalog, Entry
 from twofold.controller import ConnectFactory, Controller, LagWindow
 from twofold.protocol import GlobalId, InstanceConfig
-from twofold.replica import Replica, RuntimesMode
+from twofold.replica import Replica, RuntimesMode, ScratchStorage, needs_shared_storage
 from twofold.storage import Storage, StorageError, Ticker, open_storage
 from twofold.storage.identity import storage_id
 
@@ -60,8 +62,9 @@ __all__ = ["DEFAULT_TIMEOUT", "AsyncDatabase", "Consistency", "storage_url"]
 
 
 def storage_url(storage: str | Path | None) -> str:
-    """`None` → a private in-memory store; a URL passes through; a path → a SQLite file."""
-    if storage is None:
+    """`None` or `memory://` → a private in-memory store (named, so this session's storage and
+    its replica share it); a URL passes through; a path → a SQLite file."""
+    if storage is None or str(storage) == "memory://":
         return f"memory://twofold-{uuid.uuid4().hex[:12]}"
     text = str(storage)
     if "://" in text or text.startswith("sqlite:"):
@@ -106,6 +109,12 @@ class AsyncDatabase(Definitions, Queries):
                                   f"got {consistency!r}")
         if runtimes not in ("one", "two"):
             raise InvalidArgument(f"runtimes must be 'one' or 'two', got {runtimes!r}")
+        # No storage named: a scratch SQLite file (deleted on close), which the maintenance
+        # process can open too (`spec/placement.md`); in memory when both runtimes are threads.
+        self._scratch: ScratchStorage | None = None
+        if storage is None and not replicas and needs_shared_storage(runtimes):
+            self._scratch = ScratchStorage()
+            storage = self._scratch.url
         self.url = storage_url(storage)
         if replicas and self.url.startswith("memory:"):
             raise InvalidArgument("remote replicas cannot share in-memory storage; pass a "
@@ -185,6 +194,8 @@ class AsyncDatabase(Definitions, Queries):
             await _bounded(self.replica.close(), "replica")
         if self.storage is not None:
             self.storage.close()
+        if self._scratch is not None:
+            self._scratch.remove()
 
     async def __aenter__(self) -> AsyncDatabase:
         return await self.start()

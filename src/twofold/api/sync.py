@@ -237,13 +237,15 @@ def open(
 ) -> Database:
     """Open a twofold database (blocking API); use it with `with`.
 
-    `storage`: `None` (in memory), a file path (a SQLite file), or a URL (`sqlite:///...`,
-    `memory://name`). `replicas`: addresses (`host:port`) of running `twofold replica`
-    processes to drive instead of an in-process replica (`runtimes`: "two" or "one"), with the
-    shared `token` if they require one. `timeout`: seconds a read waits for its answer
-    (`QueryTimeout`). `connect_timeout`: seconds `open` waits for every replica to connect,
-    and a read waits while every replica is unreachable, before `ConnectionFailed` (a refused
-    token, `AuthenticationFailed`, and other refusals fail at once, naming the address).
+    `storage`: `None` (a scratch SQLite file, deleted on close), a file path (a SQLite file), or
+    a URL (`sqlite:///...`, `memory://name`: in this process only, so both runtimes run on its
+    threads instead of maintenance in a process of its own). `replicas`: addresses (`host:port`)
+    of running `twofold replica` processes to drive instead of an in-process replica
+    (`runtimes`: "two" or "one"), with the shared `token` if they require one. `timeout`:
+    seconds a read waits for its answer (`QueryTimeout`). `connect_timeout`: seconds `open`
+    waits for every replica to connect, and a read waits while every replica is unreachable,
+    before `ConnectionFailed` (a refused token, `AuthenticationFailed`, and other refusals fail
+    at once, naming the address).
 
     `tls`: an `ssl.SSLContext` for replicas serving TLS (`twofold replica --tls-cert ...`), e.g.
     `ssl.create_default_context(cafile="cert.pem")`; a mismatch either way is `ConnectionFailed`.

@@ -10,10 +10,13 @@ from twofold.replica.assembly import (
     Placement,
     Replica,
     RuntimesMode,
+    ScratchStorage,
     StorageCache,
+    needs_shared_storage,
     serve_replica,
 )
 from twofold.replica.process import MaintenanceFailed
 
 __all__ = ["PLACEMENTS", "LocalConnection", "MaintenanceFailed", "Placement", "Replica",
-           "RuntimesMode", "StorageCache", "serve_replica"]
+           "RuntimesMode", "ScratchStorage", "StorageCache", "needs_shared_storage",
+           "serve_replica"]

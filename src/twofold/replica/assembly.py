@@ -22,7 +22,10 @@ import asyncio
 import logging
 import os
 import ssl as _ssl
+import tempfile
 import threading
+import weakref
+from pathlib import Path
 from typing import Literal
 
 from twofold.client import ComputeClient
@@ -74,6 +77,33 @@ def resolve_placement(placement: Placement, runtimes: RuntimesMode,
                          f"{storage_url!r} lives in this process only (use a SQLite file, or "
                          f"placement='threads')")
     return placement
+
+
+class ScratchStorage:
+    """A fresh SQLite file in the temp directory, for an embedded database that named no
+    storage: unlike `memory://`, a maintenance process can open it too. `remove()` deletes it
+    with its WAL files (also done at interpreter exit if nobody did)."""
+
+    def __init__(self) -> None:
+        fd, path = tempfile.mkstemp(prefix="twofold-", suffix=".db")
+        os.close(fd)
+        self.path = Path(path)
+        self.url = f"sqlite:///{self.path}"
+        self._finalizer = weakref.finalize(self, _remove_sqlite, self.path)
+
+    def remove(self) -> None:
+        self._finalizer()
+
+
+def _remove_sqlite(path: Path) -> None:
+    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        p.unlink(missing_ok=True)
+
+
+def needs_shared_storage(runtimes: RuntimesMode) -> bool:
+    """Whether an embedded replica of `runtimes` defaults to processes (so its default storage
+    must be a file both open): two runtimes, unless `TWOFOLD_PLACEMENT=threads`."""
+    return resolve_placement("auto", runtimes, "sqlite:///scratch.db") == "processes"
 
 
 class StorageCache:
