@@ -8,7 +8,10 @@ churn writer do not. Arms, measured side by side in one run on the same storage:
 
 - `idle`: one runtime, no churn (the baseline);
 - `one loaded`: one runtime, churn running — a lookup waits for the maintenance step in flight;
-- `two loaded`: two runtimes, churn running — lookups are served by the interactive runtime.
+- `two loaded`: two runtimes, churn running — lookups are served by the interactive runtime,
+  maintenance runs in a process of its own (the default placement);
+- `two-threads loaded`: the same with both runtimes as threads of the replica process (the
+  threaded placement), side by side with the process placement.
 
 The churned index is compacted 1 s behind each absorbed write, as a controller's read policy
 would (see `Churn`), so it stays about `--rows` large and its merges are the long steps.
@@ -86,7 +89,8 @@ OUT = Path(__file__).resolve().parent / "out"
 DESC = RelationDesc(["k", "v"], [ColumnType("int", nullable=False),
                                  ColumnType("int", nullable=False)])
 STEP_LOG = GlobalId.introspection(1)
-Mode = Literal["one", "two"]
+Mode = Literal["one", "two", "two-threads"]
+"""One runtime; two with maintenance in a process of its own; two as threads of one process."""
 
 
 # -- processes -------------------------------------------------------------------------------------
@@ -116,7 +120,9 @@ def serve_main(url: str, mode: Mode) -> int:
 
     async def run() -> int:
         ready: asyncio.Future[tuple[str, int]] = asyncio.get_running_loop().create_future()
-        task = asyncio.create_task(serve_replica(url, runtimes=mode, ready=ready))
+        task = asyncio.create_task(serve_replica(
+            url, runtimes="one" if mode == "one" else "two", ready=ready,
+            placement="threads" if mode == "two-threads" else "processes"))
         host, port = await ready
         print(f"LISTENING {host} {port}", flush=True)
         return await task
@@ -458,7 +464,7 @@ def report(arms: list[Arm], args: argparse.Namespace, verdicts: Verdicts) -> Non
     from rich.table import Table as RichTable
 
     console = Console(width=140)
-    idle = arms[0]
+    idle = next(a for a in arms if a.name == "idle")
     idle_p50 = float(np.percentile(idle.latencies_ms, 50))
     tbl = RichTable(title=f"point lookups, {args.samples} per arm at {args.rate}/s; big table "
                           f"{args.rows:,} rows churned by {args.churn:,}")
@@ -490,6 +496,9 @@ def report(arms: list[Arm], args: argparse.Namespace, verdicts: Verdicts) -> Non
         "E12 anchor: idle p90/p99 4.9/5.5 ms; one loaded 129.5/278.4 ms; two loaded 4.5/5.8 ms "
         "(ratios 1.05 and 48)",
     ]
+    if "two-threads loaded" in pct:
+        lines.insert(1, f"ratio two-threads-loaded p99 / two-loaded (processes) p99 = "
+                        f"{pct['two-threads loaded'][2] / two_p99:.2f}")
     for line in lines:
         console.print(line)
     plot(arms, idle_p50)
@@ -523,7 +532,8 @@ async def main(args: argparse.Namespace) -> int:
     sched.apply(ThreadHints(slice_us=sched.latency_slice_from_env()), "bench client")
     arms = []
     arm_modes: list[tuple[str, Mode]] = [
-        ("idle", "one"), ("one loaded", "one"), ("two loaded", "two")]
+        ("idle", "one"), ("one loaded", "one"), ("two loaded", "two"),
+        ("two-threads loaded", "two-threads")]
     for name, mode in arm_modes:
         if args.arms and name.split()[0] not in args.arms:
             continue
@@ -544,7 +554,7 @@ async def main(args: argparse.Namespace) -> int:
     verdicts = Verdicts("isolation")
     for arm in arms:  # a latency measured over failed lookups is no latency
         verdicts.ok(f"lookups answered with rows ({arm.name})", arm.errors, len(arm.latencies_ms))
-    if len(arms) == 3:
+    if {"idle", "one loaded", "two loaded"} <= {a.name for a in arms}:
         report(arms, args, verdicts)
     else:
         for arm in arms:
@@ -569,7 +579,7 @@ def cli() -> None:
     parser.add_argument("--small", type=int, default=1_000, help="rows in the small table")
     parser.add_argument("--rate", type=float, default=40.0, help="lookups per second (E12: 40)")
     parser.add_argument("--samples", type=int, default=2_000, help="lookups per arm")
-    parser.add_argument("--arms", nargs="*", choices=["idle", "one", "two"],
+    parser.add_argument("--arms", nargs="*", choices=["idle", "one", "two", "two-threads"],
                         help="run only these arms (diagnostics; the report needs all three)")
     parser.add_argument("--switch-interval", type=float, default=None,
                         help="sys.setswitchinterval in the replica process (experiment)")

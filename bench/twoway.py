@@ -1,0 +1,434 @@
+"""Benchmark: both directions at once — an index's freshness while reads saturate the replica.
+
+A large indexed table is churned at a fixed rate (a block of `--churn` rows inserted, and half a
+second later retracted, every second, by a separate writer process) while a small indexed table
+serves point lookups. Per arm we measure the reads (lookups/s, latency p50/p99) and the churned
+index's **freshness lag**: per write, from the writer's acknowledgement until the index's write
+frontier passes it (as the client receives it). Maintenance step p50/p99 come from the replica's
+`step_durations` introspection index (power-of-two buckets: each percentile is a bucket's upper
+bound). The churned index compacts 1 s behind each absorbed write, as a controller's read policy
+would.
+
+Arms (a fresh database each; the replica served over TCP in a process of its own, unless
+embedded):
+
+- `one saturating`: one runtime, 8 closed-loop readers;
+- `threads saturating`: two runtimes as threads of one process, 8 closed-loop readers;
+- `procs idle`, `procs light`, `procs saturating`: two runtimes, maintenance in its own process
+  (the default placement) — no churn with 40 lookups/s; churn with 40 lookups/s; churn with 8
+  closed-loop readers;
+- `embedded one saturating`, `embedded procs saturating`: `twofold.open_async` in this process
+  (one runtime; two with the default placement), 8 closed-loop readers through the API.
+
+Bars (issue 13): with two processes, freshness lag p50 under a saturating reader <= 1.5x that
+under a light reader; read p99 under churn (light) <= 1.5x idle; lookups/s under a saturating
+reader >= 1.3x one runtime's; embedded with a saturating reader, freshness lag p50 <= 1.5x one
+runtime's (embedded). A plot of lag over time per arm is saved to `docs/img/twoway_lag.png`.
+
+Run: `python bench/twoway.py` (`--quick` for a short smoke run). Not part of the test suite.
+The internal subcommand `churn` is the writer process it starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _plotting import pyplot
+from bars import Verdicts
+from isolation import (
+    DESC,
+    Mode,
+    Session,
+    block,
+    bucket_percentile,
+    child,
+    diff_buckets,
+    index_dataflow,
+    session,
+    settle,
+    step_durations,
+)
+from twofold.protocol import AllowCompaction, Frontier, GlobalId, IndexTarget, Peek, PeekRows
+from twofold.protocol import Schedule as ScheduleCmd
+from twofold.storage import open_storage
+
+IMG = Path(__file__).resolve().parent.parent / "docs" / "img"
+BIG_SRC, BIG_IDX = GlobalId.user(1), GlobalId.user(2)
+SMALL_SRC, SMALL_IDX = GlobalId.user(3), GlobalId.user(4)
+READERS = 8
+LIGHT_RATE = 40.0
+COMPACTION_WINDOW_MS = 1_000
+
+
+def churn_main(url: str, table: str, start: int, n: int, seconds: float) -> int:
+    """The writer: every second insert `n` rows, half a second later retract them; print each
+    write's timestamp and wall-clock acknowledgement time."""
+    storage = open_storage(url)
+    t = storage.table(table)
+    rows = block(start, n)
+    print("READY", flush=True)
+    begin = time.time()
+    i = 0
+    while time.time() - begin < seconds:
+        due = begin + i * 0.5
+        delay = due - time.time()
+        if delay > 0:
+            time.sleep(delay)  # a fixed schedule: the load does not wait for the replica
+        ts = t.insert(rows) if i % 2 == 0 else t.delete(rows)
+        print(ts, repr(time.time()), flush=True)
+        i += 1
+    return 0
+
+
+@dataclass
+class Arm:
+    name: str
+    lookups: int = 0
+    seconds: float = 0.0
+    latencies_ms: list[float] = field(default_factory=list)
+    errors: int = 0
+    writes: list[tuple[int, float]] = field(default_factory=list)  # (ts, acked wall time)
+    frontier_log: list[tuple[float, int]] = field(default_factory=list)  # (wall, frontier)
+    steps: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.lookups / self.seconds if self.seconds else float("nan")
+
+    def lags_ms(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per write: acknowledgement time, and ms until a frontier past it was received."""
+        if not self.writes or not self.frontier_log:
+            return np.array([]), np.array([])
+        wall = np.array([w for w, _ in self.frontier_log])
+        front = np.maximum.accumulate(np.array([f for _, f in self.frontier_log]))
+        acked, lags = [], []
+        for ts, at in self.writes:
+            i = int(np.searchsorted(front, ts + 1, "left"))
+            if i < len(front):
+                acked.append(at)
+                lags.append(max(0.0, (wall[i] - at) * 1000))
+        return np.array(acked), np.array(lags)
+
+
+def pct(values: list[float] | np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q)) if len(values) else float("nan")
+
+
+@contextlib.asynccontextmanager
+async def churning(arm: Arm, url: str, args: argparse.Namespace, compact: object,
+                   seconds: float) -> AsyncIterator[None]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "churn", url, "big", str(args.rows), str(args.churn),
+        str(seconds), stdout=asyncio.subprocess.PIPE)
+    assert proc.stdout is not None
+    assert (await proc.stdout.readline()).startswith(b"READY")
+
+    async def read() -> None:
+        assert proc.stdout is not None
+        while line := await proc.stdout.readline():
+            ts, at = line.split()
+            arm.writes.append((int(ts), float(at)))
+            if callable(compact):
+                await compact(int(ts))
+
+    reader = asyncio.create_task(read())
+    try:
+        yield
+    finally:
+        reader.cancel()
+        with contextlib.suppress(BaseException):
+            await reader
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+
+
+async def closed_loop(send: object, seconds: float, arm: Arm, keys: int) -> None:
+    """`READERS` readers, each issuing its next lookup when the last one answered."""
+    assert callable(send)
+    stop = time.perf_counter() + seconds
+    rng = np.random.default_rng(11)
+
+    async def reader() -> None:
+        while time.perf_counter() < stop:
+            key = int(rng.integers(0, keys))
+            t0 = time.perf_counter()
+            ok = await send(key)
+            arm.latencies_ms.append((time.perf_counter() - t0) * 1000)
+            arm.lookups += 1
+            arm.errors += 0 if ok else 1
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(reader() for _ in range(READERS)))
+    arm.seconds = time.perf_counter() - t0
+
+
+async def open_loop(send: object, seconds: float, arm: Arm, keys: int) -> None:
+    """`LIGHT_RATE` lookups a second on schedule; latency from the scheduled send time."""
+    assert callable(send)
+    rng = np.random.default_rng(7)
+    start = time.perf_counter() + 0.05
+    tasks = []
+
+    async def one(due: float, key: int) -> None:
+        ok = await send(key)
+        arm.latencies_ms.append((time.perf_counter() - due) * 1000)
+        arm.lookups += 1
+        arm.errors += 0 if ok else 1
+
+    for i in range(int(seconds * LIGHT_RATE)):
+        due = start + i / LIGHT_RATE
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)  # pacing the open loop, not synchronisation
+        tasks.append(asyncio.create_task(one(due, int(rng.integers(0, keys)))))
+    await asyncio.gather(*tasks)
+    arm.seconds = seconds
+
+
+async def served_arm(name: str, mode: Mode, reader: str, churn: bool,
+                     args: argparse.Namespace) -> Arm:
+    arm = Arm(name)
+    with tempfile.TemporaryDirectory(prefix="tf-twoway-") as tmp:
+        url = f"sqlite:///{tmp}/twoway.db"
+        storage = open_storage(url)
+        small = storage.create_table("small", DESC)
+        small_ts = small.insert(block(0, args.small))
+        big = storage.create_table("big", DESC)
+        for start in range(0, args.rows, 250_000):
+            big.insert(block(start, min(250_000, args.rows - start)))
+        with child("serve", url, mode, ready="LISTENING") as (_, line):
+            _, host, port = line.split()
+            async with session(host, int(port)) as s:
+                await s.conn.send(index_dataflow("big", big, BIG_SRC, BIG_IDX))
+                await s.conn.send(ScheduleCmd(BIG_IDX))
+                await s.conn.send(index_dataflow("small", small, SMALL_SRC, SMALL_IDX))
+                await s.conn.send(ScheduleCmd(SMALL_IDX))
+                await s.caught_up(BIG_IDX, big)
+                await s.caught_up(SMALL_IDX, small)
+                await settle(s)
+                before = await step_durations(s)
+                start_log = len(s.frontier_log)
+                compacted = [-1]
+
+                async def compact(ts: int) -> None:
+                    target = ts - COMPACTION_WINDOW_MS
+                    if target > compacted[0]:
+                        compacted[0] = target
+                        await s.conn.send(AllowCompaction(BIG_IDX, Frontier.at(target)))
+
+                async def send(key: int) -> bool:
+                    r = await lookup(s, small_ts, key)
+                    return isinstance(r, PeekRows) and len(r.rows) == 1
+
+                ctx = (churning(arm, url, args, compact, args.seconds + 2) if churn
+                       else contextlib.nullcontext())
+                async with ctx:
+                    await asyncio.sleep(0.5)  # the churn's first writes land first
+                    if reader == "saturating":
+                        await closed_loop(send, args.seconds, arm, args.small)
+                    else:
+                        await open_loop(send, args.seconds, arm, args.small)
+                    if churn and arm.writes:
+                        last = arm.writes[-1][0]
+                        await s.wait(lambda: (f := s.frontiers.get(BIG_IDX)) is not None
+                                     and Frontier.at(last + 1).less_equal(f),
+                                     "the last churn write", 120)
+                arm.steps = {rt: diff_buckets(b, before.get(rt, []))
+                             for rt, b in (await step_durations(s)).items()}
+                arm.frontier_log = [(w, f.time) for w, gid, f in s.frontier_log[start_log:]
+                                    if gid == BIG_IDX and f.time is not None]
+        storage.close()
+    return arm
+
+
+async def lookup(s: Session, ts: int, key: int) -> object:
+    u = uuid.uuid4()
+    await s.conn.send(Peek(u, IndexTarget(SMALL_IDX), ts, literal_constraints=[[key]]))
+    await s.wait(lambda: u in s.answers, f"lookup {u}", 60)
+    return s.answers.pop(u)[1].result
+
+
+async def embedded_arm(name: str, runtimes: str, args: argparse.Namespace) -> Arm:
+    import twofold
+
+    arm = Arm(name)
+    with tempfile.TemporaryDirectory(prefix="tf-twoway-emb-") as tmp:
+        path = f"{tmp}/embedded.db"
+        async with twofold.open_async(path, runtimes=runtimes) as db:  # type: ignore[arg-type]
+            small = db.create_table("small", {"k": int, "v": int})
+            await asyncio.to_thread(small.insert, block(0, args.small))
+            big = db.create_table("big", {"k": int, "v": int})
+            for start in range(0, args.rows, 250_000):
+                await asyncio.to_thread(big.insert, block(start, min(250_000, args.rows - start)))
+            big_idx = await db.create_index("big_k", big, key="k")
+            small_idx = await db.create_index("small_k", small, key="k")
+            assert db.controller is not None
+            controller = db.controller
+            await db.lookup(small_idx, 1)
+            await db.lookup(big_idx, 1)
+            stop = asyncio.Event()
+
+            async def watch() -> None:
+                last = None
+                while not stop.is_set():
+                    f = controller.frontier(big_idx.id).time
+                    if f != last and f is not None:
+                        arm.frontier_log.append((time.time(), f))
+                        last = f
+                    await asyncio.sleep(0.002)  # sampling the frontier, not synchronisation
+
+            async def send(key: int) -> bool:
+                return len((await db.lookup(small_idx, key)).rows) == 1
+
+            watcher = asyncio.create_task(watch())
+            url = f"sqlite:///{path}"
+            async with churning(arm, url, args, None, args.seconds + 2):
+                await asyncio.sleep(0.5)
+                await closed_loop(send, args.seconds, arm, args.small)
+                if arm.writes:
+                    last_ts = arm.writes[-1][0]
+                    deadline = time.perf_counter() + 120
+                    while (controller.frontier(big_idx.id).time or 0) <= last_ts and \
+                            time.perf_counter() < deadline:
+                        await asyncio.sleep(0.01)
+            stop.set()
+            await watcher
+    return arm
+
+
+def report(arms: dict[str, Arm], args: argparse.Namespace) -> Verdicts:
+    from rich.console import Console
+    from rich.table import Table as RichTable
+
+    console = Console(width=150)
+    tbl = RichTable(title=f"freshness while reads saturate: {args.rows:,}-row index churned by "
+                          f"{args.churn:,} + {args.churn:,} rows/s, {args.seconds:g} s per arm")
+    for col in ["arm", "lookups/s", "err", "read p50 ms", "read p99 ms", "lag p50 ms",
+                "lag p99 ms", "writes", "maintenance step p50/p99 ms", "steps (other runtime)"]:
+        tbl.add_column(col, justify="left" if col == "arm" else "right")
+    figures: dict[str, dict[str, float]] = {}
+    for arm in arms.values():
+        _, lags = arm.lags_ms()
+        maint = arm.steps.get("maintenance", arm.steps.get("solo", []))
+        other = arm.steps.get("interactive", [])
+        figures[arm.name] = {"rate": arm.rate, "p50": pct(arm.latencies_ms, 50),
+                             "p99": pct(arm.latencies_ms, 99), "lag50": pct(lags, 50),
+                             "lag99": pct(lags, 99)}
+        tbl.add_row(arm.name, f"{arm.rate:,.0f}", str(arm.errors),
+                    f"{pct(arm.latencies_ms, 50):.1f}", f"{pct(arm.latencies_ms, 99):.1f}",
+                    f"{pct(lags, 50):.0f}", f"{pct(lags, 99):.0f}", str(len(arm.writes)),
+                    f"{bucket_percentile(maint, 50):g}/{bucket_percentile(maint, 99):g}"
+                    if maint else "-",
+                    f"interactive {bucket_percentile(other, 50):g}/"
+                    f"{bucket_percentile(other, 99):g}" if other else "-")
+    console.print(tbl)
+    verdicts = Verdicts("twoway")
+    for arm in arms.values():
+        verdicts.ok(f"lookups answered with their row ({arm.name})", arm.errors, arm.lookups)
+    f = figures
+
+    def ratio(a: str, ka: str, b: str, kb: str) -> float:
+        if a not in f or b not in f:
+            return float("nan")
+        return f[a][ka] / f[b][kb]
+
+    verdicts.at_most("procs lag p50 saturating / light",
+                     ratio("procs saturating", "lag50", "procs light", "lag50"), 1.5)
+    verdicts.at_most("procs read p99 under churn / idle",
+                     ratio("procs light", "p99", "procs idle", "p99"), 1.5)
+    verdicts.at_least("procs lookups/s saturating / one runtime's",
+                      ratio("procs saturating", "rate", "one saturating", "rate"), 1.3)
+    verdicts.at_most("embedded procs lag p50 / embedded one runtime's",
+                     ratio("embedded procs saturating", "lag50", "embedded one saturating",
+                           "lag50"), 1.5)
+    console.print(
+        f"ratio threads lag p50 saturating / procs = "
+        f"{ratio('threads saturating', 'lag50', 'procs saturating', 'lag50'):.2f}; "
+        f"lookups/s threads / one = "
+        f"{ratio('threads saturating', 'rate', 'one saturating', 'rate'):.2f}")
+    plot(arms)
+    return verdicts
+
+
+def plot(arms: dict[str, Arm]) -> None:
+    plt = pyplot()
+    if plt is None:
+        return
+    IMG.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(10, 5))
+    for arm in arms.values():
+        acked, lags = arm.lags_ms()
+        if len(acked):
+            ax.plot(acked - acked[0], lags, ".-", label=arm.name, markersize=3, linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xlabel("seconds into the arm")
+    ax.set_ylabel("freshness lag per write (ms, log scale)")
+    ax.set_title("index freshness while reads saturate, per arm")
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    path = IMG / "twoway_lag.png"
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    print(f"saved {path}")
+
+
+ARMS: list[tuple[str, str, str, bool]] = [
+    # name, mode (served) or "embedded-<runtimes>", reader, churn
+    ("procs idle", "two", "light", False),
+    ("procs light", "two", "light", True),
+    ("procs saturating", "two", "saturating", True),
+    ("threads saturating", "two-threads", "saturating", True),
+    ("one saturating", "one", "saturating", True),
+    ("embedded one saturating", "embedded-one", "saturating", True),
+    ("embedded procs saturating", "embedded-two", "saturating", True),
+]
+
+
+async def main(args: argparse.Namespace) -> int:
+    arms: dict[str, Arm] = {}
+    for name, mode, reader, churn in ARMS:
+        if args.arms and not any(name.startswith(a) for a in args.arms):
+            continue
+        print(f"[{name}] {args.rows:,} rows; {os.cpu_count()} cpus, load average "
+              f"{os.getloadavg()[0]:.1f}", flush=True)
+        if mode.startswith("embedded-"):
+            arms[name] = await embedded_arm(name, mode.removeprefix("embedded-"), args)
+        else:
+            arms[name] = await served_arm(name, mode, reader, churn, args)  # type: ignore[arg-type]
+    verdicts = report(arms, args)
+    verdicts.out(verdicts.summary())
+    return verdicts.exit_code()
+
+
+def cli() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "churn":
+        sys.exit(churn_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
+                            float(sys.argv[6])))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    parser.add_argument("--rows", type=int, default=400_000, help="rows in the churned index")
+    parser.add_argument("--churn", type=int, default=80_000, help="rows per churn write")
+    parser.add_argument("--small", type=int, default=1_000, help="rows in the looked-up index")
+    parser.add_argument("--seconds", type=float, default=30.0, help="seconds per arm")
+    parser.add_argument("--arms", nargs="*", help="run only arms whose name starts with these")
+    args = parser.parse_args()
+    if args.quick:
+        args.rows, args.churn, args.seconds = 50_000, 10_000, 4.0
+    sys.exit(asyncio.run(main(args)))
+
+
+if __name__ == "__main__":
+    cli()
