@@ -37,6 +37,7 @@ from twofold.api.results import Result
 from twofold.api.schema import Schema
 from twofold.sql.errors import (
     FeatureNotSupported,
+    InternalError,
     SqlError,
     SqlSyntaxError,
     sqlstate_of,
@@ -97,6 +98,11 @@ async def execute(db: Any, text: str, params: Any = None) -> Any:
         raise _typed(e) from e
     except RecursionError:
         raise FeatureNotSupported("the statement is nested too deeply") from None
+    except (AttributeError, KeyError, IndexError, TypeError, ValueError, AssertionError) as e:
+        # A construct the planner does not expect (sqlglot accepts more than PostgreSQL):
+        # refused as a typed error naming it, never a traceback.
+        raise InternalError(f"cannot plan this statement ({type(e).__name__}: {e}); "
+                            f"statement: {text[:200]!r}") from e
 
 
 def _typed(e: TwofoldError) -> TwofoldError:

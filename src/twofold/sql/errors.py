@@ -141,6 +141,13 @@ class WrongObjectType(SqlError):
     sqlstate = "42809"
 
 
+class InternalError(SqlError):
+    """A statement the planner could not handle (`XX000`); the message names it. Reaching this
+    is a bug in twofold, reported as an error instead of a traceback."""
+
+    sqlstate = "XX000"
+
+
 SUBQUERY_ROWS = "more than one row returned by a subquery used as an expression"
 
 # Messages of evaluation errors (docs/semantics.md) and their SQLSTATEs.

@@ -153,6 +153,8 @@ def _relation_of(planner: Planner, rel: Rel, visible: int, what: str) -> Any:
 async def create_view(db: AsyncDatabase, node: exp.Create, text: str, params: Any) -> Any:
     name = _name(node.this)
     query = node.expression
+    if query is None:
+        raise SqlSyntaxError(f"CREATE VIEW {name} needs AS <query>")
     props = node.args.get("properties")
     materialized = props is not None and any(isinstance(p, exp.MaterializedProperty)
                                              for p in props.expressions)
@@ -267,6 +269,8 @@ async def insert(db: AsyncDatabase, node: exp.Insert, params: Any) -> int:
     if node.args.get("conflict") or node.args.get("returning"):
         raise FeatureNotSupported("INSERT ... ON CONFLICT / RETURNING is not supported")
     source = node.expression
+    if source is None:
+        raise SqlSyntaxError("INSERT needs VALUES (...) or a query")
     planner = Planner(db, params)
     rows: list[list[Any]]
     positions = [names.index(c) for c in cols_given]
