@@ -94,6 +94,13 @@ def test_an_unknown_command_is_one_line(capsys: pytest.CaptureFixture[str]) -> N
     assert got == 2 and "No such command" in one_error_line(err, "twofold")
 
 
+def test_no_arguments_prints_the_help_and_no_error_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, out, err = run(capsys)
+    assert "Usage: twofold" in out + err and "error" not in err
+
+
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     got, out, _ = run(capsys, "--version")
     assert got == 0 and out.strip() == f"twofold {twofold.__version__}"

@@ -214,6 +214,8 @@ def demo(
 
 def _fail(command: str, message: str, code: int) -> None:
     message = " ".join(message.split())  # one line, whatever a lower layer's message held
+    if not message:  # `twofold` alone: the help was the answer
+        sys.exit(code)
     print(f"{command}: error: {message}" if code != 130 else f"{command}: {message}",
           file=sys.stderr, flush=True)  # fmt: skip
     sys.exit(code)
