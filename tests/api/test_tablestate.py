@@ -87,3 +87,29 @@ def test_a_plan_survives_ticks_but_not_writes() -> None:
         writer.transact("delete", plan_with(lambda: storage.table("t").insert([[3, "c"]])))
         assert len(calls) == 2
         assert Counter({tuple(r): d for r, _, d in to_tuples(t.snapshot())}) == Counter()
+
+
+def test_state_reloads_when_compaction_passes_it() -> None:
+    with open_storage("memory://") as storage:
+        t = storage.create_table("t", DESC)
+        t.insert([[1, "a"], [2, "b"]])
+        writer = TableWriter(t, "t", ("id",))
+        assert writer.delete_keys(pl.DataFrame({"id": [1]})).count == 1
+        # Another handle writes, then the shard is compacted past what the state has seen:
+        # following it incrementally is no longer possible, so it starts again from a snapshot.
+        storage.table("t").write([[3, "c"], [2, "b"]], [1, -1])
+        latest = t.upper.time
+        assert latest is not None
+        t.shard.downgrade_since(latest - 1)
+        state = writer.state()
+        loads: list[int] = []
+        load = state._load
+
+        def counted() -> None:
+            loads.append(1)
+            load()
+
+        state._load = counted  # type: ignore[method-assign]
+        assert writer.delete_keys(pl.DataFrame({"id": [2, 3]})).count == 1
+        assert loads == [1]
+        assert Counter({tuple(r): d for r, _, d in to_tuples(t.snapshot())}) == Counter()
