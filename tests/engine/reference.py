@@ -492,6 +492,8 @@ def _eval(
             groups: dict[tuple[Any, ...], list[tuple[tuple[Any, ...], int]]] = defaultdict(list)
             for row, m in _nonneg(_eval(inp, data, types), "Reduce").items():
                 groups[tuple(row[i] for i in gk)].append((row, m))
+            if not gk:
+                groups[()]  # no group key: one row even over no rows (counts 0, others NULL)
             return {
                 k + tuple(_aggregate(a, members, cols) for a in aggs): 1
                 for k, members in groups.items()

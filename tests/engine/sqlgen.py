@@ -272,7 +272,7 @@ class _Translator:
 
     def _aggregate(self, agg: Aggregate, types: Types) -> str:
         if agg.func == "count" and agg.column is None:
-            return "CAST(sum(__m) AS BIGINT)"
+            return "CAST(coalesce(sum(__m), 0) AS BIGINT)"
         col = agg.column
         assert col is not None  # only count(*) has no column
         c = f"c{col}"
@@ -282,7 +282,7 @@ class _Translator:
             is_int = agg.func == "count" or (agg.func == "sum" and types[col] == "int")
             return f"CAST({inner} AS BIGINT)" if is_int else inner
         if agg.func == "count":
-            return f"CAST(sum(CASE WHEN {c} IS NULL THEN 0 ELSE __m END) AS BIGINT)"
+            return f"CAST(coalesce(sum(CASE WHEN {c} IS NULL THEN 0 ELSE __m END), 0) AS BIGINT)"
         if agg.func == "sum":
             if types[col] == "int":
                 return f"CAST(sum({c} * __m) AS BIGINT)"
@@ -297,10 +297,14 @@ class _Translator:
         n = len(items)
         items += [f"{self._aggregate(a, types)} AS c{n + i}" for i, a in enumerate(p.aggregates)]
         items.append("CAST(1 AS BIGINT) AS __m")
-        # HAVING makes an empty input give no row even with an empty group key.
+        # With a group key, HAVING drops groups whose rows all cancelled; without one, SQL's
+        # single row over no input is the semantics too.
+        having = " HAVING count(*) > 0" if p.group_key else ""
+        if not p.group_key and not p.aggregates:
+            return "SELECT CAST(1 AS BIGINT) AS __m", out_types  # not an aggregate query
         return (
             f"SELECT {', '.join(items)} FROM ({base}) AS {self.alias()}"
-            f"{self._group_by([f'c{k}' for k in p.group_key])} HAVING count(*) > 0",
+            f"{self._group_by([f'c{k}' for k in p.group_key])}{having}",
             out_types,
         )
 

@@ -67,7 +67,7 @@ def model(updates: list[Update], t: int, key: list[int]) -> list[tuple[list[Any]
         if m:
             groups.setdefault(tuple(r[k] for k in key), []).append((r, m))
     if not key and not groups:
-        return []
+        return [([0, 0, None, None], 1)]  # no group key: one row over no rows
     out = []
     for g, members in groups.items():
         n = sum(m for _, m in members)
@@ -154,3 +154,22 @@ def test_dead_groups_are_reclaimed() -> None:
     # Each step kills the previous 100 groups; dead ids outnumber live ones (and are
     # reclaimed) after steps 2 and 4.
     assert op.live == 100 and len(op.table) == 100
+
+
+@pytest.mark.parametrize(
+    "aggs",
+    [AGGS, [Aggregate("count"), Aggregate("max", 2)]],
+    ids=["accumulated", "recomputed"],
+)
+def test_global_aggregate_has_one_row_at_every_time(aggs: list[Aggregate]) -> None:
+    """No group key: the default row (counts 0, the rest NULL) while the input is empty —
+    from the first time — retracted when rows arrive, back when they are all gone."""
+    updates: list[Update] = [([1, "a", 5], 1, 1), ([2, "b", 7], 2, 1), ([1, "a", 5], 3, -1)]
+    updates += [([2, "b", 7], 3, -1), ([3, "c", None], 4, 1)]
+    got = run_plan_at_times(Reduce(Get(A), [], aggs), {A: (DESC, updates)}, list(range(5)))
+    default = [0 if a.func == "count" else None for a in aggs]
+    if aggs == AGGS:  # count(*), count(v), sum(v), sum(i)
+        want = [default, [1, 1, 5, 1], [2, 2, 12, 3], default, [1, 0, None, 3]]
+    else:  # count(*), max(v)
+        want = [default, [1, 5], [2, 7], default, [1, None]]
+    assert got == {t: [(row, 1)] for t, row in enumerate(want)}

@@ -102,6 +102,8 @@ def reference(rows: Counter[tuple[Any, ...]], grouped: bool, aggs: list[Aggregat
     groups: dict[Any, list[tuple[Any, ...]]] = {}
     for r, n in rows.items():
         groups.setdefault(r[0] if grouped else (), []).extend([r] * n)
+    if not grouped:
+        groups.setdefault((), [])  # one row over no rows: counts 0, the rest NULL
     out = []
     for g, members in groups.items():
         xs = [r[1] for r in members if r[1] is not None]

@@ -132,9 +132,10 @@ def test_ill_typed_plans_are_refused() -> None:
         plan_types(Constant([([None], 1)]), {})
 
 
-def test_reduce_with_empty_key_gives_no_row_on_empty_input() -> None:
+def test_reduce_with_empty_key_gives_one_row_on_empty_input() -> None:
     plan = Reduce(Get(U1), [], [Aggregate("count"), Aggregate("sum", 0)])
-    assert both(plan, one_col("int", [])) == {}
+    assert both(plan, one_col("int", [])) == {(0, None): 1}
+    assert both(Reduce(Get(U1), [], []), one_col("int", [])) == {(): 1}
     assert both(plan, one_col("int", [None, None])) == {(2, None): 1}
 
 

@@ -266,6 +266,38 @@ def _distinct_float_sum(name: str, g: np.ndarray, m: int, x: np.ndarray) -> pl.S
     return _float_column(name, total, n > 0)
 
 
+class GlobalReduceOp(Operator):
+    """A `Reduce` with no group key: the one row its inner reduce gives, or — while the input is
+    empty — the default row (counts 0, every other aggregate NULL), as SQL's `SELECT count(*)`
+    gives. The default row enters at the first step when the inner output is empty, and is
+    retracted in the step the inner row appears (and back when it goes)."""
+
+    def __init__(self, inner: Operator, aggregates: Sequence[Aggregate]) -> None:
+        self.inner = inner
+        self.types = list(inner.types)
+        default = [0 if a.func == "count" else None for a in aggregates]
+        self.default = pl.DataFrame(
+            [pl.Series(f"c{j}", [v]) for j, v in enumerate(default)] + [pl.Series(DIFF, [1])]
+        )
+        self.present = 0  # net multiplicity of the inner output (0 or 1)
+        self.shown = False  # whether the default row is in the output
+        self.started = False
+
+    def step(self, t: int, inputs: Mapping[GlobalId, Delta]) -> Delta:
+        out, errs = self.inner.step(t, inputs)
+        if out.height:
+            self.present += int(out.get_column(DIFF).sum())
+        want = self.present == 0
+        if want == self.shown and self.started:
+            return out, errs
+        self.started = True
+        if want == self.shown:
+            return out, errs
+        self.shown = want
+        row = self.conform(self.default.with_columns(pl.lit(1 if want else -1).alias(DIFF)))
+        return pl.concat([out, row], how="vertical") if out.height else row, errs
+
+
 class DistinctOp(KeyedOp):
     def __init__(self, child: Operator) -> None:
         super().__init__(child, range(len(child.types)), child.types)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from twofold.engine.accumulate import AccumulateReduceOp, accumulable
 from twofold.engine.join import JoinOp
 from twofold.engine.operator import ConstantOp, GetOp, MfpOp, NegateOp, Operator, UnionOp
-from twofold.engine.reduce import DistinctOp, ReduceOp, ThresholdOp, TopKOp
+from twofold.engine.reduce import DistinctOp, GlobalReduceOp, ReduceOp, ThresholdOp, TopKOp
 from twofold.engine.typecheck import typecheck_plan
 from twofold.protocol import (
     Constant,
@@ -52,9 +52,13 @@ def render_plan(plan: Plan, known: Mapping[GlobalId, RelationDesc], as_of: int) 
         case Reduce(input=inp, group_key=gk, aggregates=aggs):
             types = typecheck_plan(plan, known).types
             child = render_plan(inp, known, as_of)
-            if accumulable(aggs, child.types):
-                return AccumulateReduceOp(child, gk, aggs, types)
-            return ReduceOp(child, gk, aggs, types)
+            op: Operator = (
+                AccumulateReduceOp(child, gk, aggs, types)
+                if accumulable(aggs, child.types)
+                else ReduceOp(child, gk, aggs, types)
+            )
+            # No group key: one row even over no input rows (`docs/semantics.md`).
+            return op if gk else GlobalReduceOp(op, aggs)
         case TopK(input=inp, group_key=gk, order_by=order, limit=limit, offset=offset):
             return TopKOp(render_plan(inp, known, as_of), gk, order, limit, offset)
         case UnionAll(inputs=parts):

@@ -216,9 +216,10 @@ def typecheck_plan(
                             f"{here}.aggregates[{j}]: sum of column {agg.column} "
                             f"({desc.names[agg.column]}) of type {ct.scalar}"
                         )
-                    types.append(ColumnType(ct.scalar, ct.nullable))
+                    types.append(ColumnType(ct.scalar, ct.nullable or not gk))
                 else:
-                    types.append(ColumnType(ct.scalar, ct.nullable))
+                    # No group key: the row over no input has NULL here.
+                    types.append(ColumnType(ct.scalar, ct.nullable or not gk))
             return RelationDesc(names, types)
         case TopK(input=inp, group_key=gk, order_by=order):
             desc = typecheck_plan(inp, inputs, f"{here}.input")
