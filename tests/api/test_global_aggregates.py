@@ -4,6 +4,8 @@ where the default row appears when the input becomes empty and is retracted when
 
 from __future__ import annotations
 
+from typing import Any
+
 import twofold
 from twofold import col, count, max, mean, min, sum
 
@@ -23,8 +25,8 @@ def test_maintained_global_aggregate_follows_emptiness(db: twofold.Database) -> 
     rel = t.agg(count(), sum("v"), max("v").alias("hi"))
     idx = db.create_index("totals", rel, key="count", retain_history=60)
     view = db.create_materialized_view("totals_view", rel)
-    empty = (0, None, None)
-    times = [(t.insert([(1, 2.5)]), [(1, 2.5, 2.5)])]
+    empty: tuple[Any, ...] = (0, None, None)
+    times: list[tuple[Any, list[tuple[Any, ...]]]] = [(t.insert([(1, 2.5)]), [(1, 2.5, 2.5)])]
     times.append((t.insert([(2, 0.5)]), [(2, 3.0, 2.5)]))
     times.append((t.delete([(1, 2.5), (2, 0.5)]), [empty]))
     times.append((t.insert([(3, -1.0)]), [(1, -1.0, -1.0)]))

@@ -63,9 +63,9 @@ def model(updates: list[Update], t: int, key: list[int]) -> list[tuple[list[Any]
         if time <= t:
             rows[tuple(r)] += d
     groups: dict[tuple[Any, ...], list[tuple[tuple[Any, ...], int]]] = {}
-    for r, m in rows.items():
+    for row, m in rows.items():
         if m:
-            groups.setdefault(tuple(r[k] for k in key), []).append((r, m))
+            groups.setdefault(tuple(row[k] for k in key), []).append((row, m))
     if not key and not groups:
         return [([0, 0, None, None], 1)]  # no group key: one row over no rows
     out = []
