@@ -22,9 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from bars import Verdicts
-
 import twofold
+from bars import Verdicts
 from twofold import col, count, sum
 from twofold.sql import compile_query, parse
 
