@@ -36,3 +36,14 @@ def test_slice_comes_from_the_env_and_zero_turns_it_off(monkeypatch: pytest.Monk
     assert Replica(None, "two", latency_slice_us=120).latency_slice_us == 120
     monkeypatch.setenv("TWOFOLD_LATENCY_SLICE_US", "0")
     assert Replica(None, "two").latency_slice_us is None
+
+
+def test_maintenance_nice_defaults_by_placement(monkeypatch: pytest.MonkeyPatch) -> None:
+    """+10 as a thread beside interactive (they share the GIL; the read should win a core);
+    0 as a process of its own (at +10 any busy nice-0 process starves it)."""
+    monkeypatch.delenv("TWOFOLD_MAINTENANCE_NICE", raising=False)
+    assert Replica("memory://hints", "two").maintenance_nice == 10
+    assert Replica("sqlite:///hints.db", "two", placement="threads").maintenance_nice == 10
+    assert Replica("sqlite:///hints.db", "two", placement="processes").maintenance_nice == 0
+    monkeypatch.setenv("TWOFOLD_MAINTENANCE_NICE", "5")
+    assert Replica("sqlite:///hints.db", "two", placement="processes").maintenance_nice == 5

@@ -195,10 +195,15 @@ class Replica:
         self.metrics = ReplicaMetrics()
         self.strict = strict
         self.poll_interval = poll_interval
-        # How much lower the maintenance thread's OS priority is than interactive's: when both
-        # want a core, the read wins. `TWOFOLD_MAINTENANCE_NICE` overrides the default.
+        # How much lower maintenance's OS priority is than interactive's (`TWOFOLD_MAINTENANCE_NICE`
+        # overrides). As a thread of this process: +10, so when both runtimes want a core the
+        # read wins (they share the GIL either way). As a process of its own: 0 — at +10 any
+        # nice-0 process wanting a whole core starves it (a saturating reader in the front made
+        # the index 3.6-4.6x staler than a light one; at 0, 0.8x), while the read path keeps its
+        # latency slice, which already lets a waking read preempt it (`docs/architecture.md`).
         if maintenance_nice is None:
-            maintenance_nice = int(os.environ.get("TWOFOLD_MAINTENANCE_NICE", "10"))
+            default = "0" if self.placement == "processes" else "10"
+            maintenance_nice = int(os.environ.get("TWOFOLD_MAINTENANCE_NICE", default))
         self.maintenance_nice = maintenance_nice
         # The interactive runtime's thread asks the OS for a short latency slice, so that waking
         # for a read preempts whatever is mid-slice (`runtime/sched.py`). `None`: the default,
