@@ -50,6 +50,12 @@ _NEGATABLE: Final = (exp.Is, exp.Like, exp.ILike, exp.In, exp.Between, exp.Exist
 _PY: Final = {bool: "bool", int: "int", float: "float", str: "str", bytes: "bytes"}
 
 
+def node_key(node: exp.Expr) -> Any:
+    """A structural key of a syntax tree: equal for equal expressions, cheap to compute
+    (generating SQL text for every bound node cost a few ms per statement)."""
+    return node  # sqlglot expressions hash and compare structurally
+
+
 def call(func: str, *args: PExpr) -> Call:
     return Call(func=cast(FuncName, func), args=list(args))
 
@@ -62,7 +68,7 @@ class AggContext:
 
     pre: Scope
     cols: dict[int, int] = field(default_factory=dict)
-    exprs: dict[str, int] = field(default_factory=dict)
+    exprs: dict[Any, int] = field(default_factory=dict)
 
 
 class Binder:
@@ -80,7 +86,7 @@ class Binder:
 
     def bind(self, node: exp.Expr) -> B:
         if self.agg is not None:
-            slot = self.agg.exprs.get(node.sql())
+            slot = self.agg.exprs.get(node_key(node))
             if slot is not None:
                 c = self.scope.rel.cols[slot]
                 return Column(index=slot), c.scalar, c.nullable

@@ -50,6 +50,7 @@ class Planner:
         self.params = params
         self.ctes: dict[str, Rel] = {}
         self.views: dict[str, Any] = getattr(db, "_sql_views", {})
+        self._objects: dict[str, Any] = {}  # catalog lookups of this statement
 
     # -- helpers the binder uses ------------------------------------------------------------
 
@@ -248,10 +249,12 @@ class Planner:
             return view.plan(self)  # type: ignore[no-any-return]
         from twofold.api.errors import UnknownObject
 
-        try:
-            obj = self.db.get(name)
-        except UnknownObject:
-            raise UndefinedTable(f"relation {name!r} does not exist") from None
+        obj = self._objects.get(name)
+        if obj is None:
+            try:
+                obj = self._objects[name] = self.db.get(name)
+            except UnknownObject:
+                raise UndefinedTable(f"relation {name!r} does not exist") from None
         cols = [Col(n, t.scalar, t.nullable, qual=name) for n, t in obj.schema]
         return Rel(obj.plan, cols, dict(obj.inputs))
 

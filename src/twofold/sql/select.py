@@ -5,9 +5,10 @@ Contract (PostgreSQL's rules): the SELECT list's output names are aliases, else 
 else a function's name, else `?column?`. `GROUP BY` takes expressions, output positions or
 output names; a column used outside an aggregate must be grouped (`GroupingError`). A query with
 aggregates and no GROUP BY returns exactly one row even over no input (`count` 0, the others
-NULL): the aggregate is left-joined to a one-row relation — or, inside a correlated subquery, to
-the distinct outer bindings, so `(SELECT count(*) ... WHERE t.a = outer.a)` is 0 where nothing
-matches. `avg` is `sum / count` as a double; `bool_and`/`bool_or` are `min`/`max` of booleans.
+NULL): the engine's Reduce gives that row; inside a correlated subquery the aggregate is
+left-joined to the distinct outer bindings, so `(SELECT count(*) ... WHERE t.a = outer.a)` is
+0 where nothing matches. `avg` is `sum / count` as a double; `bool_and`/`bool_or` are
+`min`/`max` of booleans.
 `ORDER BY` takes positions, output names and expressions (computed as hidden columns, dropped
 after the read); ASC sorts NULLs last and DESC first unless `NULLS FIRST|LAST` says otherwise.
 `LIMIT`/`OFFSET` become a `TopK` (per correlation binding inside a subquery).
@@ -25,7 +26,7 @@ from twofold.protocol import Aggregate, Column, Constant, Distinct, Mfp, OrderKe
 from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
 from twofold.sql.errors import FeatureNotSupported, GroupingError, SqlSyntaxError
-from twofold.sql.exprs import AGGREGATES, AggContext, B, Binder, call
+from twofold.sql.exprs import AGGREGATES, AggContext, B, Binder, call, node_key
 from twofold.sql.from_ import conjuncts, filtered, plan_from
 from twofold.sql.scope import NULL, Col, Outer, Rel, Scope
 
@@ -67,13 +68,13 @@ def sql_name_of(dt: exp.Expr) -> str:
 
 def _aggregates(nodes: list[exp.Expr]) -> list[exp.Expr]:
     """Aggregate calls in `nodes`, outside subqueries, by first appearance."""
-    out: dict[str, exp.Expr] = {}
+    out: dict[Any, exp.Expr] = {}
 
     def walk(n: exp.Expr) -> None:
         if isinstance(n, exp.Subquery | exp.Exists | exp.Select):
             return
         if isinstance(n, AGGREGATES) and not isinstance(n, exp.Window):
-            out.setdefault(n.sql(), n)
+            out.setdefault(node_key(n), n)
             return
         for child in n.iter_expressions():
             walk(child)
@@ -211,8 +212,9 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
         else:
             assert src is not None
             reduced_types.append(replace(src, nullable=True).column_type)
-    global_agg = not group_nodes
-    if global_agg:
+    if not group_nodes and corr is not None:
+        # The engine gives a global aggregate its one row over no input; per correlation
+        # binding that row must come from the bindings themselves.
         plan, reduced_types = _one_row_per_binding(plan, reduced_types, corr, ncorr)
     # Finish: counts of a padded (empty) group are 0; avg = sum / count.
     finish: list[PExpr] = []
@@ -239,24 +241,17 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
         if k < len(rel.cols):
             ctx.cols[k] = j
         if g is not None:
-            ctx.exprs[g.sql()] = j
+            ctx.exprs[node_key(g)] = j
     for j, a in enumerate(aggs):
-        ctx.exprs[a.sql()] = nk + j
+        ctx.exprs[node_key(a)] = nk + j
     return post, ctx
 
 
-def _one_row_per_binding(plan: Any, types: list[Any], corr: Rel | None, ncorr: int
+def _one_row_per_binding(plan: Any, types: list[Any], corr: Rel, ncorr: int
                          ) -> tuple[Any, list[Any]]:
-    """A global aggregate's result left-joined to its bindings: one row per binding even
-    where no input row exists (the aggregates NULL there)."""
+    """A correlated global aggregate's result left-joined to its bindings: one row per
+    binding even where no input row exists (the aggregates NULL there, counts 0 after)."""
     nagg = len(types) - ncorr
-    if corr is None:
-        base: Any = Constant(rows=[([True], 1)])
-        btypes = [Col("?", "bool", False).column_type]
-        keyed = Mfp(input=plan, map=[PLiteral(value=True)])
-        ktypes = [*types, btypes[0]]
-        joined = left_join_on(base, btypes, keyed, ktypes, [0], [len(types)])
-        return Mfp(input=joined, project=list(range(1, 1 + len(types)))), types
     bplan, bkey, btypes = nullsafe_key(corr.plan, corr.types, range(ncorr))
     rplan, rkey, rtypes = nullsafe_key(plan, types, range(ncorr))
     joined = left_join_on(bplan, btypes, rplan, rtypes, bkey, rkey)
@@ -337,8 +332,7 @@ def plan_select(planner: Planner, node: exp.Select, outer: Outer | None,
                 continue
             if isinstance(e, exp.Column) and not e.table and e.name in names:
                 continue
-            if any(i.sql() == e.sql() or (isinstance(i, exp.Alias) and i.this.sql() == e.sql())
-                   for i in items):
+            if any(i == e or (isinstance(i, exp.Alias) and i.this == e) for i in items):
                 continue
             if distinct:
                 raise SqlSyntaxError("for SELECT DISTINCT, ORDER BY expressions must appear "
@@ -384,8 +378,8 @@ def _order(planner: Planner, node: exp.Expr, rel: Rel, ncorr: int, names: list[s
         elif isinstance(e, exp.Column) and not e.table and e.name in names:
             pos = ncorr + names.index(e.name)
         else:
-            hit = [j for j, i in enumerate(items) if i.sql() == e.sql() or (
-                isinstance(i, exp.Alias) and i.this.sql() == e.sql())]
+            hit = [j for j, i in enumerate(items) if i == e or (
+                isinstance(i, exp.Alias) and i.this == e)]
             if hit:
                 pos = ncorr + hit[0]
             elif not items:
