@@ -3,14 +3,18 @@ evaluation errors (and their laziness), strings, casts — evaluated through `Co
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from twofold.engine.expr import CompiledMfp, like_regex
 from twofold.engine.frames import frame_from_collection
 from twofold.protocol import Call, Column, ColumnType, Expr, Literal, MapFilterProject
+from twofold.testing.profiles import examples
 
 B, INT, F, S = (ColumnType(s) for s in ("bool", "int", "float", "str"))
 MAX, MIN = 2**63 - 1, -(2**63)
@@ -25,7 +29,7 @@ def lit(v: Any) -> Literal:
 
 
 def call(f: str, *args: Expr) -> Call:
-    return Call(f, list(args))
+    return Call(f, list(args))  # type: ignore[arg-type]  # any name; Call checks it
 
 
 def evaluate(expr: Expr, row: list[Any], types: list[ColumnType]) -> Any:
@@ -155,3 +159,68 @@ def test_map_columns_refer_to_earlier_maps() -> None:
     out, _ = CompiledMfp(mfp, [INT]).apply(frame)
     assert out.rows() == [(2, 4, 5, 1)]
     assert out.schema["c1"] == pl.Int64
+
+
+INTS = st.one_of(
+    st.integers(MIN, MAX), st.sampled_from([MIN, MIN + 1, -7, -2, -1, 0, 1, 2, 7, MAX])
+)
+FLOATS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([-7.5, 7.5, -2.0, 2.0, 0.1, 1.0, -0.0, 0.0, 1e308, 5e-324]),
+)
+
+
+def python_floor(f: str, a: Any, b: Any) -> Any:
+    """Python's `//` and `%` (the DSL's), with a zero divisor an evaluation error."""
+    if b == 0:
+        return ("error", "division by zero")
+    q = a // b if f == "floordiv" else a % b
+    if isinstance(q, int) and not MIN <= q <= MAX:
+        return ("error", "integer out of range")
+    return q
+
+
+def same_value(got: Any, want: Any) -> bool:
+    if isinstance(want, float) and isinstance(got, float):
+        return (math.isnan(got) and math.isnan(want)) or (
+            got == want and math.copysign(1, got) == math.copysign(1, want)
+        )
+    return bool(got == want)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.sampled_from(["floordiv", "floormod"]), INTS, INTS)
+def test_floor_division_of_ints_is_pythons(f: str, a: int, b: int) -> None:
+    assert evaluate(call(f, c(0), c(1)), [a, b], [INT, INT]) == python_floor(f, a, b)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.sampled_from(["floordiv", "floormod"]), FLOATS, FLOATS)
+def test_floor_division_of_floats_is_pythons(f: str, a: float, b: float) -> None:
+    try:
+        want = python_floor(f, a, b)
+    except (OverflowError, ValueError):
+        return  # Python raises where IEEE gives inf/NaN (e.g. inf // 1); no Python answer
+    got = evaluate(call(f, c(0), c(1)), [a, b], [F, F])
+    assert same_value(got, want), (a, b, got, want)
+
+
+@pytest.mark.parametrize(
+    ("expr", "want"),
+    [
+        (call("floordiv", lit(-7), lit(2)), -4),
+        (call("floormod", lit(-7), lit(2)), 1),
+        (call("floormod", lit(7), lit(-2)), -1),
+        (call("floordiv", lit(MIN), lit(-1)), ("error", "integer out of range")),
+        (call("floordiv", lit(1), lit(0)), ("error", "division by zero")),
+        (call("floormod", lit(-7.5), lit(2.0)), 0.5),
+        (call("floordiv", lit(1.0), lit(0.1)), 9.0),
+        (call("floordiv", lit(-7), lit(2.0)), -4.0),
+        (call("floormod", lit(None), lit(2)), None),
+        # The truncating pair stays (SQL's / and % on ints).
+        (call("div", lit(-7), lit(2)), -3),
+        (call("mod", lit(-7), lit(2)), -1),
+    ],
+)
+def test_flooring_and_truncating_division(expr: Expr, want: Any) -> None:
+    assert ev(expr) == want

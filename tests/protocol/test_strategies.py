@@ -75,7 +75,8 @@ def sample(strategy: st.SearchStrategy[T], n: int = 150) -> list[T]:
     ],
 )
 def test_every_variant_is_generated(strategy: st.SearchStrategy[Any], union: Any) -> None:
-    assert {type(v) for v in sample(strategy)} == set(get_args(union))
+    # 300: with ~40 functions, 150 derandomized draws of `exprs` held no top-level Literal.
+    assert {type(v) for v in sample(strategy, 300)} == set(get_args(union))
 
 
 @pytest.mark.parametrize("kind", list(IdKind))

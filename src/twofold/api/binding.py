@@ -50,7 +50,8 @@ class Bound:
 # -- binding -------------------------------------------------------------------------------------
 
 _BINARY: Final = {
-    "+": "add", "-": "sub", "*": "mul", "%": "mod", "//": "div",
+    # `//` and `%` floor, as in Python and polars (the protocol's `div`/`mod` truncate, as SQL).
+    "+": "add", "-": "sub", "*": "mul", "%": "floormod", "//": "floordiv",
     "==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge",
     "&": "and", "|": "or",
 }  # fmt: skip

@@ -124,7 +124,7 @@ class _Compiler:
             }[func]()
             value, err = _checked_int(wide)
             return value, _first(*errs, err)
-        if func in ("div", "mod"):
+        if func in ("div", "mod", "floordiv", "floormod"):
             return self.divmod(func, vals, errs, is_int)
         if func in ("eq", "ne", "lt", "le", "gt", "ge"):
             if set(scalars) - {"null"} == {"int", "float"}:
@@ -208,17 +208,28 @@ class _Compiler:
             safe_b = pl.when(fb == 0).then(pl.lit(1.0)).otherwise(fb)
             if func == "div":
                 return fa / safe_b, _first(*errs, zero_err)
+            # fmod (C, truncating), or Python's float // and % (numpy's floor_divide and
+            # remainder are Python's: 1 // 0.1 == 9.0, -7.5 % 2 == 0.5).
+            kernel = {"mod": np.fmod, "floordiv": np.floor_divide, "floormod": np.remainder}[func]
+
+            def apply(s: Sequence[pl.Series]) -> pl.Series:
+                with np.errstate(all="ignore"):  # IEEE results (inf, NaN) are the answer
+                    return pl.Series(kernel(s[0].to_numpy(), s[1].to_numpy()))
+
             fm = pl.map_batches(
-                [fa.fill_null(0.0), safe_b.fill_null(1.0)],
-                lambda s: pl.Series(np.fmod(s[0].to_numpy(), s[1].to_numpy())),
-                return_dtype=pl.Float64,
+                [fa.fill_null(0.0), safe_b.fill_null(1.0)], apply, return_dtype=pl.Float64
             )
             return pl.when(fa.is_null() | fb.is_null()).then(None).otherwise(fm), _first(
                 *errs, zero_err
             )
         wa = a.cast(pl.Int128)
         wb = pl.when(b == 0).then(pl.lit(1, pl.Int128)).otherwise(b.cast(pl.Int128))
-        floor_q = wa // wb
+        floor_q = wa // wb  # polars' integer // floors, as Python's
+        if func == "floordiv":
+            value, err = _checked_int(floor_q)  # int64 min // -1 is out of range
+            return value, _first(*errs, zero_err, err)
+        if func == "floormod":
+            return (wa - wb * floor_q).cast(pl.Int64), _first(*errs, zero_err)
         inexact = (wa - floor_q * wb) != 0
         trunc_q = pl.when(inexact & ((wa < 0) != (wb < 0))).then(floor_q + 1).otherwise(floor_q)
         if func == "div":

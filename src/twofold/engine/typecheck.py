@@ -88,7 +88,7 @@ def _require(tys: Sequence[Ty], allowed: frozenset[str] | set[str], where: str, 
 
 def _call_type(func: str, tys: list[Ty], where: str) -> Ty:
     nullable = any(n for _, n in tys)
-    if func in ("add", "sub", "mul", "div", "mod", "neg", "abs"):
+    if func in ("add", "sub", "mul", "div", "mod", "floordiv", "floormod", "neg", "abs"):
         _require(tys, _NUMERIC, where, "int or float")
         scalars = {s for s, _ in tys}
         return ("float" if "float" in scalars else "int", nullable)

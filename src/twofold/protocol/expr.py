@@ -15,7 +15,7 @@ from twofold.protocol.base import Tagged, check_scalar
 FuncName = TypeLiteral[
     "eq", "ne", "lt", "le", "gt", "ge",
     "and", "or", "not",
-    "add", "sub", "mul", "div", "mod", "neg",
+    "add", "sub", "mul", "div", "mod", "floordiv", "floormod", "neg",
     "is_null", "coalesce", "if",
     "concat", "lower", "upper", "length", "like",
     "abs", "cast_int", "cast_float", "cast_str",
@@ -26,7 +26,7 @@ FuncName = TypeLiteral[
 FUNCTION_ARITY: Final[dict[str, int | None]] = {
     "eq": 2, "ne": 2, "lt": 2, "le": 2, "gt": 2, "ge": 2,
     "and": 2, "or": 2, "not": 1,
-    "add": 2, "sub": 2, "mul": 2, "div": 2, "mod": 2, "neg": 1,
+    "add": 2, "sub": 2, "mul": 2, "div": 2, "mod": 2, "floordiv": 2, "floormod": 2, "neg": 1,
     "is_null": 1, "coalesce": None, "if": 3,
     "concat": 2, "lower": 1, "upper": 1, "length": 1, "like": 2,
     "abs": 1, "cast_int": 1, "cast_float": 1, "cast_str": 1,
