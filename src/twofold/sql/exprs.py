@@ -32,8 +32,9 @@ from twofold.sql.errors import (
     InvalidParameter,
     UndefinedFunction,
 )
+from twofold.sql.functions import FunctionBinders
 from twofold.sql.scope import NULL, Scope
-from twofold.sql.types import FUNCTIONS_UNSUPPORTED, sql_type, type_name
+from twofold.sql.types import type_name
 
 if TYPE_CHECKING:
     from twofold.sql.planner import Planner
@@ -71,7 +72,7 @@ class AggContext:
     exprs: dict[Any, int] = field(default_factory=dict)
 
 
-class Binder:
+class Binder(FunctionBinders):
     """Binds expressions over `scope` (see the module docstring)."""
 
     def __init__(self, planner: Planner, scope: Scope, agg: AggContext | None = None,
@@ -312,162 +313,6 @@ class Binder:
             nullable = nullable or n
             parts.append(e if s in ("str", NULL) else self.planner.cast_expr(e, s, "str"))
         return call("concat", *parts), "str", nullable
-
-    # -- CASE, casts, functions ---------------------------------------------------------------
-
-    def _Case(self, node: exp.Case) -> B:
-        subject = node.this
-        branches: list[tuple[PExpr, B]] = []
-        for when in node.args.get("ifs") or []:
-            cond_node = when.this
-            if subject is not None:
-                cond_node = exp.EQ(this=subject, expression=cond_node)
-            cond = self.condition(cond_node, "CASE/WHEN")
-            branches.append((cond, self.bind(when.args["true"])))
-        default = node.args.get("default")
-        otherwise: B = self.bind(default) if default is not None else (
-            PLiteral(value=None), NULL, True)
-        scalar = unify(self, [b[1] for _, b in branches] + [otherwise[1]], "CASE")
-        out = self.planner.coerce(otherwise, scalar)
-        nullable = otherwise[2]
-        for cond, b in reversed(branches):
-            out = call("if", cond, self.planner.coerce(b, scalar), out)
-            nullable = nullable or b[2]
-        return out, scalar, nullable
-
-    def _If(self, node: exp.If) -> B:
-        return self._Case(exp.Case(ifs=[node], default=node.args.get("false")))
-
-    def _Cast(self, node: exp.Cast) -> B:
-        e, s, n = self.bind(node.this)
-        target = sql_type(node.args["to"])
-        if s == "str" and isinstance(node.this, exp.Literal) and target != "str":
-            return self._retype(node.this, target)
-        return self.planner.cast_expr(e, s, target), target, n
-
-    _TryCast = _Cast
-
-    def _args(self, node: exp.Expr) -> list[B]:
-        args = [node.this, *node.expressions] if node.this is not None else node.expressions
-        if node.args.get("expression") is not None:
-            args.append(node.args["expression"])
-        if node.args.get("decimals") is not None:
-            args.append(node.args["decimals"])
-        return [self.bind(a) for a in args]
-
-    def _variadic(self, node: exp.Expr, what: str) -> tuple[list[PExpr], str, list[B]]:
-        bs = self._args(node)
-        scalar = unify(self, [b[1] for b in bs], what)
-        return [self.planner.coerce(b, scalar) for b in bs], scalar, bs
-
-    def _Coalesce(self, node: exp.Coalesce) -> B:
-        es, scalar, bs = self._variadic(node, "COALESCE")
-        return call("coalesce", *es), scalar, all(b[2] for b in bs)
-
-    def _Nullif(self, node: exp.Nullif) -> B:
-        es, scalar, bs = self._variadic(node, "NULLIF")
-        a, b = es
-        return call("if", call("eq", a, b), typed_null(scalar), a), scalar, bs[0][2]
-
-    def _extreme(self, node: exp.Expr, func: str) -> B:
-        es, scalar, bs = self._variadic(node, func.upper())
-        # PostgreSQL's GREATEST/LEAST ignore NULL arguments (NULL only when all are).
-        out = es[0]
-        for e in es[1:]:
-            better = call("gt" if func == "greatest" else "lt", e, out)
-            out = call("if", call("or", call("is_null", out), better), e, out)
-        return out, scalar, all(b[2] for b in bs)
-
-    def _Greatest(self, node: exp.Greatest) -> B:
-        return self._extreme(node, "greatest")
-
-    def _Least(self, node: exp.Least) -> B:
-        return self._extreme(node, "least")
-
-    def _numeric_fn(self, node: exp.Expr, func: str, keep_int: bool) -> B:
-        bs = self._args(node)
-        e, s, n = bs[0]
-        if s not in _NUMERIC:
-            raise UndefinedFunction(f"function {func}({type_name(s)}) does not exist")
-        if func == "abs":
-            return call("abs", e), s, n
-        if s in ("int", NULL) and keep_int:
-            return e, "int", n
-        digits: PExpr = PLiteral(value=0)
-        if len(bs) > 1:
-            digits = bs[1][0]
-            if bs[1][1] not in ("int", NULL):
-                raise UndefinedFunction(f"function {func}(.., {type_name(bs[1][1])}) does "
-                                        "not exist")
-        f = e if s == "float" else call("cast_float", e)
-        if func == "round":
-            return call("round", f, digits), "float", n or any(b[2] for b in bs[1:])
-        return call(func, f), "float", n
-
-    def _Abs(self, node: exp.Abs) -> B:
-        return self._numeric_fn(node, "abs", True)
-
-    def _Round(self, node: exp.Round) -> B:
-        return self._numeric_fn(node, "round", node.args.get("decimals") is None)
-
-    def _Floor(self, node: exp.Floor) -> B:
-        return self._numeric_fn(node, "floor", True)
-
-    def _Ceil(self, node: exp.Ceil) -> B:
-        return self._numeric_fn(node, "ceil", True)
-
-    def _string_fn(self, node: exp.Expr, func: str) -> B:
-        e, s, n = self.bind(node.this)
-        if s not in ("str", NULL):
-            raise UndefinedFunction(f"function {func}({type_name(s)}) does not exist")
-        out = "int" if func == "length" else "str"
-        return call(func, e), out, n
-
-    def _Length(self, node: exp.Length) -> B:
-        return self._string_fn(node, "length")
-
-    def _Lower(self, node: exp.Lower) -> B:
-        return self._string_fn(node, "lower")
-
-    def _Upper(self, node: exp.Upper) -> B:
-        return self._string_fn(node, "upper")
-
-    def _Trim(self, node: exp.Trim) -> B:
-        if node.expression is not None:
-            raise FeatureNotSupported("trim(... FROM ...) with characters is not supported; "
-                                      "trim removes spaces")
-        where = (node.args.get("position") or "BOTH").upper()
-        func = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(where, "trim")
-        return self._string_fn(node, func)
-
-    def _Substring(self, node: exp.Substring) -> B:
-        e, s, n = self.bind(node.this)
-        if s not in ("str", NULL):
-            raise UndefinedFunction(f"function substr({type_name(s)}) does not exist")
-        start = self.bind(node.args["start"]) if node.args.get("start") else (
-            PLiteral(value=1), "int", False)
-        length = self.bind(node.args["length"]) if node.args.get("length") else (
-            PLiteral(value=2**62), "int", False)
-        for b in (start, length):
-            if b[1] not in ("int", NULL):
-                raise UndefinedFunction(f"substr needs integer positions, got {type_name(b[1])}")
-        return call("substr", e, start[0], length[0]), "str", n or start[2] or length[2]
-
-    def _Concat(self, node: exp.Concat) -> B:
-        bs = self._args(node)
-        parts = [b[0] if b[1] in ("str", NULL) else self.planner.cast_expr(b[0], b[1], "str")
-                 for b in bs]
-        # PostgreSQL's concat() skips NULL arguments.
-        out: PExpr = PLiteral(value="")
-        for p in parts:
-            out = call("concat", out, call("coalesce", p, PLiteral(value="")))
-        return out, "str", False
-
-    def _Anonymous(self, node: exp.Anonymous) -> B:
-        name = node.name.lower()
-        if name in FUNCTIONS_UNSUPPORTED:
-            raise FeatureNotSupported(f"function {name}() is not supported")
-        raise UndefinedFunction(f"function {name}() does not exist")
 
     # -- subqueries -------------------------------------------------------------------------
 
