@@ -19,19 +19,15 @@ parts are merged newest-first, geometrically and without changing any time
 them are truncated, and a reader that finds a blob gone rereads the head (which no longer
 references it) instead of failing.
 
-Old versions are truncated once they are at least `keep_versions` behind the head and
-`keep_seconds` old (so an uncertain CAS can always be resolved) and no live reader still holds
-them; blobs referenced only by truncated versions are then deleted.
+Reader commands (leased and critical readers holding since) live in `readers.py`, truncation
+and garbage collection in `gc.py`; both are mixed into `PersistBackend`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
-import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -43,13 +39,11 @@ from twofold.protocol import Frontier, RelationDesc
 from twofold.storage.backend import Notifier, Part, PartInfo, ShardState
 from twofold.storage.errors import CorruptStorage, InvalidStorageUrl, StorageError, UnknownShard
 from twofold.storage.persist import state as S
+from twofold.storage.persist.base import HEADS, now_ms
 from twofold.storage.persist.blob import BlobMissing, BlobStore
-from twofold.storage.persist.consensus import (
-    Consensus,
-    NotifyThread,
-    dec_upper,
-    enc_upper,
-)
+from twofold.storage.persist.consensus import Consensus, ListeningNotifier, dec_upper, enc_upper
+from twofold.storage.persist.gc import GarbageCollection
+from twofold.storage.persist.readers import ReaderCommands
 from twofold.storage.persist.state import PartRef
 from twofold.storage.updates import decode_ipc, encode_ipc, update_schema
 
@@ -62,18 +56,6 @@ MAX_ATTEMPTS: Final = 10_000
 POLL_INTERVAL: Final = 1.0
 """A listener's safety-net poll: LISTEN/NOTIFY wakes it at once; this only bounds the wait if
 a notification is lost while the listening connection reconnects."""
-
-
-_HEADS: Final = (
-    "SELECT w.shard, h.seqno, h.upper, h.data_seqno FROM unnest(%(shards)s::text[]) w(shard) "
-    "CROSS JOIN LATERAL (SELECT seqno, upper, data_seqno FROM {s}.consensus c "
-    "WHERE c.shard = w.shard ORDER BY seqno DESC LIMIT 1) h"
-)
-"""The head version of each of many shards, each by a backward index scan."""
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def parse_url(url: str) -> tuple[str, str, str]:
@@ -96,7 +78,7 @@ def parse_url(url: str) -> tuple[str, str, str]:
     return conninfo, blob, ours.get("schema", "twofold")
 
 
-class PersistBackend:
+class PersistBackend(ReaderCommands, GarbageCollection):
     """A `Backend` over PostgreSQL consensus and a blob store (see the module docstring)."""
 
     poll_interval = POLL_INTERVAL
@@ -106,7 +88,7 @@ class PersistBackend:
         self.blobs = BlobStore(blob_url)
         self.consensus = Consensus(conninfo, schema, retry_timeout=retry_timeout)
         self.schema = schema
-        self._listening = _ListeningNotifier(self)
+        self._listening = ListeningNotifier(self.consensus)
         self.notifier: Notifier = self._listening
         self.keep_versions = 64
         self.keep_seconds = 60.0
@@ -344,7 +326,7 @@ class PersistBackend:
             return
         s = self.schema
         sql = (
-            f"WITH heads AS ({_HEADS.format(s=s)}), "
+            f"WITH heads AS ({HEADS.format(s=s)}), "
             f"todo AS (SELECT h.shard, h.seqno, h.data_seqno FROM heads h "
             f"JOIN {s}.consensus c ON c.shard = h.shard AND c.seqno = h.seqno "
             f"WHERE h.upper < %(upper)s FOR KEY SHARE OF c) "
@@ -353,7 +335,7 @@ class PersistBackend:
             f"ON CONFLICT DO NOTHING RETURNING shard"
         )
         check = (
-            f"SELECT shard FROM ({_HEADS.format(s=s)}) h WHERE h.upper < %(upper)s"
+            f"SELECT shard FROM ({HEADS.format(s=s)}) h WHERE h.upper < %(upper)s"
         )
         target = enc_upper(upper)
         pending = list(shard_ids)
@@ -375,21 +357,6 @@ class PersistBackend:
             if not pending:
                 return
         raise StorageError(f"advancing uppers of {pending} lost {MAX_ATTEMPTS} races in a row")
-
-    def _truncate_upper_only(self, shard_ids: list[str]) -> None:
-        """Delete old upper-only versions of many shards in one statement (they reference no
-        blob, so nothing else needs collecting)."""
-        s = self.schema
-        sql = (
-            f"WITH heads AS ({_HEADS.format(s=s)}) "
-            f"DELETE FROM {s}.consensus c USING heads h WHERE c.shard = h.shard "
-            f"AND c.seqno < h.seqno - %(keep)s AND c.data IS NULL "
-            f"AND c.created < now() - %(age)s"
-        )
-        params = {"shards": shard_ids, "keep": self.keep_versions,
-                  "age": timedelta(seconds=self.keep_seconds)}
-        with contextlib.suppress(StorageError):
-            self.consensus.run("truncating uppers", lambda cur: cur.execute(sql, params))
 
     def downgrade_since(self, shard_id: str, since: Frontier) -> Frontier:
         head = self._update(shard_id, lambda h: S.downgrade_since(h.data, since, now_ms()),
@@ -479,175 +446,9 @@ class PersistBackend:
             self._truncate_quietly(shard_id)
         return True
 
-    # -- readers ----------------------------------------------------------------------------
-
-    def register_reader(self, shard_id: str, reader_id: str, *, since: Frontier,
-                        lease_seconds: float | None, token: str = "") -> Frontier:
-        """Register (or renew) a reader holding since at `since` (or the shard's since, if
-        later); `lease_seconds=None` makes it a critical reader. Returns its since."""
-        def command(head: S.Head) -> S.StateData:
-            held = since.join(S.dec(head.data.since))
-            reader = S.ReaderState(S.enc(held), head.seqno, lease_seconds is None,
-                                   int((lease_seconds or 0) * 1000), now_ms(), token)
-            return S.with_reader(head.data, reader_id, reader, now_ms())
-
-        head = self._update(shard_id, command, "registering a reader")
-        reader = head.data.readers.get(reader_id)
-        if reader is None:
-            raise StorageError(f"shard {shard_id!r}: reader {reader_id!r} expired at once")
-        return S.dec(reader.since)
-
-    def reader(self, shard_id: str, reader_id: str) -> S.ReaderState | None:
-        return S.live_readers(self._head(shard_id).data, now_ms()).get(reader_id)
-
-    def heartbeat_readers(self, shard_id: str, reader_ids: list[str]) -> list[str]:
-        """Renew the leases of `reader_ids` (one CAS); return those that had already expired."""
-        lost: list[str] = []
-
-        def command(head: S.Head) -> S.StateData:
-            now = now_ms()
-            live = S.live_readers(head.data, now)
-            lost[:] = [r for r in reader_ids if r not in live]
-            for rid in reader_ids:
-                if rid in live:
-                    live[rid] = msgspec.structs.replace(live[rid], heartbeat_ms=now,
-                                                        seqno=head.seqno)
-            return msgspec.structs.replace(head.data, readers=live)
-
-        self._update(shard_id, command, "heartbeat")
-        return lost
-
-    def downgrade_reader(self, shard_id: str, reader_id: str, since: Frontier,
-                         *, expected_token: str | None = None, new_token: str | None = None
-                         ) -> Frontier:
-        """Move one reader's since forward; the shard's since follows the meet of its readers.
-        A critical reader passes its opaque token (`expected_token`): a mismatch (another
-        controller took over) raises `StorageError` and changes nothing."""
-        def command(head: S.Head) -> S.StateData:
-            live = S.live_readers(head.data, now_ms())
-            reader = live.get(reader_id)
-            if reader is None:
-                raise StorageError(f"shard {shard_id!r}: no live reader {reader_id!r}")
-            if expected_token is not None and reader.token != expected_token:
-                raise StorageError(
-                    f"shard {shard_id!r}: reader {reader_id!r} is fenced: token "
-                    f"{reader.token!r}, not {expected_token!r}"
-                )
-            held = S.dec(reader.since).join(since)
-            updated = msgspec.structs.replace(
-                reader, since=S.enc(held), heartbeat_ms=now_ms(), seqno=head.seqno,
-                token=reader.token if new_token is None else new_token)
-            return S.with_reader(head.data, reader_id, updated, now_ms())
-
-        head = self._update(shard_id, command, "downgrading a reader")
+    def notify(self, shard_id: str) -> None:
         self.notifier.notify(shard_id)
-        return S.dec(head.data.since)
-
-    def expire_reader(self, shard_id: str, reader_id: str) -> None:
-        self._update(shard_id, lambda h: S.with_reader(h.data, reader_id, None, now_ms()),
-                     "expiring a reader")
-
-    # -- garbage collection -----------------------------------------------------------------
-
-    def _truncate_quietly(self, shard_id: str) -> None:
-        with contextlib.suppress(StorageError):
-            self.truncate(shard_id)
-
-    def truncate(self, shard_id: str) -> tuple[int, int]:
-        """Delete versions no one can need (see the module docstring) and the blobs only they
-        referenced; return `(versions, blobs)` deleted."""
-        head = self._head(shard_id)
-        readers = S.live_readers(head.data, now_ms())
-        cut = head.seqno - self.keep_versions
-        for r in readers.values():
-            if not r.critical:
-                cut = min(cut, r.seqno)
-        if cut <= 1:
-            return 0, 0
-        s = self.schema
-
-        def delete(cur: psycopg.Cursor[Any]) -> tuple[int, list[bytes], list[bytes]]:
-            cur.execute(
-                f"DELETE FROM {s}.consensus WHERE shard = %(shard)s AND seqno < %(cut)s "
-                f"AND seqno <> %(keep)s AND created < now() - %(age)s RETURNING data",
-                {"shard": shard_id, "cut": cut, "keep": head.data_seqno,
-                 "age": timedelta(seconds=self.keep_seconds)})
-            deleted = cur.fetchall()
-            gone = [bytes(r[0]) for r in deleted if r[0] is not None]
-            kept: list[bytes] = []
-            if gone:
-                cur.execute(f"SELECT data FROM {s}.consensus WHERE shard = %s "
-                            f"AND data IS NOT NULL", (shard_id,))
-                kept = [bytes(r[0]) for r in cur.fetchall()]
-            return len(deleted), gone, kept
-
-        count, gone, kept = self.consensus.run(f"truncating shard {shard_id!r}", delete)
-        dead: set[str] = set()
-        for blob in gone:
-            dead |= S.keys_of(S.decode_state(blob))
-        for blob in kept:
-            dead -= S.keys_of(S.decode_state(blob))
-        self.blobs.delete(sorted(dead))
-        return count, len(dead)
-
-    def collect_garbage(self, *, grace_seconds: float = 600.0) -> dict[str, int]:
-        """Truncate every shard, then delete blobs that no retained version references and that
-        are older than `grace_seconds` (parts of writers that died between PUT and CAS; the
-        grace keeps an append in flight from losing its part)."""
-        versions = blobs = 0
-        for shard_id in self.shard_ids():
-            v, b = self.truncate(shard_id)
-            versions += v
-            blobs += b
-
-        def fetch(cur: psycopg.Cursor[Any]) -> list[bytes]:
-            cur.execute(f"SELECT data FROM {self.schema}.consensus WHERE data IS NOT NULL")
-            return [bytes(r[0]) for r in cur.fetchall()]
-
-        referenced: set[str] = set()
-        for blob in self.consensus.run("collecting garbage", fetch):
-            referenced |= S.keys_of(S.decode_state(blob))
-        cutoff = datetime.now(UTC) - timedelta(seconds=grace_seconds)
-        leaked = [k for k, modified in self.blobs.list()
-                  if k not in referenced and modified < cutoff]
-        self.blobs.delete(leaked)
-        return {"versions": versions, "blobs": blobs, "leaked": len(leaked)}
 
     def close(self) -> None:
         self._listening.stop()
         self.consensus.close()
-
-
-class _ListeningNotifier(Notifier):
-    """The in-process `Notifier`, plus a LISTEN thread (started on the first subscription)
-    that relays changes made by other processes."""
-
-    def __init__(self, backend: PersistBackend) -> None:
-        super().__init__()
-        self._backend = backend
-        self._thread: NotifyThread | None = None
-        self._start_lock = threading.Lock()
-
-    def subscribe(self, shard_id: str, callback: Callable[[], None]) -> None:
-        super().subscribe(shard_id, callback)
-        with self._start_lock:
-            if self._thread is None:
-                self._thread = NotifyThread(self._backend.consensus, self._relay,
-                                            self._wake_all)
-                # Until LISTEN is in place a change would only be seen by the safety-net poll.
-                self._thread.listening.wait(timeout=5)
-
-    def _relay(self, shard_id: str) -> None:
-        self.notify(shard_id)
-
-    def _wake_all(self) -> None:
-        with self._lock:
-            shard_ids = list(self._callbacks)
-        for shard_id in shard_ids:
-            self.notify(shard_id)
-
-    def stop(self) -> None:
-        with self._start_lock:
-            thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.stop()

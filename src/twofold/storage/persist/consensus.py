@@ -42,6 +42,7 @@ import psycopg
 import psycopg.errors
 
 from twofold.protocol import Frontier
+from twofold.storage.backend import Notifier
 from twofold.storage.errors import InvalidStorageUrl, StorageClosed, StorageError
 
 _log = logging.getLogger(__name__)
@@ -344,3 +345,38 @@ class NotifyThread:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+
+
+class ListeningNotifier(Notifier):
+    """The in-process `Notifier`, plus a LISTEN thread (started on the first subscription)
+    that relays changes made by other processes."""
+
+    def __init__(self, consensus: Consensus) -> None:
+        super().__init__()
+        self._consensus = consensus
+        self._thread: NotifyThread | None = None
+        self._start_lock = threading.Lock()
+
+    def subscribe(self, shard_id: str, callback: Callable[[], None]) -> None:
+        super().subscribe(shard_id, callback)
+        with self._start_lock:
+            if self._thread is None:
+                self._thread = NotifyThread(self._consensus, self._relay,
+                                            self._wake_all)
+                # Until LISTEN is in place a change would only be seen by the safety-net poll.
+                self._thread.listening.wait(timeout=5)
+
+    def _relay(self, shard_id: str) -> None:
+        self.notify(shard_id)
+
+    def _wake_all(self) -> None:
+        with self._lock:
+            shard_ids = list(self._callbacks)
+        for shard_id in shard_ids:
+            self.notify(shard_id)
+
+    def stop(self) -> None:
+        with self._start_lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.stop()

@@ -14,11 +14,85 @@ import threading
 import uuid
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from twofold.protocol import Frontier
 from twofold.storage.errors import StorageError
+from twofold.storage.persist import state as S
+from twofold.storage.persist.base import Core, now_ms
 
 if TYPE_CHECKING:
     from twofold.storage.persist.backend import PersistBackend
+
+
+class ReaderCommands:
+    """The reader commands of `PersistBackend` (a mixin over `base.Core`): each one CAS."""
+
+    def register_reader(self: Core, shard_id: str, reader_id: str, *, since: Frontier,
+                        lease_seconds: float | None, token: str = "") -> Frontier:
+        """Register (or renew) a reader holding since at `since` (or the shard's since, if
+        later); `lease_seconds=None` makes it a critical reader. Returns its since."""
+        def command(head: S.Head) -> S.StateData:
+            held = since.join(S.dec(head.data.since))
+            reader = S.ReaderState(S.enc(held), head.seqno, lease_seconds is None,
+                                   int((lease_seconds or 0) * 1000), now_ms(), token)
+            return S.with_reader(head.data, reader_id, reader, now_ms())
+
+        head = self._update(shard_id, command, "registering a reader")
+        reader = head.data.readers.get(reader_id)
+        if reader is None:
+            raise StorageError(f"shard {shard_id!r}: reader {reader_id!r} expired at once")
+        return S.dec(reader.since)
+
+    def reader(self: Core, shard_id: str, reader_id: str) -> S.ReaderState | None:
+        return S.live_readers(self._head(shard_id).data, now_ms()).get(reader_id)
+
+    def heartbeat_readers(self: Core, shard_id: str, reader_ids: list[str]) -> list[str]:
+        """Renew the leases of `reader_ids` (one CAS); return those that had already expired."""
+        lost: list[str] = []
+
+        def command(head: S.Head) -> S.StateData:
+            now = now_ms()
+            live = S.live_readers(head.data, now)
+            lost[:] = [r for r in reader_ids if r not in live]
+            for rid in reader_ids:
+                if rid in live:
+                    live[rid] = msgspec.structs.replace(live[rid], heartbeat_ms=now,
+                                                        seqno=head.seqno)
+            return msgspec.structs.replace(head.data, readers=live)
+
+        self._update(shard_id, command, "heartbeat")
+        return lost
+
+    def downgrade_reader(self: Core, shard_id: str, reader_id: str, since: Frontier,
+                         *, expected_token: str | None = None, new_token: str | None = None
+                         ) -> Frontier:
+        """Move one reader's since forward; the shard's since follows the meet of its readers.
+        A critical reader passes its opaque token (`expected_token`): a mismatch (another
+        controller took over) raises `StorageError` and changes nothing."""
+        def command(head: S.Head) -> S.StateData:
+            live = S.live_readers(head.data, now_ms())
+            reader = live.get(reader_id)
+            if reader is None:
+                raise StorageError(f"shard {shard_id!r}: no live reader {reader_id!r}")
+            if expected_token is not None and reader.token != expected_token:
+                raise StorageError(
+                    f"shard {shard_id!r}: reader {reader_id!r} is fenced: token "
+                    f"{reader.token!r}, not {expected_token!r}"
+                )
+            held = S.dec(reader.since).join(since)
+            updated = msgspec.structs.replace(
+                reader, since=S.enc(held), heartbeat_ms=now_ms(), seqno=head.seqno,
+                token=reader.token if new_token is None else new_token)
+            return S.with_reader(head.data, reader_id, updated, now_ms())
+
+        head = self._update(shard_id, command, "downgrading a reader")
+        self.notify(shard_id)
+        return S.dec(head.data.since)
+
+    def expire_reader(self: Core, shard_id: str, reader_id: str) -> None:
+        self._update(shard_id, lambda h: S.with_reader(h.data, reader_id, None, now_ms()),
+                     "expiring a reader")
 
 
 class LeasedReader:
