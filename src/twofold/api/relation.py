@@ -105,8 +105,10 @@ class Relation:
         self.inputs = dict(inputs)
         """The stored collections this relation reads, by id."""
         self.order: list[OrderKey] = []
-        """How reads of this relation order their rows (set by `sort`; a collection itself
-        is unordered, so any further operation drops it, as a SQL subquery would)."""
+        """How reads of this relation order their rows (set by `sort`). `select`, `filter`,
+        `with_columns`, `rename` and `limit` keep it (as polars does; one that drops or replaces
+        a sort column raises `InvalidArgument`); other operations (joins, aggregates, unions,
+        `distinct`) make a new, unordered collection, as a SQL subquery would."""
 
     # -- introspection ----------------------------------------------------------------------
 
@@ -137,10 +139,31 @@ class Relation:
     # -- map / filter / project -------------------------------------------------------------
 
     def _mfp(self, map: list[Bound], project: list[int] | None, names: list[str],
-             types: list[ColumnType], filter: list[Bound] | None = None) -> Relation:
+             types: list[ColumnType], operation: str,
+             filter: list[Bound] | None = None) -> Relation:
         plan = Mfp(input=self.plan, map=[b.expr for b in map],
                    filter=[b.expr for b in filter or []], project=project)
-        return self._derive(plan, Schema(tuple(names), tuple(types)))
+        out = self._derive(plan, Schema(tuple(names), tuple(types)))
+        out.order = self._carried_order(project, operation)
+        return out
+
+    def _carried_order(self, project: list[int] | None, operation: str) -> list[OrderKey]:
+        """This relation's sort order after a projection (output column `j` is input column
+        `project[j]`), as polars keeps it; a projection that drops or replaces a sort column
+        cannot keep it and says so."""
+        if project is None or not self.order:
+            return list(self.order)
+        out = []
+        for o in self.order:
+            if o.column not in project:
+                name = self.schema.names[o.column]
+                raise InvalidArgument(
+                    f"{operation}: the relation is sorted by {name!r}, which this "
+                    f"{'replaces' if operation == 'with_columns' else 'drops'}, so its order "
+                    f"would be lost; keep {name!r} unchanged, or sort after {operation}")
+            out.append(OrderKey(column=project.index(o.column), desc=o.desc,
+                                nulls_last=o.nulls_last))
+        return out
 
     def select(self, *exprs: IntoExpr | Sequence[IntoExpr]) -> Relation:
         """Exactly the given columns/expressions, in order: `select("id", col("a") * 2)`."""
@@ -155,7 +178,7 @@ class Relation:
                 project.append(len(self.schema) + len(maps))
                 maps.append(b)
         return self._mfp(maps, project, [b.name for b in bound],
-                         [b.column_type for b in bound])
+                         [b.column_type for b in bound], "select")
 
     def with_columns(self, *exprs: IntoExpr | Sequence[IntoExpr]) -> Relation:
         """Add columns, or replace those of the same name: `with_columns((col("a") + 1)
@@ -174,7 +197,7 @@ class Relation:
                 project.append(pos)
                 names.append(b.name)
                 types.append(b.column_type)
-        return self._mfp(bound, project, names, types)
+        return self._mfp(bound, project, names, types, "with_columns")
 
     def filter(self, *predicates: IntoExpr) -> Relation:
         """Rows where every predicate is true (NULL counts as false)."""
@@ -183,7 +206,8 @@ class Relation:
             if b.ty[0] not in ("bool", "null"):
                 raise TypeMismatch("filter", f"a predicate must be bool, got {b.ty[0]} "
                                    f"({b.name})", b.name)
-        return self._mfp([], None, list(self.schema.names), list(self.schema.types), bound)
+        return self._mfp([], None, list(self.schema.names), list(self.schema.types),
+                         "filter", bound)
 
     def rename(self, mapping: Mapping[str, str]) -> Relation:
         """The same rows with columns renamed: `rename({"old": "new"})`."""
@@ -191,12 +215,16 @@ class Relation:
             self.schema.index(old, "rename")
         names = [mapping.get(n, n) for n in self.schema.names]
         _unique(names, "rename")
-        return self._derive(self.plan, Schema(tuple(names), self.schema.types))
+        out = self._derive(self.plan, Schema(tuple(names), self.schema.types))
+        out.order = list(self.order)  # the same columns in the same places
+        return out
 
     def drop(self, *columns: str) -> Relation:
         """All columns but `columns`."""
         for c in columns:
             self.schema.index(c, "drop")
+        self._carried_order([i for i, n in enumerate(self.schema.names) if n not in columns],
+                            "drop")
         return self.select(*[n for n in self.schema.names if n not in columns])
 
     # -- join -------------------------------------------------------------------------------
