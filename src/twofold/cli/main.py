@@ -184,6 +184,57 @@ def replica(
 
 
 @app.command()
+def serve(
+    listen: Annotated[str, typer.Option(help="Address to listen on (port 0 picks a free one).")]
+    = "127.0.0.1:6875",
+    storage: Annotated[str | None, typer.Option(
+        help="Storage URL (default: a scratch SQLite file, embedded replica).")] = None,
+    replicas: Annotated[str | None, typer.Option(
+        help="Remote replicas HOST:PORT,... (default: one embedded replica).")] = None,
+    token_file: Annotated[Path | None, typer.Option(help="File holding the replicas' token.")]
+    = None,
+    password_file: Annotated[Path | None, typer.Option(
+        help="File of user:password lines (enables SCRAM-SHA-256).")] = None,
+    auth: Annotated[str | None, typer.Option(
+        help="trust, password, md5 or scram-sha-256 (default: trust on loopback).")] = None,
+    tls_cert: Annotated[Path | None, typer.Option(help="TLS certificate (PEM).")] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="TLS private key (PEM).")] = None,
+) -> None:
+    """Serve the PostgreSQL wire protocol: psql, psycopg, asyncpg, SQLAlchemy... connect here."""
+    from twofold.server.auth import load_passwords
+    from twofold.server.serve import resolve_auth
+    from twofold.server.serve import serve as run_server
+
+    host, port = _parse_listen(listen)
+    token = _read_token(token_file) if token_file is not None else None
+    context = _tls_context(tls_cert, tls_key)
+    passwords = None
+    if password_file is not None:
+        try:
+            passwords = load_passwords(password_file)
+        except (OSError, ValueError) as e:
+            raise CliError(f"cannot read --password-file {str(password_file)!r}: {e}") from None
+    try:
+        method = resolve_auth(auth, passwords, host)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--auth") from None
+
+    def ready(h: str, p: int) -> None:
+        print(f"twofold serve: listening on {h}:{p} (auth {method}); connect with: "
+              f"psql -h {h} -p {p} -U twofold twofold", flush=True)
+
+    try:
+        asyncio.run(run_server(host, port, storage=storage,
+                               replicas=replicas.split(",") if replicas else None,
+                               token=token, auth=method, passwords=passwords, tls=context,
+                               ready=ready))
+    except KeyboardInterrupt:
+        pass
+    except OSError as e:
+        raise CliError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+
+
+@app.command()
 def demo(
     duration: Annotated[float, typer.Option(help="Total seconds (split over both phases).")]
     = 30.0,

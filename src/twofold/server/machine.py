@@ -1,0 +1,172 @@
+"""The pgwire session as a sans-IO state machine (bytes in, messages out), like `h11`.
+
+Contract: `Machine.receive_data(data)` buffers bytes from the client; `next_message()` returns
+the next frontend message the current phase accepts, `None` when more bytes are needed, and
+raises `ProtocolViolation` for a malformed, oversized or out-of-phase message (the server then
+sends an 08P01 error and closes that connection). The server tells the machine what it sent
+(`sent_auth_ok`, `sent_ready`, `sent_error`, `sent_copy_in`, ...) and the machine moves phase:
+
+| phase    | accepts                                          | moves to                       |
+|----------|--------------------------------------------------|--------------------------------|
+| STARTUP  | Startup, SslRequest, GssEncRequest, CancelRequest| AUTH (startup), CLOSED (cancel)|
+| AUTH     | Password                                         | READY (auth ok)                |
+| READY    | Query, Parse..Sync, Flush, Terminate             | EXTENDED, COPY_IN, CLOSED      |
+| EXTENDED | Parse, Bind, Describe, Execute, Close, Flush, Sync | READY (Sync), FAILED (error) |
+| FAILED   | everything is read and dropped until Sync        | READY (Sync)                   |
+| COPY_IN  | CopyData, CopyDone, CopyFail, Flush, Sync        | the phase COPY began in        |
+
+Messages of a COPY_IN that the protocol says to ignore (Flush, Sync) are dropped.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+
+from twofold.server.messages import (
+    Bind,
+    CancelRequest,
+    Close,
+    CopyData,
+    CopyDone,
+    CopyFail,
+    Describe,
+    Execute,
+    Flush,
+    Frontend,
+    GssEncRequest,
+    Parse,
+    Password,
+    ProtocolViolation,
+    Query,
+    SslRequest,
+    Startup,
+    Sync,
+    Terminate,
+    parse_message,
+    parse_startup,
+)
+
+MAX_STARTUP = 10_000
+MAX_MESSAGE = 64 * 1024 * 1024
+
+
+class Phase(enum.Enum):
+    STARTUP = "startup"
+    AUTH = "authentication"
+    READY = "ready"
+    EXTENDED = "extended query"
+    FAILED = "failed (skipping to Sync)"
+    COPY_IN = "copy in"
+    CLOSED = "closed"
+
+
+_EXTENDED = (Parse, Bind, Describe, Execute, Close)
+_ACCEPTS: dict[Phase, tuple[type, ...]] = {
+    Phase.STARTUP: (Startup, SslRequest, GssEncRequest, CancelRequest),
+    Phase.AUTH: (Password, Terminate),
+    Phase.READY: (Query, *_EXTENDED, Sync, Flush, Terminate),
+    Phase.EXTENDED: (*_EXTENDED, Sync, Flush, Terminate),
+    Phase.FAILED: (*_EXTENDED, Sync, Flush, Terminate, Query),
+    Phase.COPY_IN: (CopyData, CopyDone, CopyFail, Flush, Sync, Terminate),
+    Phase.CLOSED: (),
+}
+
+
+class Machine:
+    """One client connection's protocol state. See the module docstring."""
+
+    def __init__(self, max_message: int = MAX_MESSAGE) -> None:
+        self.phase = Phase.STARTUP
+        self.max_message = max_message
+        self._buf = bytearray()
+        self._before_copy = Phase.READY
+
+    def receive_data(self, data: bytes) -> None:
+        self._buf += data
+
+    def next_message(self) -> Frontend | None:
+        while True:
+            msg = self._frame()
+            if msg is None:
+                return None
+            kept = self._accept(msg)
+            if kept is not None:
+                return kept
+
+    def _frame(self) -> Frontend | None:
+        buf = self._buf
+        if self.phase is Phase.CLOSED:
+            raise ProtocolViolation("the connection is closed")
+        if self.phase is Phase.STARTUP:
+            if len(buf) < 4:
+                return None
+            (n,) = struct.unpack_from("!i", buf)
+            if n < 8 or n > MAX_STARTUP:
+                raise ProtocolViolation(f"invalid startup packet length {n}")
+            if len(buf) < n:
+                return None
+            body = bytes(buf[4:n])
+            del buf[:n]
+            return parse_startup(body)
+        if len(buf) < 5:
+            return None
+        kind = bytes(buf[:1])
+        (n,) = struct.unpack_from("!i", buf, 1)
+        if n < 4:
+            raise ProtocolViolation(f"invalid message length {n}")
+        if n > self.max_message:
+            raise ProtocolViolation(f"message of {n} bytes exceeds the limit of "
+                                    f"{self.max_message}")
+        if len(buf) < n + 1:
+            return None
+        body = bytes(buf[5:n + 1])
+        del buf[:n + 1]
+        return parse_message(kind, body)
+
+    def _accept(self, msg: Frontend) -> Frontend | None:
+        phase = self.phase
+        if not isinstance(msg, _ACCEPTS[phase]):
+            raise ProtocolViolation(f"unexpected {type(msg).__name__} message in the "
+                                    f"{phase.value} phase")
+        if isinstance(msg, Terminate):
+            self.phase = Phase.CLOSED
+            return msg
+        if phase is Phase.FAILED:
+            if isinstance(msg, Sync):
+                return msg
+            return None  # skipped until Sync after an error
+        if phase is Phase.COPY_IN and isinstance(msg, Flush | Sync):
+            return None
+        if phase is Phase.READY and isinstance(msg, _EXTENDED):
+            self.phase = Phase.EXTENDED
+        if isinstance(msg, CancelRequest):
+            self.phase = Phase.CLOSED
+        elif isinstance(msg, Startup):
+            self.phase = Phase.AUTH
+        return msg
+
+    # -- what the server sent ---------------------------------------------------------------
+
+    def sent_auth_ok(self) -> None:
+        self.phase = Phase.READY
+
+    def sent_ready(self) -> None:
+        self.phase = Phase.READY
+
+    def sent_error(self) -> None:
+        """After an error: an extended-query exchange skips to Sync; a COPY ends."""
+        if self.phase is Phase.EXTENDED:
+            self.phase = Phase.FAILED
+        elif self.phase is Phase.COPY_IN:
+            self.phase = Phase.FAILED if self._before_copy is Phase.EXTENDED else Phase.READY
+
+    def sent_copy_in(self) -> None:
+        self._before_copy = self.phase
+        self.phase = Phase.COPY_IN
+
+    def copy_finished(self) -> None:
+        self.phase = self._before_copy
+
+    def close(self) -> None:
+        self.phase = Phase.CLOSED

@@ -1,0 +1,254 @@
+"""The asyncio edge of the pgwire server: sockets, TLS, cancel keys, one `Session` per client.
+
+Contract: `Server(db, auth=..., passwords=..., tls=...)` serves every connection over the one
+`AsyncDatabase` (catalog and controller shared); `await server.start(host, port)` listens
+(`port=0` picks one: see `server.port`), `await server.close()` stops listening and closes
+every connection, stopping its statements and subscriptions. A connection whose messages break
+the protocol gets an 08P01 error and is closed; the others are untouched. A client that
+disconnects mid-statement has that statement cancelled. A CancelRequest with a session's key
+cancels that session's running statement (57014).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import ssl
+from typing import Any
+
+from twofold.server import messages as m
+from twofold.server import shims
+from twofold.server.auth import Authenticator, AuthFailed
+from twofold.server.machine import Machine, Phase
+from twofold.server.session import Session, SessionError
+
+log = logging.getLogger(__name__)
+READ_CHUNK = 65536
+
+
+class _Conn:
+    def __init__(self, server: Server, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
+        self.server = server
+        self.reader = reader
+        self.writer = writer
+        self.machine = Machine()
+        self.session: Session | None = None
+        self.task: asyncio.Task[Any] | None = None  # the running statement
+        self.cancelled_by_key = False
+        self.pid = 0
+
+    def out(self, data: bytes) -> None:
+        self.writer.write(data)
+
+    async def drain(self) -> None:
+        await self.writer.drain()
+
+    async def read(self) -> bytes:
+        return await self.reader.read(READ_CHUNK)
+
+    async def next_message(self) -> m.Frontend | None:
+        """The next accepted message, or None at end of stream."""
+        while True:
+            msg = self.machine.next_message()
+            if msg is not None:
+                return msg
+            data = await self.read()
+            if not data:
+                return None
+            self.machine.receive_data(data)
+
+    async def serve(self) -> None:
+        try:
+            await self._serve()
+        except m.ProtocolViolation as e:
+            with contextlib.suppress(Exception):
+                self.out(m.encode_error("08P01", f"protocol violation: {e}", "FATAL"))
+                await self.drain()
+        except AuthFailed as e:
+            with contextlib.suppress(Exception):
+                self.out(m.encode_error(e.code, str(e), "FATAL"))
+                await self.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            self.machine.close()
+            if self.session is not None:
+                await self.session.close()
+            self.server._keys.pop(self.pid, None)
+            with contextlib.suppress(Exception):
+                self.writer.close()
+
+    async def _serve(self) -> None:
+        startup = await self._startup()
+        if startup is None:
+            return
+        user = startup.params.get("user", "")
+        if not user:
+            raise AuthFailed("no PostgreSQL user name specified in startup packet", "28000")
+        database = startup.params.get("database", user)
+        if database != shims.DATABASE:
+            raise AuthFailed(f"database \"{database}\" does not exist", "3D000")
+        auth = Authenticator(self.server.auth, self.server.passwords)
+        reply, done = auth.start(user)
+        self.out(reply)
+        while not done:
+            await self.drain()
+            msg = await self.next_message()
+            if msg is None:
+                return
+            if isinstance(msg, m.Terminate):
+                return
+            assert isinstance(msg, m.Password)
+            reply, done = auth.step(msg.data)
+            self.out(reply)
+        self.machine.sent_auth_ok()
+        self.pid, secret = self.server._new_key(self)
+        session = Session(self.server.db, self.machine, self.out, self.drain, user,
+                          startup.params, self.pid)
+        self.session = session
+        for name in shims.REPORTED:
+            self.out(m.encode_parameter_status(name, session.vars.values[name]))
+        self.out(m.encode_backend_key(self.pid, secret))
+        session.ready()
+        await self.drain()
+        await self._loop(session)
+
+    async def _startup(self) -> m.Startup | None:
+        while True:
+            msg = await self.next_message()
+            if msg is None:
+                return None
+            if isinstance(msg, m.SslRequest):
+                if self.server.tls is None:
+                    self.out(m.SSL_NO)
+                    await self.drain()
+                    continue
+                self.out(m.SSL_YES)
+                await self.drain()
+                await self.writer.start_tls(self.server.tls)
+                continue
+            if isinstance(msg, m.GssEncRequest):
+                self.out(m.SSL_NO)
+                await self.drain()
+                continue
+            if isinstance(msg, m.CancelRequest):
+                self.server._cancel(msg.pid, msg.secret)
+                return None
+            assert isinstance(msg, m.Startup)
+            return msg
+
+    async def _loop(self, session: Session) -> None:
+        pending: asyncio.Task[bytes] | None = None
+        while True:
+            msg = self.machine.next_message()
+            if msg is None:
+                if pending is None:
+                    pending = asyncio.ensure_future(self.read())
+                data = await pending
+                pending = None
+                if not data:
+                    return
+                self.machine.receive_data(data)
+                continue
+            if isinstance(msg, m.Terminate):
+                return
+            # Run the statement while watching the socket: a hang-up cancels it.
+            self.task = asyncio.ensure_future(session.handle(msg))
+            self.cancelled_by_key = False
+            while True:
+                if pending is None:
+                    pending = asyncio.ensure_future(self.read())
+                done, _ = await asyncio.wait({self.task, pending},
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if self.task in done:
+                    break
+                data = pending.result()
+                pending = None
+                if not data:  # the client went away mid-statement
+                    self.task.cancel()
+                    with contextlib.suppress(BaseException):
+                        await self.task
+                    return
+                self.machine.receive_data(data)
+            task, self.task = self.task, None
+            try:
+                task.result()
+            except asyncio.CancelledError:
+                if not self.cancelled_by_key:
+                    raise
+                session.error(SessionError("canceling statement due to user request", "57014"))
+                if self.machine.phase is Phase.READY:
+                    session.ready()
+                await self.drain()
+
+    def cancel(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.cancelled_by_key = True
+            self.task.cancel()
+
+
+class Server:
+    def __init__(self, db: Any, *, auth: str = "trust", passwords: dict[str, str] | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
+        self.db = db
+        self.auth = auth
+        self.passwords = passwords or {}
+        self.tls = tls
+        self._server: asyncio.base_events.Server | None = None
+        self._conns: set[asyncio.Task[Any]] = set()
+        self._keys: dict[int, tuple[int, _Conn]] = {}
+        self.host = ""
+        self.port = 0
+
+    def _new_key(self, conn: _Conn) -> tuple[int, int]:
+        while True:
+            pid = secrets.randbelow(2**31 - 1) + 1
+            if pid not in self._keys:
+                break
+        secret = secrets.randbelow(2**31) - 2**30
+        self._keys[pid] = (secret, conn)
+        return pid, secret
+
+    def _cancel(self, pid: int, secret: int) -> None:
+        found = self._keys.get(pid)
+        if found is not None and found[0] == secret:
+            found[1].cancel()
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns.add(task)
+        try:
+            await _Conn(self, reader, writer).serve()
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("a pgwire connection failed")
+        finally:
+            self._conns.discard(task)
+
+    async def start(self, host: str = "127.0.0.1", port: int = 6875) -> Server:
+        self._server = await asyncio.start_server(self._client, host, port, limit=READ_CHUNK)
+        sock = self._server.sockets[0].getsockname()
+        self.host, self.port = sock[0], sock[1]
+        return self
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._conns):
+            task.cancel()
+        if self._conns:
+            await asyncio.wait(list(self._conns), timeout=5)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+
+    async def __aenter__(self) -> Server:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

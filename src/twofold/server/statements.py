@@ -1,0 +1,238 @@
+"""Statement text helpers: splitting a simple-query string, command tags, COPY and cursor
+statements.
+
+Contract: `split_statements(text)` splits at top-level semicolons (not inside quotes, dollar
+quotes or comments) and drops empty statements. `command_tag(sql, result)` is PostgreSQL's
+CommandComplete tag. `parse_copy` / `parse_declare` / `parse_fetch` recognise the COPY, DECLARE
+and FETCH forms the server runs itself (None for other statements; `FeatureNotSupported` for a
+form it does not run). `parse_copy_rows` decodes COPY text or CSV data into Python rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from typing import Any
+
+import msgspec
+
+from twofold.server.types import InvalidParameterValue, decode_text
+from twofold.sql.errors import FeatureNotSupported
+
+
+def split_statements(text: str) -> list[str]:
+    out: list[str] = []
+    i, start, n = 0, 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch in ("'", '"'):
+            j = i + 1
+            while j < n:
+                if text[j] == ch:
+                    if j + 1 < n and text[j + 1] == ch:
+                        j += 2
+                        continue
+                    break
+                j += 1
+            i = j + 1
+        elif ch == "-" and text.startswith("--", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j + 1
+        elif ch == "/" and text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        elif ch == "$":
+            m = re.match(r"\$([A-Za-z_]\w*)?\$", text[i:])
+            if m is None:
+                i += 1
+                continue
+            tag = m.group(0)
+            j = text.find(tag, i + len(tag))
+            i = n if j < 0 else j + len(tag)
+        elif ch == ";":
+            out.append(text[start:i])
+            start = i = i + 1
+        else:
+            i += 1
+    out.append(text[start:])
+    return [s.strip() for s in out if _meaningful(s)]
+
+
+def _meaningful(s: str) -> bool:
+    s = re.sub(r"--[^\n]*", "", s)
+    s = re.sub(r"/\*.*?\*/", "", s, flags=re.S)
+    return bool(s.strip())
+
+
+def first_words(sql: str, n: int = 3) -> list[str]:
+    s = re.sub(r"^(\s|--[^\n]*\n|/\*.*?\*/)+", "", sql, flags=re.S)
+    return [w.upper() for w in re.findall(r"[A-Za-z_]+", s)[:n]]
+
+
+def command_tag(sql: str, result: Any) -> str:
+    words = first_words(sql, 4)
+    head = words[0] if words else ""
+    if head in ("INSERT",):
+        return f"INSERT 0 {int(result)}"
+    if head in ("UPDATE", "DELETE"):
+        return f"{head} {int(result)}"
+    if head in ("CREATE", "DROP"):
+        rest = [w for w in words[1:] if w not in ("OR", "REPLACE", "DEFAULT", "IF", "UNIQUE")]
+        kind = rest[0] if rest else ""
+        if kind == "MATERIALIZED":
+            kind = "MATERIALIZED VIEW"
+        return f"{head} {kind}".strip()
+    if head in ("SET", "RESET", "DISCARD", "DEALLOCATE", "BEGIN", "COMMIT", "ROLLBACK"):
+        return head
+    if head == "SHOW":
+        return "SHOW"
+    if isinstance(result, int) and not isinstance(result, bool):
+        return head or "OK"
+    return head or "OK"
+
+
+class CopyStatement(msgspec.Struct, frozen=True):
+    table: str | None
+    columns: tuple[str, ...]
+    query: str | None
+    direction: str  # 'in' | 'out'
+    csv: bool
+    header: bool
+    delimiter: str
+    null: str
+
+
+_COPY_IN = re.compile(r"^\s*copy\s+(\"?[\w.]+\"?)\s*(\(([^)]*)\))?\s+from\s+stdin\b(.*)$",
+                      re.I | re.S)
+_COPY_OUT = re.compile(r"^\s*copy\s+\((.*)\)\s+to\s+stdout\b(.*)$", re.I | re.S)
+_COPY_OUT_T = re.compile(r"^\s*copy\s+(\"?[\w.]+\"?)\s*(\(([^)]*)\))?\s+to\s+stdout\b(.*)$",
+                         re.I | re.S)
+
+
+def _options(text: str) -> tuple[bool, bool, str | None, str | None]:
+    t = text.strip().rstrip(";").strip()
+    low = t.lower()
+    use_csv = bool(re.search(r"\bformat\s+'?csv'?|\bcsv\b", low))
+    if re.search(r"\bformat\s+'?binary'?|\bbinary\b", low):
+        raise FeatureNotSupported("COPY in binary format is not supported; use text or csv")
+    header = bool(re.search(r"\bheader(\s+'?(true|on|1)'?)?\b", low)) and not re.search(
+        r"\bheader\s+'?(false|off|0)'?", low)
+    d = re.search(r"\bdelimiter\s+(?:as\s+)?'((?:''|[^'])*)'", t, re.I)
+    nl = re.search(r"\bnull\s+(?:as\s+)?'((?:''|[^'])*)'", t, re.I)
+    return use_csv, header, d.group(1) if d else None, nl.group(1) if nl else None
+
+
+def parse_copy(sql: str) -> CopyStatement | None:
+    if not re.match(r"^\s*copy\b", sql, re.I):
+        return None
+    m = _COPY_IN.match(sql)
+    direction, table, cols, query, opts = "in", None, "", None, ""
+    if m is not None:
+        table, cols, opts = m.group(1).strip('"'), m.group(3) or "", m.group(4)
+    elif (m := _COPY_OUT.match(sql)) is not None:
+        direction, query, opts = "out", m.group(1), m.group(2)
+    elif (m := _COPY_OUT_T.match(sql)) is not None:
+        direction, table, cols, opts = "out", m.group(1).strip('"'), m.group(3) or "", m.group(4)
+    else:
+        raise FeatureNotSupported("COPY supports 'COPY t [(cols)] FROM STDIN' and "
+                                  "'COPY (query | SUBSCRIBE ...) TO STDOUT'")
+    use_csv, header, delim, null = _options(opts)
+    columns = tuple(c.strip().strip('"') for c in cols.split(",") if c.strip())
+    return CopyStatement(table, columns, query, direction, use_csv, header,
+                         delim if delim is not None else ("," if use_csv else "\t"),
+                         null if null is not None else ("" if use_csv else "\\N"))
+
+
+_ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\"}
+
+
+def _unescape(field: str) -> str:
+    if "\\" not in field:
+        return field
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), field)
+
+
+def parse_copy_rows(data: bytes, copy: CopyStatement,
+                    scalars: list[str]) -> list[tuple[Any, ...]]:
+    text = data.decode("utf-8")
+    raw: list[list[str | None]] = []
+    if copy.csv:
+        reader = csv.reader(io.StringIO(text), delimiter=copy.delimiter)
+        for rec in reader:
+            if not rec:
+                continue
+            raw.append([None if f == copy.null else f for f in rec])
+    else:
+        for line in text.split("\n"):
+            if line.endswith("\r"):
+                line = line[:-1]
+            if line == "\\." or line == "":
+                continue
+            raw.append([None if f == copy.null else _unescape(f)
+                        for f in line.split(copy.delimiter)])
+    if copy.header and raw:
+        raw = raw[1:]
+    rows: list[tuple[Any, ...]] = []
+    for lineno, fields in enumerate(raw, 1 + int(copy.header)):
+        if len(fields) != len(scalars):
+            raise InvalidParameterValue(f"COPY line {lineno}: expected {len(scalars)} columns, "
+                                        f"got {len(fields)}")
+        try:
+            rows.append(tuple(None if f is None else decode_text(f, s)
+                              for f, s in zip(fields, scalars, strict=True)))
+        except ValueError as e:
+            raise InvalidParameterValue(f"COPY line {lineno}: {e}") from None
+    return rows
+
+
+def copy_text_row(values: list[bytes | None]) -> bytes:
+    out = []
+    for v in values:
+        if v is None:
+            out.append(b"\\N")
+        else:
+            out.append(v.replace(b"\\", b"\\\\").replace(b"\t", b"\\t")
+                       .replace(b"\n", b"\\n").replace(b"\r", b"\\r"))
+    return b"\t".join(out) + b"\n"
+
+
+_DECLARE = re.compile(r"^\s*declare\s+(\"?\w+\"?)\s+(?:(?:binary|insensitive|no\s+scroll|scroll)"
+                      r"\s+)*cursor\s+(?:with(?:out)?\s+hold\s+)?for\s+(.*?)\s*;?\s*$",
+                      re.I | re.S)
+_FETCH = re.compile(r"^\s*fetch\s+(?:(forward\s+)?(all|\d+)\s+)?(?:from\s+|in\s+)?(\"?\w+\"?)"
+                    r"(?:\s+with\s*\(\s*timeout\s*=?\s*'?([^')]*)'?\s*\))?\s*;?\s*$", re.I | re.S)
+_CLOSE = re.compile(r"^\s*close\s+(all|\"?\w+\"?)\s*;?\s*$", re.I)
+
+
+def parse_declare(sql: str) -> tuple[str, str] | None:
+    m = _DECLARE.match(sql)
+    return None if m is None else (m.group(1).strip('"'), m.group(2))
+
+
+def parse_fetch(sql: str) -> tuple[str, int | None, float | None] | None:
+    m = _FETCH.match(sql)
+    if m is None:
+        return None
+    count = m.group(2)
+    n = None if count is None or count.lower() == "all" else int(count)
+    if count is None:
+        n = 1
+    return m.group(3).strip('"'), n, parse_interval(m.group(4)) if m.group(4) else None
+
+
+def parse_close(sql: str) -> str | None:
+    m = _CLOSE.match(sql)
+    return None if m is None else m.group(1).strip('"')
+
+
+def parse_interval(text: str) -> float:
+    m = re.fullmatch(r"\s*([\d.]+)\s*(ms|s|sec|seconds?|m|min|minutes?)?\s*", text, re.I)
+    if m is None:
+        raise FeatureNotSupported(f"timeout {text!r} is not an interval like '1s' or '500ms'")
+    value, unit = float(m.group(1)), (m.group(2) or "s").lower()
+    if unit == "ms":
+        return value / 1000
+    if unit.startswith("m"):
+        return value * 60
+    return value

@@ -1,0 +1,135 @@
+"""Values on the wire: type OIDs, text and binary encodings of engine scalars.
+
+Contract: `OIDS[scalar]` is the PostgreSQL type OID announced for an engine scalar (`int` is
+int8, `float` float8, `str` text, `bytes` bytea, `bool` bool; an all-NULL column is text, as
+PostgreSQL resolves an unknown literal). `encode(value, scalar, binary)` renders one value
+(None stays NULL); text output matches PostgreSQL's (`t`/`f`, shortest round-trip floats with
+PostgreSQL's exponent rule, `Infinity`/`NaN`, `\\x` hex bytea). `decode(raw, oid, binary)`
+parses a Bind parameter of a type OID into a Python scalar; `InvalidParameterValue` (22P02)
+names the parameter's type when it does not parse.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import Any, Final
+
+from twofold.sql.errors import SqlError
+
+BOOL, BYTEA, INT8, INT2, INT4, TEXT, OID, FLOAT4, FLOAT8, UNKNOWN, VARCHAR, BPCHAR, NAME = (
+    16, 17, 20, 21, 23, 25, 26, 700, 701, 705, 1043, 1042, 19)
+NUMERIC = 1700
+
+OIDS: Final = {"bool": BOOL, "int": INT8, "float": FLOAT8, "str": TEXT, "bytes": BYTEA,
+               "null": TEXT}
+SIZES: Final = {BOOL: 1, INT8: 8, FLOAT8: 8, TEXT: -1, BYTEA: -1, INT2: 2, INT4: 4,
+                FLOAT4: 4, OID: 4}
+SCALAR_OF_OID: Final = {BOOL: "bool", INT2: "int", INT4: "int", INT8: "int", OID: "int",
+                        FLOAT4: "float", FLOAT8: "float", NUMERIC: "float", TEXT: "str",
+                        VARCHAR: "str", BPCHAR: "str", NAME: "str", BYTEA: "bytes"}
+BINARY_OIDS: Final = frozenset({BOOL, INT2, INT4, INT8, FLOAT4, FLOAT8, TEXT, VARCHAR,
+                                BPCHAR, NAME, BYTEA, OID})
+
+
+class InvalidParameterValue(SqlError):
+    """A Bind parameter that is not a value of its type (`22P02`)."""
+
+    sqlstate = "22P02"
+
+
+def float_text(x: float) -> str:
+    """PostgreSQL's float8 output (extra_float_digits >= 1: shortest round trip)."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    if x == 0:
+        return "-0" if math.copysign(1.0, x) < 0 else "0"
+    r = repr(x)
+    mantissa, _, _ = r.partition("e")
+    digits = mantissa.replace("-", "").replace(".", "").lstrip("0").rstrip("0") or "0"
+    exp10 = math.floor(math.log10(abs(x)))
+    if abs(float(f"{x:.{max(len(digits) - 1, 0)}e}")) != abs(x):  # log10 rounding guard
+        exp10 = int(f"{x:e}".split("e")[1])
+    if -4 <= exp10 < 15:
+        s = f"{x:.{max(len(digits) - 1 - exp10, 0)}f}"
+        return s
+    m = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+    sign = "-" if x < 0 else ""
+    return f"{sign}{m}e{'+' if exp10 >= 0 else '-'}{abs(exp10):02d}"
+
+
+def encode_text(value: Any, scalar: str) -> bytes:
+    if value is True:
+        return b"t"
+    if value is False:
+        return b"f"
+    if isinstance(value, float):
+        return float_text(value).encode()
+    if isinstance(value, bytes):
+        return b"\\x" + value.hex().encode()
+    return str(value).encode("utf-8")
+
+
+def encode(value: Any, scalar: str, binary: bool) -> bytes | None:
+    if value is None:
+        return None
+    if not binary:
+        return encode_text(value, scalar)
+    if scalar == "bool":
+        return b"\x01" if value else b"\x00"
+    if scalar == "int":
+        return struct.pack("!q", value)
+    if scalar == "float":
+        return struct.pack("!d", value)
+    if scalar == "bytes":
+        return bytes(value)
+    return str(value).encode("utf-8")
+
+
+def _bool(text: str) -> bool:
+    t = text.strip().lower()
+    if t in ("t", "true", "y", "yes", "on", "1"):
+        return True
+    if t in ("f", "false", "n", "no", "off", "0"):
+        return False
+    raise ValueError(text)
+
+
+def decode_text(text: str, scalar: str) -> Any:
+    if scalar == "int":
+        return int(text.strip())
+    if scalar == "float":
+        return float(text.strip())
+    if scalar == "bool":
+        return _bool(text)
+    if scalar == "bytes":
+        if text.startswith("\\x"):
+            return bytes.fromhex(text[2:])
+        return text.encode("utf-8")
+    return text
+
+
+def decode(raw: bytes | None, oid: int, binary: bool, position: int) -> Any:
+    if raw is None:
+        return None
+    scalar = SCALAR_OF_OID.get(oid, "str")
+    try:
+        if binary:
+            if oid == BOOL:
+                return raw != b"\x00"
+            if oid in (INT2, INT4, INT8, OID):
+                fmt = {2: "!h", 4: "!i", 8: "!q"}[len(raw)]
+                return int(struct.unpack(fmt, raw)[0])
+            if oid in (FLOAT4, FLOAT8):
+                return float(struct.unpack("!f" if len(raw) == 4 else "!d", raw)[0])
+            if oid == BYTEA:
+                return raw
+            if oid in (TEXT, VARCHAR, BPCHAR, NAME, UNKNOWN):
+                return raw.decode("utf-8")
+            raise ValueError("binary format of this type is not supported")
+        return decode_text(raw.decode("utf-8"), scalar)
+    except (ValueError, KeyError, struct.error, UnicodeDecodeError) as e:
+        raise InvalidParameterValue(f"parameter ${position} is not a valid value of type "
+                                    f"OID {oid}: {e}") from None

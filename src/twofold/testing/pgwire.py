@@ -1,0 +1,66 @@
+"""A pgwire server on a thread for tests and benchmarks: `running_server()` yields a
+`ServerHandle` (host, port, dsn, the database and its event loop) and stops it on exit."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class ServerHandle:
+    host: str
+    port: int
+    db: Any
+    server: Any
+    loop: asyncio.AbstractEventLoop
+
+    def dsn(self, user: str = "twofold", **extra: str) -> str:
+        parts = {"host": self.host, "port": str(self.port), "user": user, "dbname": "twofold",
+                 **extra}
+        return " ".join(f"{k}={v}" for k, v in parts.items())
+
+    def call(self, coro: Any, timeout: float = 30) -> Any:
+        """Run a coroutine on the server's loop and wait for it."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+
+@contextlib.contextmanager
+def running_server(storage: str | None = "memory://", **server_args: Any) -> Iterator[ServerHandle]:
+    import twofold
+    from twofold.server import Server
+
+    started: Future[ServerHandle] = Future()
+    stop: list[asyncio.Event] = []
+
+    async def main() -> None:
+        try:
+            async with twofold.open_async(storage) as db:
+                server = await Server(db, **server_args).start("127.0.0.1", 0)
+                event = asyncio.Event()
+                stop.append(event)
+                started.set_result(ServerHandle(server.host, server.port, db, server,
+                                                asyncio.get_running_loop()))
+                try:
+                    await event.wait()
+                finally:
+                    await server.close()
+        except BaseException as e:
+            if not started.done():
+                started.set_exception(e)
+            raise
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True,
+                              name="pgwire-test-server")
+    thread.start()
+    handle = started.result(60)
+    try:
+        yield handle
+    finally:
+        handle.loop.call_soon_threadsafe(stop[0].set)
+        thread.join(30)
