@@ -8,8 +8,7 @@ processes; a commit is all-or-nothing, so a crashed writer leaves each batch who
 wholly absent. Reads run in one deferred transaction, which in WAL mode is a consistent snapshot
 that never blocks or is blocked by the writer.
 
-Times are `[0, 2**64)` but SQLite integers are signed 64-bit, so a time `t` is stored as
-`t - 2**63` (order-preserving); an empty frontier is NULL.
+Times are stored as signed integers and empty frontiers as NULL (`twofold.storage.encoding`).
 
 Each thread gets its own connection (sqlite3 connections must not be shared by concurrent
 threads); `close` closes them all. `synchronous=FULL` makes a returned append durable against
@@ -25,16 +24,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
 
-import msgspec
 import pyarrow as pa
 
 from twofold.protocol import Frontier, RelationDesc
 from twofold.storage.backend import Notifier, Part, PartInfo, ShardState
+from twofold.storage.encoding import (
+    dec_frontier,
+    dec_time,
+    decode_desc,
+    enc_frontier,
+    enc_time,
+    encode_desc,
+)
 from twofold.storage.errors import CorruptStorage, StorageClosed, StorageError, UnknownShard
 from twofold.storage.updates import decode_ipc, encode_ipc, update_schema
 
 FORMAT: Final = "twofold-storage-1"
-_OFFSET: Final = 2**63
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS twofold_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -59,22 +64,6 @@ _NOTIFIERS: dict[str, Notifier] = {}
 def _notifier_for(path: str) -> Notifier:
     with _NOTIFIERS_LOCK:
         return _NOTIFIERS.setdefault(path, Notifier())
-
-
-def _enc_time(t: int) -> int:
-    return t - _OFFSET
-
-
-def _dec_time(v: int) -> int:
-    return v + _OFFSET
-
-
-def _enc_frontier(f: Frontier) -> int | None:
-    return None if f.time is None else f.time - _OFFSET
-
-
-def _dec_frontier(v: int | None) -> Frontier:
-    return Frontier.empty() if v is None else Frontier.at(v + _OFFSET)
 
 
 class SqliteBackend:
@@ -175,7 +164,7 @@ class SqliteBackend:
         with self._transaction(f"creating shard {shard_id!r}", write=True) as cur:
             cur.execute(
                 "INSERT OR IGNORE INTO shards VALUES (?, ?, ?, ?)",
-                (shard_id, msgspec.msgpack.encode(desc), _enc_time(0), _enc_time(0)),
+                (shard_id, encode_desc(desc), enc_time(0), enc_time(0)),
             )
             return cur.rowcount == 1
 
@@ -184,10 +173,7 @@ class SqliteBackend:
             row = cur.execute("SELECT desc FROM shards WHERE shard_id = ?", (shard_id,)).fetchone()
         if row is None:
             raise UnknownShard(shard_id)
-        try:
-            return msgspec.msgpack.decode(row[0], type=RelationDesc)
-        except (msgspec.DecodeError, ValueError, TypeError) as e:
-            raise CorruptStorage(f"shard {shard_id!r}: stored schema is unreadable: {e}") from None
+        return decode_desc(row[0], shard_id)
 
     def _schema(self, shard_id: str) -> pa.Schema:
         schema = self._schemas.get(shard_id)
@@ -206,7 +192,7 @@ class SqliteBackend:
         ).fetchone()
         if row is None:
             raise UnknownShard(shard_id)
-        return ShardState(_dec_frontier(row[0]), _dec_frontier(row[1]))
+        return ShardState(dec_frontier(row[0]), dec_frontier(row[1]))
 
     def state(self, shard_id: str) -> ShardState:
         with self._transaction(f"reading shard {shard_id!r}", write=False) as cur:
@@ -225,12 +211,12 @@ class SqliteBackend:
                 cur.execute(
                     "INSERT INTO parts (shard_id, lower, upper, since, count, data) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
-                    (shard_id, _enc_time(lower.time), _enc_frontier(new_upper), _enc_time(0),
+                    (shard_id, enc_time(lower.time), enc_frontier(new_upper), enc_time(0),
                      updates.num_rows, blob),
                 )
             cur.execute(
                 "UPDATE shards SET upper = ? WHERE shard_id = ?",
-                (_enc_frontier(new_upper), shard_id),
+                (enc_frontier(new_upper), shard_id),
             )
         self.notifier.notify(shard_id)
         return None
@@ -238,7 +224,7 @@ class SqliteBackend:
     def advance_uppers(self, shard_ids: list[str], upper: Frontier) -> None:
         if not shard_ids or upper.time is None:
             return
-        target = _enc_frontier(upper)
+        target = enc_frontier(upper)
         with self._transaction("advancing uppers", write=True) as cur:
             # An empty upper is NULL, which no comparison selects: closed shards stay closed.
             advanced = [
@@ -256,7 +242,7 @@ class SqliteBackend:
             result = self._state(cur, shard_id).since.join(since)
             cur.execute(
                 "UPDATE shards SET since = ? WHERE shard_id = ?",
-                (_enc_frontier(result), shard_id),
+                (enc_frontier(result), shard_id),
             )
         self.notifier.notify(shard_id)
         return result
@@ -269,7 +255,7 @@ class SqliteBackend:
                 f"shard {shard_id!r} part {part_id}: holds {table.num_rows} updates, "
                 f"recorded {count}"
             )
-        return Part(part_id, _dec_time(lower), _dec_frontier(upper), _dec_time(since), count,
+        return Part(part_id, dec_time(lower), dec_frontier(upper), dec_time(since), count,
                     table)
 
     def read_parts(
@@ -285,10 +271,10 @@ class SqliteBackend:
                 " AND lower >= coalesce((SELECT max(lower) FROM parts WHERE shard_id = :shard"
                 " AND lower <= :start), :start)"
             )
-            params["start"] = _enc_time(overlapping_from)
+            params["start"] = enc_time(overlapping_from)
         if up_to is not None:
             query += " AND lower <= :up_to"
-            params["up_to"] = _enc_time(up_to)
+            params["up_to"] = enc_time(up_to)
         query += " ORDER BY lower"
         with self._transaction(f"reading shard {shard_id!r}", write=False) as cur:
             state = self._state(cur, shard_id)
@@ -306,7 +292,7 @@ class SqliteBackend:
                 (shard_id,),
             ).fetchall()
         return state, [
-            PartInfo(pid, _dec_time(lo), _dec_frontier(up), _dec_time(si), n)
+            PartInfo(pid, dec_time(lo), dec_frontier(up), dec_time(si), n)
             for pid, lo, up, si, n in rows
         ]
 
@@ -341,8 +327,8 @@ class SqliteBackend:
                 cur.execute(
                     "INSERT INTO parts (shard_id, lower, upper, since, count, data) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
-                    (shard_id, _enc_time(new.lower), _enc_frontier(new.upper),
-                     _enc_time(new.since), new.count, blob),
+                    (shard_id, enc_time(new.lower), enc_frontier(new.upper),
+                     enc_time(new.since), new.count, blob),
                 )
         return True
 

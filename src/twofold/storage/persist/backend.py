@@ -37,11 +37,12 @@ import pyarrow as pa
 
 from twofold.protocol import Frontier, RelationDesc
 from twofold.storage.backend import Notifier, Part, PartInfo, ShardState
+from twofold.storage.encoding import dec_frontier, decode_desc, enc_frontier, encode_desc
 from twofold.storage.errors import CorruptStorage, InvalidStorageUrl, StorageError, UnknownShard
 from twofold.storage.persist import state as S
 from twofold.storage.persist.base import HEADS, now_ms
 from twofold.storage.persist.blob import BlobMissing, BlobStore
-from twofold.storage.persist.consensus import Consensus, ListeningNotifier, dec_upper, enc_upper
+from twofold.storage.persist.consensus import Consensus, ListeningNotifier
 from twofold.storage.persist.gc import GarbageCollection
 from twofold.storage.persist.readers import ReaderCommands
 from twofold.storage.persist.state import PartRef
@@ -137,7 +138,7 @@ class PersistBackend(ReaderCommands, GarbageCollection):
                     f"shard {shard_id!r}: state version {data_seqno} is unreadable: {e}"
                 ) from None
             self._data_cache[shard_id] = (data_seqno, data)
-        head = S.Head(seqno, dec_upper(upper), data_seqno, data)
+        head = S.Head(seqno, dec_frontier(upper), data_seqno, data)
         self._heads[shard_id] = head
         return head
 
@@ -153,7 +154,7 @@ class PersistBackend(ReaderCommands, GarbageCollection):
         data_seqno = head.data_seqno if data is None else head.seqno + 1
         if self.fault is not None:
             self.fault("before_commit")
-        won = self.consensus.cas(shard_id, head.seqno, enc_upper(upper), blob, data_seqno,
+        won = self.consensus.cas(shard_id, head.seqno, enc_frontier(upper), blob, data_seqno,
                                  token)
         if won:
             new = S.Head(head.seqno + 1, upper, data_seqno, head.data if data is None else data)
@@ -186,12 +187,12 @@ class PersistBackend(ReaderCommands, GarbageCollection):
         def create(cur: psycopg.Cursor[Any]) -> bool:
             with cur.connection.transaction():
                 cur.execute(f'INSERT INTO {s}.shards (shard, "desc") VALUES (%s, %s) '
-                            f"ON CONFLICT DO NOTHING", (shard_id, msgspec.msgpack.encode(desc)))
+                            f"ON CONFLICT DO NOTHING", (shard_id, encode_desc(desc)))
                 if cur.rowcount != 1:
                     return False
                 cur.execute(
                     f"INSERT INTO {s}.consensus (shard, seqno, upper, data_seqno, data) "
-                    f"VALUES (%s, 1, %s, 1, %s)", (shard_id, enc_upper(Frontier.minimum()),
+                    f"VALUES (%s, 1, %s, 1, %s)", (shard_id, enc_frontier(Frontier.minimum()),
                                                     initial))
                 return True
 
@@ -209,10 +210,7 @@ class PersistBackend(ReaderCommands, GarbageCollection):
         row = self.consensus.run(f"reading shard {shard_id!r}", fetch)
         if row is None:
             raise UnknownShard(shard_id)
-        try:
-            desc = msgspec.msgpack.decode(bytes(row[0]), type=RelationDesc)
-        except (msgspec.DecodeError, ValueError, TypeError) as e:
-            raise CorruptStorage(f"shard {shard_id!r}: stored schema is unreadable: {e}") from None
+        desc = decode_desc(bytes(row[0]), shard_id)
         self._descs[shard_id] = desc
         return desc
 
@@ -337,7 +335,7 @@ class PersistBackend(ReaderCommands, GarbageCollection):
         check = (
             f"SELECT shard FROM ({HEADS.format(s=s)}) h WHERE h.upper < %(upper)s"
         )
-        target = enc_upper(upper)
+        target = enc_frontier(upper)
         pending = list(shard_ids)
         self._advances += 1
         if self._advances % TRUNCATE_EVERY == 0:

@@ -41,12 +41,10 @@ from typing import Any, Final, TypeVar
 import psycopg
 import psycopg.errors
 
-from twofold.protocol import Frontier
 from twofold.storage.backend import Notifier
 from twofold.storage.errors import InvalidStorageUrl, StorageClosed, StorageError
 
 _log = logging.getLogger(__name__)
-_OFFSET: Final = 2**63
 T = TypeVar("T")
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,40}")
@@ -71,22 +69,6 @@ CREATE TRIGGER consensus_notify AFTER INSERT ON {s}.consensus
 FORMAT: Final = "twofold-persist-1"
 
 CONNECTION_ERRORS: Final = (psycopg.OperationalError, psycopg.InterfaceError)
-
-
-def enc_time(t: int) -> int:
-    return t - _OFFSET
-
-
-def dec_time(v: int) -> int:
-    return v + _OFFSET
-
-
-def enc_upper(f: Frontier) -> int | None:
-    return None if f.time is None else f.time - _OFFSET
-
-
-def dec_upper(v: int | None) -> Frontier:
-    return Frontier.empty() if v is None else Frontier.at(v + _OFFSET)
 
 
 class Unreachable(StorageError):
