@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from twofold.api.joins import outer_join
+from twofold.protocol import ColumnType, Distinct, Join, Mfp
 from twofold.protocol import Expr as PExpr
-from twofold.protocol import Join, Mfp
 from twofold.sql.errors import FeatureNotSupported, UndefinedColumn
 from twofold.sql.exprs import Binder, call, unify
 from twofold.sql.scope import Col, Outer, Rel, Scope
@@ -197,8 +197,9 @@ def _using(left: Rel, right: Rel, names: list[str], how: str) -> tuple[list[tupl
 
 
 def join_step(planner: Planner, left: Rel, right: Rel, join: exp.Join,
-              outer: Outer | None) -> Rel:
-    """`left <side> JOIN right ON/USING ...` for LEFT, RIGHT and FULL joins."""
+              outer: Outer | None, base: Rel | None = None) -> Rel:
+    """`left <side> JOIN right ON/USING ...` for LEFT, RIGHT and FULL joins. `base` is the
+    relation the chain of outer joins started from (a prefix of `left`'s columns)."""
     how = (join.side or "").lower()
     on = join.args.get("on")
     using = [u.name for u in join.args.get("using") or []]
@@ -238,13 +239,38 @@ def join_step(planner: Planner, left: Rel, right: Rel, join: exp.Join,
     if len(left.cols) != nl:
         # Residuals were bound over the original left columns; key helpers came after them.
         residual = [_shift_right(e, nl, len(left.cols) - nl) for e in residual]
-    plan = outer_join(left.plan, left.types, right.plan, right.types, lk, rk, how, residual)
+    if how == "left" and not residual and lk:
+        plan = _left_join_by_bindings(left, right, lk, rk, base)
+    else:
+        plan = outer_join(left.plan, left.types, right.plan, right.types, lk, rk, how, residual)
     lcols = [replace(c, nullable=c.nullable or how in ("right", "full")) for c in left.cols]
     rcols = [replace(c, nullable=c.nullable or how in ("left", "full")) for c in right.cols]
     rel = Rel(plan, lcols + rcols, {**left.inputs, **right.inputs})
     if using:
         rel = _merge_using(rel, len(left.cols), lk, rk, how)
     return rel
+
+
+def _left_join_by_bindings(left: Rel, right: Rel, lk: list[int], rk: list[int],
+                           base: Rel | None) -> Any:
+    """`left LEFT JOIN right ON lk = rk` as `left ⋈ T` with `T = D LEFT JOIN right` and `D` the
+    distinct left keys: per key, its matches or one padded row, so `left` is read once. When the
+    keys are columns of `base`, `D` reads `base`: a chain of left joins then grows linearly
+    (plans are trees; the textbook lowering reads `left` three times, tripling per join)."""
+    from twofold.api.joins import left_join_on, nullsafe_key
+
+    src = base if base is not None and all(i < len(base.cols) for i in lk) else left
+    k = len(lk)
+    d: Any = Distinct(input=Mfp(input=src.plan, project=list(lk)))
+    dtypes = [left.types[i] for i in lk]
+    t = left_join_on(d, dtypes, right.plan, right.types, list(range(k)), rk)
+    ttypes = [*dtypes, *[ColumnType(c.scalar, True) for c in right.types]]
+    lplan, lkey, ltypes = nullsafe_key(left.plan, left.types, lk)
+    tplan, tkey, _ = nullsafe_key(t, ttypes, range(k))
+    nl, nr = len(left.cols), len(right.cols)
+    joined = Join(left=lplan, right=tplan, left_key=lkey, right_key=tkey)
+    return Mfp(input=joined, project=[*range(nl), *range(len(ltypes) + k,
+                                                         len(ltypes) + k + nr)])
 
 
 def _shift_right(e: PExpr, nl: int, by: int) -> PExpr:
@@ -285,6 +311,7 @@ def plan_from(planner: Planner, select: exp.Select, outer: Outer | None, corr: R
     group: list[Rel] = [corr] if corr is not None else []
     conds: list[exp.Expr] = []
     had_outer = False
+    chain_base: Rel | None = None
     if from_ is not None:
         group.append(plan_item(planner, from_.this, outer))
     for join in select.args.get("joins") or []:
@@ -296,7 +323,8 @@ def plan_from(planner: Planner, select: exp.Select, outer: Outer | None, corr: R
         if side in ("LEFT", "RIGHT", "FULL"):
             left, unused = order_group(planner, group, conds, outer)
             left = filtered(planner, left, unused, outer)
-            group, conds = [join_step(planner, left, right, join, outer)], []
+            chain_base = chain_base if chain_base is not None else left
+            group, conds = [join_step(planner, left, right, join, outer, chain_base)], []
             had_outer = True
             continue
         using = [u.name for u in join.args.get("using") or []]
