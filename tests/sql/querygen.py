@@ -58,7 +58,7 @@ class Gen:
             f"abs({a})", f"coalesce({a}, {b})", f"nullif({a}, {b})",
             f"greatest({a}, {b})", f"least({a}, {b})",
             f"CASE WHEN {self.pred(q, depth + 1)} THEN {a} ELSE {b} END",
-            f"CASE {a} WHEN 1 THEN {b} WHEN 2 THEN 7 END", f"-{a}")
+            f"CASE {a} WHEN 1 THEN {b} WHEN 2 THEN 7 END", f"-({a})")
 
     def num_expr(self, q: list[str], depth: int = 0) -> str:
         r = self.rng
