@@ -8,6 +8,7 @@ survive in this interpreter's memory by accident.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -372,3 +373,20 @@ def test_the_catalog_survives_on_postgres(servers: Any, tmp_path: Path) -> None:
     """)
     assert got[0] == [["i", "index"], ["t", "table"], ["v", "materialized view"]]
     assert got[1] == ["x"] and rows(got[2]) == [(1,)] and rows(got[3]) == [(2,), (3,)]
+
+
+async def test_an_async_session_adopts_another_process_objects_in_order(path: Path) -> None:
+    async with twofold.open_async(path, runtimes="one", tick_interval=0.01, timeout=30) as db:
+        t = db.create_table("t", {"x": int})
+        t.insert([(1,), (2,)])
+        await asyncio.to_thread(run, path, """
+            i = db.create_index("i", db.get("t"), key="x")
+            db.create_materialized_view("v", i.filter(col("x") > 1))
+            db.create_index("vi", db.get("v"), key="x")
+        """)
+        # A catalog call on the loop thread adopts them; their dataflows are created by the
+        # next async calls — concurrent ones too, each after those of what it reads.
+        assert db.indexes() == ["i", "vi"] and db.views() == ["v"]
+        i, v, vi = db.get("i"), db.get("v"), db.get("vi")
+        got = await asyncio.gather(v.collect_async(), vi.collect_async(), i.collect_async())
+        assert [sorted(r.rows) for r in got] == [[(2,)], [(2,)], [(1,), (2,)]], got

@@ -45,8 +45,8 @@ def contents(storage: Storage, t: int) -> Counter[int]:
     return out
 
 
-def sink(storage: Storage) -> MaterializedViewState:
-    s = MaterializedViewState(GlobalId.user(1), storage, "mv", DESC)
+def sink(storage: Storage, as_of: int = 0) -> MaterializedViewState:
+    s = MaterializedViewState(GlobalId.user(1), storage, "mv", DESC, as_of)
     s.allow_writes()
     return s
 
@@ -66,6 +66,17 @@ def test_a_resumed_view_writes_nothing_twice(storage: Storage) -> None:
     third = sink(storage)
     third.on_chunks([chunk(20, 21, [(1, 20, 1), (2, 20, 1), (3, 20, 1)])])
     assert contents(storage, 20) == Counter({1: 1, 2: 1, 3: 1})
+
+
+def test_times_between_the_shards_upper_and_a_later_as_of_keep_the_last_contents(
+        storage: Storage) -> None:
+    sink(storage).on_chunks([chunk(0, 12, [(1, 5, 1), (2, 5, 1), (3, 5, 1)])])
+    # Restored at 20 (an input's since passed the shard's upper): nothing is known of 12..19.
+    late = sink(storage, as_of=20)
+    late.on_chunks([chunk(20, 22, [(1, 20, 1), (3, 20, 1), (5, 20, 1), (5, 21, 1)])])
+    assert contents(storage, 15) == Counter({1: 1, 2: 1, 3: 1})   # not empty
+    assert contents(storage, 20) == Counter({1: 1, 3: 1, 5: 1})
+    assert contents(storage, 21) == Counter({1: 1, 3: 1, 5: 2})
 
 
 def test_a_shard_holding_another_definitions_rows_is_corrected(storage: Storage) -> None:

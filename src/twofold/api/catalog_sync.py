@@ -62,6 +62,7 @@ class CatalogSync(Inputs):
     _sync_lock: threading.RLock
     _to_install: list[Index | MaterializedView]
     _to_drop: list[GlobalId]
+    _install_lock: asyncio.Lock | None
 
     @property
     def _db(self) -> AsyncDatabase:
@@ -188,14 +189,28 @@ class CatalogSync(Inputs):
         return Relation(self._db, entry.plan, Schema.of(entry.desc), inputs)
 
     async def _install(self) -> None:
-        """Create the queued dataflows and drop the queued ones (on the loop thread)."""
-        while self._to_drop:
-            gid = self._to_drop.pop(0)
-            with contextlib.suppress(UnknownCollection):
-                await self._ctl.drop(gid)
-        while self._to_install:
-            obj = self._to_install.pop(0)
-            await self._create_dataflow(obj, self._resume_at(obj))
+        """Create the queued dataflows and drop the queued ones (on the loop thread), one
+        caller at a time: a dataflow is created only after those of the objects it reads."""
+        lock = self._install_lock
+        if not self._to_drop and not self._to_install and (lock is None or not lock.locked()):
+            return
+        if self._install_lock is None:
+            self._install_lock = asyncio.Lock()
+        async with self._install_lock:
+            while self._to_drop:
+                gid = self._to_drop.pop(0)
+                with contextlib.suppress(UnknownCollection):
+                    await self._ctl.drop(gid)
+            while self._to_install:
+                obj = self._to_install.pop(0)
+                resume = self._resume_at(obj)
+                if isinstance(obj, MaterializedView):
+                    upper = self._storage.shard(obj.shard).upper.time
+                    if resume.time is not None and upper is not None and resume.time >= upper:
+                        # The view resumes after its shard's upper: the times in between were
+                        # not maintained, so this session reads it from the resumption on.
+                        obj.as_of = resume.time
+                await self._create_dataflow(obj, resume)
 
     # -- dataflows ------------------------------------------------------------------------------
 

@@ -140,6 +140,7 @@ class AsyncDatabase(Definitions, Queries):
         self._sync_lock = threading.RLock()
         self._to_install: list[Index | MaterializedView] = []
         self._to_drop: list[GlobalId] = []
+        self._install_lock: asyncio.Lock | None = None
         self._last_write = 0
         self._write_lock = threading.Lock()
         self._portal: asyncio.AbstractEventLoop | None = None

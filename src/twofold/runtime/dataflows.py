@@ -80,7 +80,7 @@ class HostedDataflow:
                 elif isinstance(conn, MaterializedViewSink):
                     assert storage is not None, "materialized views need storage"
                     self.mvs[gid] = MaterializedViewState(gid, storage, conn.shard,
-                                                          sink.from_desc)
+                                                          sink.from_desc, self.as_of)
                 elif isinstance(conn, CopyToSink):
                     self.copy_tos[gid] = CopyToState(gid, conn, sink.from_desc, self.as_of)
         except (EngineError, StorageError, AssertionError) as e:

@@ -111,13 +111,17 @@ class MaterializedViewState:
     (another replica, another process, an earlier life of this view) it subtracts what that
     writer appended. A write at `[u, w)` appends every correction update before `w`, times
     before `u` advanced to `u`, so after it the shard holds exactly the view's contents at every
-    time from `u` on, whatever it held before: a restart, a second replica or a shard written by
-    a previous definition never duplicates or loses rows.
+    time from `max(u, as_of)` on, whatever it held before (a dataflow starting after the
+    shard's upper leaves the times in between at the contents last written): a restart, a
+    second replica or a shard written by a previous definition never duplicates or loses rows.
     """
 
-    def __init__(self, id: GlobalId, storage: Storage, shard_id: str, desc: RelationDesc) -> None:
+    def __init__(self, id: GlobalId, storage: Storage, shard_id: str, desc: RelationDesc,
+                 as_of: int = 0) -> None:
         self.id = id
         self.desc = desc
+        self.as_of = as_of
+        """The dataflow's as_of: its output says nothing about earlier times."""
         self.allowed = False
         try:
             self.shard: Shard = storage.shard(shard_id)
@@ -177,7 +181,10 @@ class MaterializedViewState:
             return actual
         if actual.time is not None and actual.time > 0:
             if seen is None or seen.time in (None, 0):
-                self._subtract(self.shard.snapshot(actual.time - 1))
+                # Placed at the as_of: if the dataflow starts after the shard's upper, the
+                # times in between keep the contents last written (the view was not maintained
+                # then), rather than reading as empty.
+                self._subtract(advance_times(self.shard.snapshot(actual.time - 1), self.as_of))
             else:
                 assert seen.time is not None
                 for batch in self.shard.listen(seen.time - 1).poll():
