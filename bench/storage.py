@@ -135,6 +135,22 @@ def four_shards(url: str, n: int, tag: str) -> tuple[float, list[float]]:
     return 4 * n / wall, [x for r in results for x in r[0]]
 
 
+def raw_inserts(pg: PgCluster, n: int) -> float:
+    """The ceiling on this machine now: plain autocommit INSERTs of 1 KB rows per second, one
+    connection (each waits for its WAL flush, as a compare-and-set does)."""
+    import psycopg
+
+    with psycopg.connect(pg.url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS raw_bench (k bigint PRIMARY KEY, d bytea)")
+        payload = os.urandom(1000)
+        start = time.perf_counter()
+        for i in range(n):
+            conn.execute("INSERT INTO raw_bench VALUES (%s, %s)", (i, payload))
+        elapsed = time.perf_counter() - start
+        conn.execute("DROP TABLE raw_bench")
+    return n / elapsed
+
+
 def pct(latencies: list[float], q: float) -> float:
     return statistics.quantiles(latencies, n=100)[q - 1] * 1000 if len(latencies) > 1 else 0.0
 
@@ -224,6 +240,7 @@ def main() -> None:
                 st.close()
         four = {name: four_shards(url, small, name) for name, url in urls.items()
                 if name != "memory"}
+        raw = raw_inserts(pg, small) if pg is not None else float("nan")
         rehydrate = {}
         for name, url in urls.items():
             if name == "memory":
@@ -245,6 +262,8 @@ def main() -> None:
     print(f"  {'4 shards /s':<14}" + "".join(f"{r:>16,.0f}" for r, _ in four.values()))
     print(f"  {'4 shards p50':<14}" + "".join(f"{pct(v, 50):>16.2f}" for _, v in four.values()))
     print(f"  {'4 shards p99':<14}" + "".join(f"{pct(v, 99):>16.2f}" for _, v in four.values()))
+    print(f"  {'raw PG INSERT/s':<14}{'':>16}{raw:>16,.0f}   (1 KB rows, one connection: "
+          f"the ceiling for one shard here)")
     print(f"{'rehydrate s':<16}" + "".join(f"{rehydrate[n]:>16.2f}" for n in rehydrate))
     # `run` asserts every snapshot and listen returned all `total` updates, `small_appends`
     # that every small append is in the shard, `rehydration` the index's answer.
