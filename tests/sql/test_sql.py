@@ -11,7 +11,7 @@ import pytest
 
 import twofold
 from twofold.protocol import Join, plan_children
-from twofold.sql import compile_query, parse
+from twofold.sql import compile_query, parse, subscribe_rows
 from twofold.sql.errors import (
     FeatureNotSupported,
     SqlSyntaxError,
@@ -78,6 +78,7 @@ def test_as_of_and_subscribe(db: twofold.Database) -> None:
     with db.sql("SUBSCRIBE (SELECT k FROM t WHERE k > 2)") as sub:
         first = sub.next(timeout=20)
         assert sorted(row for _, row, d in first.updates if d > 0) == [(3,), (7,)]
+        assert sorted(r[1:] for r in subscribe_rows(first)) == [(1, 3), (1, 7)]
     with db.sql("SUBSCRIBE TO t WITH (SNAPSHOT = false)") as sub:
         db.sql("INSERT INTO t VALUES (8, 8.0, 'h')")
         seen: list[tuple[object, ...]] = []

@@ -15,6 +15,7 @@ Contract of `execute(db, text, params)` (what `db.sql` runs), one statement per 
 - `CREATE TABLE|VIEW|MATERIALIZED VIEW|INDEX` return the created object (`Table`, `SqlView`,
   `MaterializedView`, `Index`); `DROP` returns 0;
 - `SUBSCRIBE` returns an `AsyncSubscription` (a `SyncSubscription` from `Database.sql`);
+  `subscribe_rows(batch)` gives a batch as Materialize's rows `(mz_timestamp, mz_diff, *cols)`;
 - `SHOW ...` and `EXPLAIN ...` return a `Result` of text rows;
 - `$1, $2, ...` are replaced by `params[0], params[1], ...` (Python scalars), as typed
   constants.
@@ -45,9 +46,11 @@ from twofold.sql.errors import (
 from twofold.sql.flatten import flatten_plan
 from twofold.sql.parser import AsOf, CreateIndex, Explain, Show, Subscribe, parse
 from twofold.sql.planner import Planned, Planner
+from twofold.sql.show import subscribe_rows
 from twofold.sql.statements import SqlView
 
-__all__ = ["SqlError", "SqlView", "compile_query", "execute", "parse", "sqlstate_of"]
+__all__ = ["SqlError", "SqlView", "compile_query", "execute", "parse", "sqlstate_of",
+           "subscribe_rows"]
 
 _QUERIES = (exp.Select, exp.SetOperation, exp.Values, exp.Subquery)
 

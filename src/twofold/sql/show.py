@@ -141,6 +141,12 @@ async def subscribe(db: Any, planner: Planner, node: Subscribe) -> Any:
     return await db.subscribe(relation, as_of=as_of, snapshot=snapshot, up_to=up_to)
 
 
+def subscribe_rows(batch: Any) -> list[tuple[Any, ...]]:
+    """A subscription `Batch` as Materialize's SUBSCRIBE rows: `(mz_timestamp, mz_diff,
+    *columns)`, one per update, in time order (what a wire-protocol server streams)."""
+    return [(t, d, *row) for t, row, d in sorted(batch.updates, key=lambda u: u[0])]
+
+
 def _flag(node: exp.Expr) -> bool:
     if isinstance(node, exp.Boolean):
         return bool(node.this)
