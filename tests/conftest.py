@@ -40,7 +40,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         marker = item.get_closest_marker("timeout")
         seconds = float(marker.args[0]) if marker is not None and marker.args else base
         if seconds > 0:
-            item.add_marker(pytest.mark.timeout(seconds * scale))
+            item.add_marker(pytest.mark.timeout(seconds * scale), append=False)
 
 
 @pytest.hookimpl(tryfirst=True)

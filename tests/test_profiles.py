@@ -71,3 +71,9 @@ def test_no_test_pins_its_example_count() -> None:
 def test_ci_selects_the_ci_profile() -> None:
     run = (TESTS.parent / ".ci" / "run").read_text()
     assert re.search(r"^export CI=true\b", run, re.M), ".ci/run must select the ci profile"
+
+
+@pytest.mark.timeout(7)
+def test_per_test_timeouts_scale_with_the_profile(request: pytest.FixtureRequest) -> None:
+    marker = request.node.get_closest_marker("timeout")
+    assert marker is not None and marker.args[0] == 7 * factor()
