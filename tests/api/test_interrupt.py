@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 CHILD = r"""
@@ -42,14 +43,17 @@ print("closed", flush=True)
 
 
 def test_ctrl_c_interrupts_blocking_calls_promptly_and_the_database_stays_usable() -> None:
+    # stderr to a file: reading stdout line by line and then `communicate()` would lose what
+    # the line reader had buffered.
+    errors = tempfile.TemporaryFile("w+")  # noqa: SIM115 (read and closed below)
     proc = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stderr=errors, text=True)  # fmt: skip
     assert proc.stdout is not None
     lines: list[str] = []
     try:
         for what in ("read", "lookup", "subscribe"):
             line = proc.stdout.readline()
-            assert line.strip() == f"blocked {what}", (line, lines, proc.stderr)
+            assert line.strip() == f"blocked {what}", (line, lines)
             time.sleep(0.5)  # well inside the blocking call
             sent = time.monotonic()
             proc.send_signal(signal.SIGINT)
@@ -57,11 +61,15 @@ def test_ctrl_c_interrupts_blocking_calls_promptly_and_the_database_stays_usable
             lines.append(line)
             assert line.startswith(f"interrupted {what} "), (line, lines)
             assert time.monotonic() - sent < 10  # promptly: the read's timeout is 120 s
-        out, err = proc.communicate(timeout=60)
+        out = proc.stdout.read()
+        proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
+            proc.wait()
+        errors.seek(0)
+        err = errors.read()
+        errors.close()
     assert proc.returncode == 0, err
     assert "pending 0" in out  # the interrupted peeks were cancelled
     assert "again [(1,)] [(1,)]" in out

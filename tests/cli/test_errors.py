@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,20 +154,26 @@ def test_an_unknown_benchmark_names_the_known_ones(capsys: pytest.CaptureFixture
 
 
 def test_an_interrupted_demo_says_so_and_exits_130() -> None:
+    # stderr to a file, not communicate(): that would lose the lines readline() buffered
+    errors = tempfile.TemporaryFile("w+")  # noqa: SIM115 (read and closed below)
     proc = subprocess.Popen([sys.executable, "-m", "twofold.cli", "demo", "--duration", "120",
                              "--customers", "50", "--no-live"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stdout=subprocess.PIPE, stderr=errors, text=True)  # fmt: skip
     assert proc.stdout is not None
     try:
         line = proc.stdout.readline()
         assert "phase runtimes=one" in line, line
         time.sleep(1.0)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        out = proc.stdout.read()
+        proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
+            proc.wait()
+        errors.seek(0)
+        err = errors.read()
+        errors.close()
     assert proc.returncode == 130, err
     assert err.strip().splitlines()[-1] == (
         "twofold demo: interrupted before both phases finished: no summary")
