@@ -42,7 +42,7 @@ def test_column_types_and_oids(server: ServerHandle, name: str) -> None:
         c.execute(f"INSERT INTO {name} VALUES (%s, %s, %s, %s, %s)",
                   [7, float("inf"), "x", True, b"\x00\xff"])
         cur = c.execute(f"SELECT * FROM {name}")
-        assert [d.type_code for d in cur.description] == [20, 701, 25, 16, 17]
+        assert [d.type_code for d in cur.description or []] == [20, 701, 25, 16, 17]
         assert cur.fetchall() == [(7, math.inf, "x", True, b"\x00\xff")]
         with c.cursor(binary=True) as bc:
             assert bc.execute(f"SELECT * FROM {name}").fetchall() == [
@@ -87,9 +87,10 @@ def test_transaction_block_fails_until_rollback(server: ServerHandle, name: str)
             c.execute(f"SELECT k FROM {name}")
         c.rollback()
         assert c.execute(f"SELECT count(*) FROM {name}").fetchone() == (0,)
-        assert c.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        status = psycopg.pq.TransactionStatus
+        assert c.info.transaction_status == status.INTRANS
         c.commit()
-        assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert c.info.transaction_status in (status.IDLE,)
 
 
 def test_copy_in_text_and_csv_and_out(server: ServerHandle, name: str) -> None:
@@ -140,7 +141,8 @@ def test_subscribe_streams_and_cursor_fetch(server: ServerHandle, name: str) -> 
 
 def test_session_shims(server: ServerHandle) -> None:
     with connect(server) as c:
-        assert c.execute("select pg_catalog.version()").fetchone()[0].startswith("PostgreSQL 15")
+        version = c.execute("select pg_catalog.version()").fetchone()
+        assert version is not None and version[0].startswith("PostgreSQL 15")
         assert c.execute("select current_schema()").fetchone() == ("public",)
         assert c.execute("select current_database(), current_user").fetchone() == (
             "twofold", "twofold")

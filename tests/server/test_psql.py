@@ -1,0 +1,77 @@
+"""psql (Debian's postgresql-client) over the wire: DDL, DML, `\\dt`, `\\d NAME`, `\\di`, `\\dv`,
+`\\dm`, errors, several statements in one message."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from twofold.testing.pgwire import ServerHandle
+
+
+def _psql() -> str:
+    found = shutil.which("psql")
+    if found is None and shutil.which("apt-get") is not None:
+        subprocess.run(["apt-get", "install", "-y", "-q", "postgresql-client"],
+                       capture_output=True, timeout=600, check=False)
+        found = shutil.which("psql")
+    if found is None:
+        pytest.skip("psql is not installed and apt-get could not install postgresql-client")
+    return found
+
+
+def psql(server: ServerHandle, *commands: str,
+         check: bool = True) -> subprocess.CompletedProcess[str]:
+    args = [_psql(), "-X", "-h", server.host, "-p", str(server.port), "-U", "twofold",
+            "-v", "ON_ERROR_STOP=1", "twofold"]
+    for c in commands:
+        args += ["-c", c]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_ddl_dml_and_query(server: ServerHandle) -> None:
+    out = psql(server, "CREATE TABLE p1 (k bigint PRIMARY KEY, v text)",
+               "INSERT INTO p1 VALUES (1, 'one'), (2, 'two')",
+               "SELECT k, v FROM p1 ORDER BY k").stdout
+    assert "CREATE TABLE" in out and "INSERT 0 2" in out
+    assert " 1 | one" in out and " 2 | two" in out and "(2 rows)" in out
+
+
+def test_several_statements_in_one_message(server: ServerHandle) -> None:
+    out = psql(server, "CREATE TABLE p2 (k bigint); INSERT INTO p2 VALUES (5); "
+               "SELECT k * 2 AS d FROM p2").stdout
+    assert " 10" in out
+
+
+def test_describe_commands(server: ServerHandle) -> None:
+    psql(server, "CREATE TABLE p3 (k bigint NOT NULL, v double precision, s text)",
+         "CREATE INDEX p3_k ON p3 (k)",
+         "CREATE MATERIALIZED VIEW p3_mv AS SELECT k, count(*) AS n FROM p3 GROUP BY k",
+         "CREATE VIEW p3_v AS SELECT s FROM p3")
+    dt = psql(server, "\\dt").stdout
+    assert "p3 " in dt and "table" in dt and "p3_mv" not in dt
+    d = psql(server, "\\d p3").stdout
+    assert 'Table "public.p3"' in d
+    for line in ("k      | bigint", "v      | double precision", "s      | text"):
+        assert line in d, d
+    assert "not null" in d
+    assert "p3_k" in d  # its index
+    di = psql(server, "\\di").stdout
+    assert "p3_k" in di and "index" in di and "| p3\n" in di
+    assert "p3_v" in psql(server, "\\dv").stdout
+    assert "p3_mv" in psql(server, "\\dm").stdout
+    dmv = psql(server, "\\d p3_mv").stdout
+    assert "n      | bigint" in dmv, dmv
+
+
+def test_error_has_sqlstate(server: ServerHandle) -> None:
+    done = subprocess.run([_psql(), "-X", "-h", server.host, "-p", str(server.port), "-U",
+                           "twofold", "-v", "VERBOSITY=verbose", "-c", "SELECT * FROM nowhere",
+                           "twofold"], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "42P01" in done.stderr and "nowhere" in done.stderr
