@@ -82,7 +82,7 @@ from twofold.protocol import (
 )
 from twofold.runtime import sched
 from twofold.runtime.sched import ThreadHints
-from twofold.storage import Table, open_storage
+from twofold.storage import Storage, Table, open_storage
 from twofold.transport import ReplicaConnection, connect
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -133,6 +133,17 @@ def serve_main(url: str, mode: Mode) -> int:
 def block(start: int, n: int) -> pa.Table:
     k = np.arange(start, start + n, dtype=np.int64)
     return pa.table({"k": k, "v": k * 7})
+
+
+def tables(storage: Storage, rows: int, small_rows: int) -> tuple[Table, int, Table]:
+    """These benchmarks' tables: `small` (`small_rows` rows; with the time of that write) and
+    `big` (`rows` rows, written in blocks)."""
+    small = storage.create_table("small", DESC)
+    small_ts = small.insert(block(0, small_rows))
+    big = storage.create_table("big", DESC)
+    for start in range(0, rows, 250_000):
+        big.insert(block(start, min(250_000, rows - start)))
+    return small, small_ts, big
 
 
 def churn_main(url: str, table: str, start: int, n: int) -> int:
@@ -542,11 +553,7 @@ async def main(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix="tf-isolation-") as tmp:
             url = f"sqlite:///{tmp}/isolation.db"
             storage = open_storage(url)
-            small = storage.create_table("small", DESC)
-            small_ts = small.insert(block(0, args.small))
-            big = storage.create_table("big", DESC)
-            for start in range(0, args.rows, 250_000):
-                big.insert(block(start, min(250_000, args.rows - start)))
+            small, small_ts, big = tables(storage, args.rows, args.small)
             print(f"[{name}] big {args.rows:,} rows, small {args.small:,} rows; "
                   f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}", flush=True)
             arms.append(await run_arm(name, mode, url, big, small, small_ts, args))

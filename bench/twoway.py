@@ -49,7 +49,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _plotting import pyplot
 from bars import Verdicts
 from isolation import (
-    DESC,
     Mode,
     Session,
     block,
@@ -60,6 +59,7 @@ from isolation import (
     session,
     settle,
     step_durations,
+    tables,
 )
 from twofold.protocol import AllowCompaction, Frontier, GlobalId, IndexTarget, Peek, PeekRows
 from twofold.protocol import Schedule as ScheduleCmd
@@ -205,11 +205,7 @@ async def served_arm(name: str, mode: Mode, reader: str, churn: bool,
     with tempfile.TemporaryDirectory(prefix="tf-twoway-") as tmp:
         url = f"sqlite:///{tmp}/twoway.db"
         storage = open_storage(url)
-        small = storage.create_table("small", DESC)
-        small_ts = small.insert(block(0, args.small))
-        big = storage.create_table("big", DESC)
-        for start in range(0, args.rows, 250_000):
-            big.insert(block(start, min(250_000, args.rows - start)))
+        small, small_ts, big = tables(storage, args.rows, args.small)
         with child("serve", url, mode, ready="LISTENING") as (_, line):
             _, host, port = line.split()
             async with session(host, int(port)) as s:
@@ -373,7 +369,9 @@ def plot(arms: dict[str, Arm]) -> None:
     for arm in arms.values():
         acked, lags = arm.lags_ms()
         if len(acked):
-            ax.plot(acked - acked[0], lags, ".-", label=arm.name, markersize=3, linewidth=0.8)
+            # Floored at 1 ms: a write absorbed before its acknowledgement arrived reads 0.
+            ax.plot(acked - acked[0], np.maximum(lags, 1.0), ".-", label=arm.name,
+                    markersize=3, linewidth=0.8)
     ax.set_yscale("log")
     ax.set_xlabel("seconds into the arm")
     ax.set_ylabel("freshness lag per write (ms, log scale)")

@@ -45,4 +45,4 @@ def test_threads_by_environment_keep_the_default_in_memory(
     monkeypatch.setenv("TWOFOLD_PLACEMENT", "threads")
     with twofold.open(tick_interval=0.01, timeout=30) as db:
         assert db.core.url.startswith("memory://")
-        assert db.core.replica.placement == "threads"
+        assert db.core.replica is not None and db.core.replica.placement == "threads"

@@ -12,12 +12,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import itertools
 import os
 import signal
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +47,7 @@ from twofold.protocol import (
     SubscribeSink,
 )
 from twofold.replica import MaintenanceFailed, Replica
-from twofold.storage import open_storage
+from twofold.storage import Table, open_storage
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -95,11 +97,13 @@ def memfds_of(pid: int | str = "self") -> list[str]:
 
 
 def _dev_shm() -> set[str]:
-    """Named shared memory segments (not semaphores: other programs on a shared machine make
-    those all the time, and we make neither)."""
+    """Named shared memory segments this stack could have made: Python's
+    `multiprocessing.shared_memory` (`psm_*`) or anything named after twofold. (Other programs
+    on a shared machine make segments all the time — semaphores, PostgreSQL's — and we use
+    only memfds, which never appear here.)"""
     if not os.path.isdir("/dev/shm"):
         return set()
-    return {n for n in os.listdir("/dev/shm") if not n.startswith("sem.")}
+    return {n for n in os.listdir("/dev/shm") if n.startswith("psm_") or "twofold" in n}
 
 
 async def test_sigkill_of_maintenance_mid_step_fails_the_replica_and_leaks_nothing() -> None:
@@ -147,6 +151,29 @@ async def test_closing_the_replica_ends_the_maintenance_process() -> None:
     assert memfds_of() == []
 
 
+@contextlib.asynccontextmanager
+async def served_index(tmp_path: Path, tag: str, **controller_kw: Any
+                       ) -> AsyncIterator[tuple[Table, ReplicaProcess, Controller]]:
+    """A 5,000-row table indexed by a `twofold replica` process (two runtimes, maintenance in
+    a process of its own) that a controller drives; the table's storage ticks."""
+    url = sqlite_url(tag)
+    storage = open_storage(url)
+    t = storage.create_table("t", KV)
+    t.insert([[k, f"v{k}"] for k in range(5_000)])
+    rp = ReplicaProcess(url, "two", log=tmp_path / "replica.log")
+    try:
+        await rp.astart(0)
+        with storage.ticker(0.05):
+            async with Controller({1: rp.connect}, backoff=fast_backoff,
+                                  config=InstanceConfig(storage=url), **controller_kw) as c:
+                await c.create_dataflow(table_index(SRC, IDX))
+                await c.wait_for_frontier(IDX, t.upper)
+                yield t, rp, c
+    finally:
+        rp.kill()
+        storage.close()
+
+
 def _subscribe(c: Controller) -> tuple[GlobalId, DataflowDescription]:
     sid = c.new_transient_id()
     return sid, DataflowDescription(
@@ -157,55 +184,43 @@ def _subscribe(c: Controller) -> tuple[GlobalId, DataflowDescription]:
 async def test_controller_replays_onto_a_replica_restarted_after_its_maintenance_died(
         tmp_path: Path) -> None:
     shm_before = _dev_shm()
-    url = sqlite_url("replay")
-    storage = open_storage(url)
-    t = storage.create_table("t", KV)
-    t.insert([[k, f"v{k}"] for k in range(5_000)])
-    rp = ReplicaProcess(url, "two", log=tmp_path / "replica.log")
-    try:
-        await rp.astart(0)
-        with storage.ticker(0.05):
-            async with Controller({1: rp.connect}, backoff=fast_backoff,
-                                  config=InstanceConfig(storage=url),
-                                  read_policy=LagWindow(60_000)) as c:
-                await c.create_dataflow(table_index(SRC, IDX))
-                await c.wait_for_frontier(IDX, t.upper)
-                _, desc = _subscribe(c)
-                sub = await c.subscribe(desc)
-                batches: list[SubscribeBatch] = []
+    async with served_index(tmp_path, "replay", read_policy=LagWindow(60_000)) as (t, rp, c):
+        _, desc = _subscribe(c)
+        sub = await c.subscribe(desc)
+        batches: list[SubscribeBatch] = []
 
-                async def collect() -> None:
-                    async for b in sub:
-                        batches.append(b)
+        async def collect() -> None:
+            async for b in sub:
+                batches.append(b)
 
-                collector = asyncio.create_task(collect())
-                await until(lambda: bool(batches), "the subscribe's first batch")
-                assert rp.proc is not None
-                (child,) = children(rp.proc.pid)
-                assert memfds_of(child), "the maintenance process shares no batches"
-                # Peeks outstanding across the failure: at times the index has not reached.
-                future = (t.upper.time or 0) + 400
-                outstanding = [asyncio.create_task(c.peek(IDX, timestamp=future + i, timeout=60))
-                               for i in range(5)]
-                t.insert([[k, "x"] for k in range(5_000, 6_000)])
-                os.kill(child, signal.SIGKILL)
-                code = await asyncio.to_thread(rp.proc.wait, WAIT)
-                assert code != 0, "twofold replica must exit non-zero when maintenance dies"
-                t.delete([[k, "x"] for k in range(5_000, 5_500)])
-                await rp.astart()
-                answers = await asyncio.wait_for(asyncio.gather(*outstanding), 60)
-                for i, rows in enumerate(answers):
-                    assert multiset(rows) == table_at(t, future + i)
-                ts = c.frontier(IDX).step_back()
-                assert ts is not None
-                assert multiset(await c.peek(IDX, timestamp=ts, timeout=WAIT)) == table_at(t, ts)
-                last = t.upper
-                await until(lambda: bool(batches) and last.less_equal(batches[-1].upper),
-                            "the subscribe to pass the last write")
-                await sub.aclose()
-                collector.cancel()
-                assert not c.state.peeks and not c.deliveries.peeks
-                assert c.state.regression_count == 0
+        collector = asyncio.create_task(collect())
+        await until(lambda: bool(batches), "the subscribe's first batch")
+        assert rp.proc is not None
+        (child,) = children(rp.proc.pid)
+        assert memfds_of(child), "the maintenance process shares no batches"
+        # Peeks outstanding across the failure: at times the index has not reached.
+        future = (t.upper.time or 0) + 400
+        outstanding = [asyncio.create_task(c.peek(IDX, timestamp=future + i, timeout=60))
+                       for i in range(5)]
+        t.insert([[k, "x"] for k in range(5_000, 6_000)])
+        os.kill(child, signal.SIGKILL)
+        code = await asyncio.to_thread(rp.proc.wait, WAIT)
+        assert code != 0, "twofold replica must exit non-zero when maintenance dies"
+        t.delete([[k, "x"] for k in range(5_000, 5_500)])
+        await rp.astart()
+        answers = await asyncio.wait_for(asyncio.gather(*outstanding), 60)
+        for i, rows in enumerate(answers):
+            assert multiset(rows) == table_at(t, future + i)
+        ts = c.frontier(IDX).step_back()
+        assert ts is not None
+        assert multiset(await c.peek(IDX, timestamp=ts, timeout=WAIT)) == table_at(t, ts)
+        last = t.upper
+        await until(lambda: bool(batches) and last.less_equal(batches[-1].upper),
+                    "the subscribe to pass the last write")
+        await sub.aclose()
+        collector.cancel()
+        assert not c.state.peeks and not c.deliveries.peeks
+        assert c.state.regression_count == 0
         # Gap-free and exact: contiguous batches whose updates sum to the table at each upper.
         for a, b in itertools.pairwise(batches):
             assert a.upper == b.lower, (a.lower, a.upper, b.lower, b.upper)
@@ -216,38 +231,21 @@ async def test_controller_replays_onto_a_replica_restarted_after_its_maintenance
             up = b.upper.time
             assert up is not None
             assert {k: v for k, v in acc.items() if v} == table_at(t, up - 1), up
-    finally:
-        rp.kill()
-        storage.close()
     assert _dev_shm() - shm_before == set()
 
 
 async def test_sigkill_of_the_front_ends_the_maintenance_process_within_a_second(
         tmp_path: Path) -> None:
     shm_before = _dev_shm()
-    url = sqlite_url("front")
-    storage = open_storage(url)
-    t = storage.create_table("t", KV)
-    t.insert([[k, f"v{k}"] for k in range(5_000)])
-    rp = ReplicaProcess(url, "two", log=tmp_path / "replica.log")
-    try:
-        await rp.astart(0)
-        with storage.ticker(0.05):
-            async with Controller({1: rp.connect}, backoff=fast_backoff,
-                                  config=InstanceConfig(storage=url)) as c:
-                await c.create_dataflow(table_index(SRC, IDX))
-                await c.wait_for_frontier(IDX, t.upper)
-                assert rp.proc is not None
-                (child,) = children(rp.proc.pid)
-                assert memfds_of(child)
-                # Keep maintenance busy, so the exit cannot wait for a quiet moment.
-                t.insert([[k, "w"] for k in range(5_000, 150_000)])
-                killed = time.monotonic()
-                rp.kill()
-                while alive(child) and time.monotonic() - killed < 1.0:
-                    await asyncio.sleep(0.01)
-                assert not alive(child), "the maintenance process outlived its front by 1 s"
-    finally:
+    async with served_index(tmp_path, "front") as (t, rp, _):
+        assert rp.proc is not None
+        (child,) = children(rp.proc.pid)
+        assert memfds_of(child)
+        # Keep maintenance busy, so the exit cannot wait for a quiet moment.
+        t.insert([[k, "w"] for k in range(5_000, 150_000)])
+        killed = time.monotonic()
         rp.kill()
-        storage.close()
+        while alive(child) and time.monotonic() - killed < 1.0:
+            await asyncio.sleep(0.01)
+        assert not alive(child), "the maintenance process outlived its front by 1 s"
     assert _dev_shm() - shm_before == set()

@@ -41,6 +41,7 @@ from twofold.protocol import (
     CreateDataflow,
     DataflowDescription,
     Frontier,
+    Frontiers,
     Get,
     GlobalId,
     IndexDesc,
@@ -119,13 +120,13 @@ async def _i1_race(readers: list[Reader], stall: bool, k: int) -> None:
         gate = threading.Event()
         gate.set()
         worker = replica.runtimes["interactive"].worker
-        handle = worker.handle  # type: ignore[attr-defined]
+        handle = worker.handle
 
         def stalled(command: Any) -> None:
             gate.wait()
             handle(command)
 
-        worker.handle = stalled  # type: ignore[attr-defined]
+        worker.handle = stalled  # type: ignore[method-assign]
         await d.start()
         src, idx = await d.index_on_table(t, as_of=times[0])
         await d.frontier_reaches(idx, Frontier.at(times[-1] + 1))
@@ -236,6 +237,44 @@ async def test_introspection_logs_both_runtimes_durations_and_sizes(placement: s
             assert loop.time() < deadline, (got, found)
             t.advance_to(Frontier.at((t.upper.time or 0) + 1))
             await d.frontier_reaches(idx, t.upper)
+    finally:
+        await replica.close()
+        storage.close()
+
+
+async def test_the_iteration_fence_holds_across_the_process_boundary() -> None:
+    """After a `Hello`, nothing the maintenance process produced for the previous iteration
+    reaches the new one, though it was reporting an index's frontiers all along."""
+    url = sqlite_url("fence")
+    storage = open_storage(url)
+    t = table(storage, [[1, "a"]])
+    replica = Replica(url, "two", placement="processes")
+    try:
+        endpoint = await replica.start()
+        d = Driver(endpoint)
+        await d.start()
+        _, old = await d.index_on_table(t)
+        for n in range(5):  # the old index keeps advancing: reports are in flight
+            t.insert([[n + 2, "b"]])
+            await d.frontier_reaches(old, t.upper)
+        t.insert([[99, "c"]])
+        # A new iteration on the same endpoint (as a superseding connection's), with a new
+        # index under ids the old iteration never used.
+        fresh = Driver(endpoint)
+        fresh._ids = d._ids
+        await fresh.start()
+        _, new = await fresh.index_on_table(t)
+        seen: list[Any] = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WAIT
+        while True:
+            r = await asyncio.wait_for(endpoint.recv(), max(0.1, deadline - loop.time()))
+            seen.append(r)
+            if isinstance(r, Frontiers) and r.id == new and t.upper.less_equal(
+                    r.write_frontier or Frontier.minimum()):
+                break
+        stale = [r for r in seen if isinstance(r, Frontiers) and r.id == old]
+        assert not stale, f"the previous iteration's reports leaked: {stale[:3]}"
     finally:
         await replica.close()
         storage.close()
