@@ -122,6 +122,8 @@ CREATE TABLE pg_extension (oid BIGINT, extname VARCHAR, extversion VARCHAR);
 CREATE TABLE pg_enum (oid BIGINT, enumtypid BIGINT, enumsortorder DOUBLE, enumlabel VARCHAR);
 CREATE TABLE pg_range (rngtypid BIGINT, rngsubtype BIGINT);
 CREATE TABLE pg_proc (oid BIGINT, proname VARCHAR, pronamespace BIGINT);
+CREATE TABLE pg_sequence (seqrelid BIGINT, seqtypid BIGINT, seqstart BIGINT,
+  seqincrement BIGINT, seqmax BIGINT, seqmin BIGINT, seqcache BIGINT, seqcycle BOOLEAN);
 CREATE TABLE _indexdef (oid BIGINT, def VARCHAR);
 CREATE TABLE _viewdef (oid BIGINT, def VARCHAR);
 CREATE TABLE information_schema_tables (table_catalog VARCHAR, table_schema VARCHAR,
@@ -153,6 +155,8 @@ CREATE VIEW pg_user AS SELECT rolname AS usename, oid AS usesysid, rolcreatedb A
   rolsuper AS usesuper FROM pg_roles;
 CREATE MACRO format_type(t, m) AS CASE t @FORMAT@ ELSE 'text' END;
 CREATE MACRO pg_get_userbyid(x) AS 'twofold';
+CREATE MACRO to_regtype(x) AS (SELECT min(oid) FROM pg_type WHERE typname = x);
+CREATE MACRO to_regclass(x) AS (SELECT min(oid) FROM pg_class WHERE relname = x);
 CREATE MACRO pg_table_is_visible(x) AS true;
 CREATE MACRO pg_type_is_visible(x) AS true;
 CREATE MACRO pg_get_expr(x, y) AS x, (x, y, z) AS x;
@@ -180,6 +184,15 @@ CREATE MACRO pg_is_other_temp_schema(x) AS false;
 CREATE MACRO pg_my_temp_schema() AS 0;
 CREATE MACRO pg_get_serial_sequence(x, y) AS NULL;
 CREATE MACRO quote_ident(x) AS x;
+CREATE MACRO pg_collation_is_visible(x) AS true;
+CREATE MACRO json_build_object(a, b) AS NULL,
+  (a, b, c, d) AS NULL,
+  (a, b, c, d, e, f) AS NULL,
+  (a, b, c, d, e, f, g, h) AS NULL,
+  (a, b, c, d, e, f, g, h, i, j) AS NULL,
+  (a, b, c, d, e, f, g, h, i, j, k, l) AS NULL,
+  (a, b, c, d, e, f, g, h, i, j, k, l, m, n) AS NULL,
+  (a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p) AS NULL;
 CREATE MACRO array_length(x, y) AS len(x);
 CREATE MACRO array_upper(x, y) AS len(x);
 CREATE MACRO array_lower(x, y) AS 1;
@@ -371,6 +384,8 @@ _REWRITES = [
     (re.compile(r"\s+COLLATE\s+pg_catalog\.\"?\w+\"?", re.I), ""),
     (re.compile(r"::\s*(pg_catalog\.)?(regclass|regtype|regproc|regnamespace|regprocedure|"
                 r"oid|name|char|\"char\")\b(\[\])?", re.I), ""),
+    (re.compile(r"\bAS\s+REGCLASS\s*\)", re.I), "AS VARCHAR)"),
+    (re.compile(r"\bAS\s+(OID|REGTYPE)\s*\)", re.I), "AS BIGINT)"),
     (re.compile(r"\binformation_schema\.(tables|columns)\b", re.I), r"information_schema_\1"),
     (re.compile(r"\bpg_catalog\.", re.I), ""),
     (re.compile(r"\$(\d+)"), r"$\1"),
