@@ -80,9 +80,12 @@ def test_table_with_primary_key_index_and_views_survive_a_fresh_process(path: Pa
         out(db.get("revenue").lookup(11).rows)
         out(db.get("big_ids").collect().rows)
         out(repr(db.get("revenue")))
+        # retain_history=5.0 came back with the index: its read policy keeps 5 s
+        out(db.controller.state.collection(db.get("revenue").id, "test").policy.lag)
     """)
     (tables, indexes, views, objects, orders, rev10, big, big_ids, big2, rev11, ids2,
-     rev_repr) = got
+     rev_repr, lag) = got
+    assert lag == 5000
     assert tables == ["orders"]
     assert indexes == ["big_by_id", "revenue"]
     assert views == ["big", "big_ids"]
