@@ -393,3 +393,15 @@ async def test_an_async_session_adopts_another_process_objects_in_order(path: Pa
         i, v, vi = db.get("i"), db.get("v"), db.get("vi")
         got = await asyncio.gather(v.collect_async(), vi.collect_async(), i.collect_async())
         assert [sorted(r.rows) for r in got] == [[(2,)], [(2,)], [(1,), (2,)]], got
+
+
+def test_an_unreadable_catalog_is_a_typed_error_at_open(path: Path) -> None:
+    from twofold.catalog import CATALOG_SHARD
+    from twofold.catalog.store import CATALOG_DESC
+    from twofold.storage import open_storage
+
+    with open_storage(f"sqlite:///{path}") as storage:
+        shard = storage.create_shard(CATALOG_SHARD, CATALOG_DESC)
+        shard.compare_and_append([(["t", b"\x01not an entry"], 0, 1)], 0, 1)
+    with pytest.raises(twofold.TwofoldError, match=r"catalog.*'t'"):
+        twofold.open(path, runtimes="one")

@@ -173,10 +173,10 @@ class AsyncDatabase(Definitions, Queries):
         await self.controller.start()
         try:
             await connect_replicas(self.controller, self.connect_timeout)
+            await self._open_catalog()
         except BaseException:
             await self.close()
             raise
-        await self._open_catalog()
         self.ticker = Ticker(self.storage, self.tick_interval).start()
         return self
 
