@@ -160,3 +160,14 @@ def test_errors_carry_sqlstates(db: twofold.Database, sql: str, cls: type, state
     with pytest.raises(cls) as info:
         db.sql(sql)
     assert sqlstate_of(info.value) == state, str(info.value)
+
+
+def test_sql_and_dsl_build_the_same_plan(db: twofold.Database) -> None:
+    from twofold import col, count, sum
+
+    rel, _ = compile_query(db.core, parse(
+        "SELECT s, count(*) AS n, sum(k) AS total FROM t WHERE v > 0 GROUP BY s"))
+    dsl = db.table("t").filter(col("v") > 0).group_by("s").agg(count().alias("n"),
+                                                               sum("k").alias("total"))
+    assert rel.plan == dsl.plan
+    assert rel.schema == dsl.schema

@@ -217,24 +217,36 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
         # binding that row must come from the bindings themselves.
         plan, reduced_types = _one_row_per_binding(plan, reduced_types, corr, ncorr)
     # Finish: counts of a padded (empty) group are 0; avg = sum / count.
+    padded = not group_nodes and corr is not None  # rows where a binding had no input
     finish: list[PExpr] = []
     out_cols = [replace(cols[k], hidden=cols[k].hidden) for k in key_pos]
-    for (func, _, _, s, _), slot, a in zip(agg_specs, slots, aggs, strict=True):
+    for (func, src_pos, _, s, _), slot, a in zip(agg_specs, slots, aggs, strict=True):
         if func == "avg":
             total = call("cast_float", Column(index=nk + slot[0]))
-            n = call("coalesce", Column(index=nk + slot[1]), PLiteral(value=0))
+            n: PExpr = Column(index=nk + slot[1])
             finish.append(call("if", call("eq", n, PLiteral(value=0)), PLiteral(value=None),
                                call("div", total, call("cast_float", n))))
             out_cols.append(Col(output_name(a), "float", True, hidden=True))
         elif func == "count":
-            finish.append(call("coalesce", Column(index=nk + slot[0]), PLiteral(value=0)))
+            c: PExpr = Column(index=nk + slot[0])
+            finish.append(call("coalesce", c, PLiteral(value=0)) if padded else c)
             out_cols.append(Col(output_name(a), "int", False, hidden=True))
         else:
             finish.append(Column(index=nk + slot[0]))
-            out_cols.append(Col(output_name(a), "int" if s == NULL else s, True, hidden=True))
+            # NULL only where a group has no non-NULL value: a global aggregate over no rows,
+            # or a nullable input.
+            nullable = not group_nodes or src_pos is None or cols[src_pos].nullable
+            out_cols.append(Col(output_name(a), "int" if s == NULL else s, nullable,
+                                hidden=True))
     width = nk + len(aggregates)
-    plan = Mfp(input=plan, map=finish,
-               project=[*range(nk), *range(width, width + len(finish))])
+    if all(isinstance(f, Column) for f in finish):
+        # Nothing to compute (no avg, no padding): keep the Reduce's columns as they are.
+        project = [*range(nk), *(f.index for f in finish if isinstance(f, Column))]
+        if project != list(range(width)):
+            plan = Mfp(input=plan, project=project)
+    else:
+        plan = Mfp(input=plan, map=finish,
+                   project=[*range(nk), *range(width, width + len(finish))])
     post = Rel(plan, out_cols, rel.inputs)
     ctx = AggContext(pre=pre)
     for j, (k, g) in enumerate(zip(key_pos, key_nodes, strict=True)):
@@ -352,7 +364,9 @@ def plan_select(planner: Planner, node: exp.Select, outer: Outer | None,
         out_cols.append(Col(name, s, n))
     for _, s, n in extras:
         out_cols.append(Col("?order?", s, n, hidden=True))
-    plan: Any = Mfp(input=rel.plan, map=maps, project=project)
+    plan: Any = rel.plan
+    if maps or project != list(range(len(rel.cols))):
+        plan = Mfp(input=rel.plan, map=maps, project=project)
     if distinct:
         plan = Distinct(input=plan)
     out = Rel(plan, out_cols, rel.inputs)
