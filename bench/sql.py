@@ -129,14 +129,16 @@ def select1(v: Verdicts) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes, no select1")
+    parser.add_argument("--part", choices=("compile", "views", "select1"), action="append",
+                        help="run only these parts (default: all)")
     args = parser.parse_args()
+    parts = set(args.part or ("compile", "views", "select1"))
     v = Verdicts("sql")
-    if args.quick:
-        compile_times(v, 1_000, 20)
-        view_throughput(v, 5, 200)
-    else:
-        compile_times(v, 10_000, 200)
-        view_throughput(v, 40, 2_000)
+    if "compile" in parts:
+        compile_times(v, 1_000 if args.quick else 10_000, 20 if args.quick else 200)
+    if "views" in parts:
+        view_throughput(v, 5 if args.quick else 40, 200 if args.quick else 2_000)
+    if "select1" in parts and not args.quick:
         select1(v)
     v.exit()
 
