@@ -171,3 +171,15 @@ def test_sql_and_dsl_build_the_same_plan(db: twofold.Database) -> None:
                                                                sum("k").alias("total"))
     assert rel.plan == dsl.plan
     assert rel.schema == dsl.schema
+
+
+def test_unquoted_identifiers_fold_to_lower_case(db: twofold.Database) -> None:
+    db.sql("CREATE TABLE Orders (Id int, Amt int)")
+    db.sql("INSERT INTO ORDERS VALUES (1, 2)")
+    assert db.tables() == ["orders", "t"]
+    r = db.sql("SELECT ID, amt AS Total FROM orders")
+    assert r.columns == ["id", "total"] and r.rows == [(1, 2)]
+    db.create_table("Mixed", {"X": int})
+    assert db.sql('SELECT "X" FROM "Mixed"').rows == []
+    with pytest.raises(UndefinedTable):
+        db.sql("SELECT X FROM Mixed")

@@ -14,7 +14,7 @@ Materialize's statements that sqlglot does not know, as nodes of their own:
 - `EXPLAIN [PLAN FOR] query` → `Explain`.
 
 Statements sqlglot hands back as an opaque `Command` are refused here as unsupported, naming
-the command.
+the command. Unquoted identifiers are folded to lower case, quoted ones kept, as in PostgreSQL.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ErrorLevel, ParseError, TokenError
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.tokens import TokenType  # type: ignore[attr-defined]
 
 from twofold.sql.errors import FeatureNotSupported, SqlSyntaxError
@@ -232,7 +233,8 @@ def parse(text: str) -> exp.Expr:
     stmt = stmts[0]
     if isinstance(stmt, exp.Command):
         raise FeatureNotSupported(f"{stmt.name.upper() or 'this'} statements are not supported")
-    return stmt
+    # PostgreSQL folds unquoted identifiers to lower case; quoted ones keep theirs.
+    return normalize_identifiers(stmt, dialect="postgres")
 
 
 __all__ = ["AsOf", "CreateIndex", "Explain", "Show", "Subscribe", "Twofold", "parse",
