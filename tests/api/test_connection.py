@@ -52,7 +52,7 @@ def test_nothing_listening_is_connection_failed_naming_the_address(url: str) -> 
     err, took = opening(url, address, connect_timeout=1.0)
     assert type(err) is twofold.ConnectionFailed
     assert address in str(err) and "refused" in str(err).lower()
-    assert err.addresses == [address]  # type: ignore[attr-defined]
+    assert err.addresses == [address]
     assert took < 15  # connect_timeout plus slack on a loaded machine; the read timeout is 60
 
 
