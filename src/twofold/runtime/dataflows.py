@@ -76,7 +76,7 @@ class HostedDataflow:
             for gid, sink in desc.sink_exports.items():
                 conn = sink.connection
                 if isinstance(conn, SubscribeSink):
-                    self.subscribes[gid] = SubscribeState(gid, as_of)
+                    self.subscribes[gid] = SubscribeState(gid, as_of, sink.up_to)
                 elif isinstance(conn, MaterializedViewSink):
                     assert storage is not None, "materialized views need storage"
                     self.mvs[gid] = MaterializedViewState(gid, storage, conn.shard,

@@ -58,9 +58,12 @@ def _first_error(chunk_errors: pl.DataFrame) -> str | None:
 class SubscribeState:
     """A running subscribe. See the module docstring."""
 
-    def __init__(self, id: GlobalId, as_of: Frontier) -> None:
+    def __init__(self, id: GlobalId, as_of: Frontier, up_to: Frontier | None = None) -> None:
         self.id = id
         self.lower = as_of
+        """Every update before this has been delivered."""
+        self.up_to = Frontier.empty() if up_to is None else up_to
+        """The subscribe ends once `lower` reaches this (`empty`: it never ends by itself)."""
         self.ended = False
 
     def on_chunks(self, chunks: list[SinkChunk]) -> list[SubscribeResponse]:
@@ -84,15 +87,14 @@ class SubscribeState:
             self.lower = chunk.upper
             if chunk.upper.is_empty:
                 self.ended = True
+        # `up_to` reached: only once every update before it has been delivered (`lower` is the
+        # upper of the chunks seen, not the dataflow's frontier, which starts at `as_of` and may
+        # sit there — unscheduled, or waiting for its inputs — before any chunk arrives).
+        if not self.ended and not self.up_to.is_empty and self.up_to.less_equal(self.lower):
+            self.ended = True
+            out.append(SubscribeResponse(self.id, SubscribeBatch(self.lower, Frontier.empty(),
+                                                                 updates=[])))
         return out
-
-    def finish_at(self, up_to: Frontier) -> list[SubscribeResponse]:
-        """The dataflow reached `up_to`: end the subscribe with an empty-upper batch."""
-        if self.ended or not up_to.less_equal(self.lower):
-            return []
-        self.ended = True
-        return [SubscribeResponse(self.id, SubscribeBatch(self.lower, Frontier.empty(),
-                                                          updates=[]))]
 
     def drop(self) -> list[SubscribeResponse]:
         if self.ended:

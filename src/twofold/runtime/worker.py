@@ -336,9 +336,6 @@ class ComputeWorker:
                     sub.lower, Frontier.empty(), error=hosted.failed)))
                 continue
             self.out.extend(sub.on_chunks(df.drain_sink(gid)))
-            up_to = hosted.desc.sink_exports[gid].up_to
-            if not up_to.is_empty:
-                self.out.extend(sub.finish_at(df.frontier.meet(up_to)))
         for gid, mv in hosted.mvs.items():
             mv.on_chunks(df.drain_sink(gid))
             # A fresh shard's upper may lie below the view's as_of; reports start at as_of.
