@@ -1,4 +1,5 @@
-"""Authentication exchanges: trust, cleartext password, md5 and SCRAM-SHA-256.
+"""Authentication exchanges: trust, cleartext password, md5 and SCRAM-SHA-256 (RFC 7677, no
+channel binding).
 
 Contract: `Authenticator(method, passwords)` is sans-IO: `start(user)` gives the first backend
 message; `step(data)` takes a PasswordMessage/SASL body and returns `(reply, done)`; a wrong
@@ -8,13 +9,16 @@ too. Passwords come from a file of `user:password` lines (`load_passwords`).
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import hmac
 import os
 import struct
 from pathlib import Path
 
 from twofold.server.messages import encode_auth
 
+_ITERATIONS = 4096
 METHODS = ("trust", "password", "md5", "scram-sha-256")
 
 
@@ -44,7 +48,7 @@ class Authenticator:
         self.passwords = passwords
         self.user = ""
         self._salt = b""
-        self._scram: object | None = None
+        self._scram: tuple[str, str, str, str, bytes] | None = None
 
     def _failed(self) -> AuthFailed:
         return AuthFailed(f"password authentication failed for user \"{self.user}\"")
@@ -77,27 +81,45 @@ class Authenticator:
         return self._scram_step(data, expected)
 
     def _scram_step(self, data: bytes, expected: str | None) -> tuple[bytes, bool]:
-        from scramp import ScramException, ScramMechanism
-
+        """SCRAM-SHA-256 (RFC 5802/7677) without channel binding, as PostgreSQL does it."""
         try:
             if self._scram is None:
-                end = data.find(b"\0")
+                end = data.index(b"\0")
                 mech = data[:end].decode()
                 if mech != "SCRAM-SHA-256":
                     raise AuthFailed(f"SASL mechanism {mech!r} is not supported", "28000")
                 (n,) = struct.unpack_from("!i", data, end + 1)
                 first = data[end + 5:end + 5 + n].decode()
-                mechanism = ScramMechanism("SCRAM-SHA-256")
-                info = mechanism.make_auth_info(expected or os.urandom(16).hex())
-                server = mechanism.make_server(lambda _user: info)
-                server.set_client_first(first)
-                self._scram = server
-                return encode_auth(11, server.get_server_first().encode()), False
-            server = self._scram
-            server.set_client_final(data.decode())  # type: ignore[attr-defined]
+                gs2, _, rest = first.partition(",")
+                authzid, _, bare = rest.partition(",")
+                if gs2 not in ("n", "y") or authzid:
+                    raise AuthFailed("SCRAM channel binding is not supported", "28000")
+                attrs = dict(a.split("=", 1) for a in bare.split(","))
+                nonce = attrs["r"] + base64.b64encode(os.urandom(18)).decode()
+                salt = os.urandom(16)
+                server_first = f"r={nonce},s={base64.b64encode(salt).decode()},i={_ITERATIONS}"
+                self._scram = (f"{gs2},{authzid},", bare, server_first, nonce, salt)
+                return encode_auth(11, server_first.encode()), False
+            header, bare, server_first, nonce, salt = self._scram
+            final = data.decode()
+            without_proof, _, proof_attr = final.rpartition(",p=")
+            attrs = dict(a.split("=", 1) for a in without_proof.split(","))
+            if attrs.get("r") != nonce or base64.b64decode(attrs.get("c", "")) != \
+                    header.encode():
+                raise self._failed()
             if expected is None:
                 raise self._failed()
-            final = server.get_server_final().encode()  # type: ignore[attr-defined]
-            return encode_auth(12, final) + encode_auth(0), True
-        except ScramException:
+            salted = hashlib.pbkdf2_hmac("sha256", expected.encode(), salt, _ITERATIONS)
+            client_key = hmac.digest(salted, b"Client Key", "sha256")
+            stored_key = hashlib.sha256(client_key).digest()
+            auth_message = f"{bare},{server_first},{without_proof}".encode()
+            signature = hmac.digest(stored_key, auth_message, "sha256")
+            proof = base64.b64decode(proof_attr)
+            recovered = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
+            if not hmac.compare_digest(hashlib.sha256(recovered).digest(), stored_key):
+                raise self._failed()
+            server_key = hmac.digest(salted, b"Server Key", "sha256")
+            verifier = base64.b64encode(hmac.digest(server_key, auth_message, "sha256"))
+            return encode_auth(12, b"v=" + verifier) + encode_auth(0), True
+        except (ValueError, KeyError, UnicodeDecodeError, struct.error):
             raise self._failed() from None

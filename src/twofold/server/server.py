@@ -141,12 +141,22 @@ class _Conn:
             return msg
 
     async def _loop(self, session: Session) -> None:
+        self._pending: asyncio.Task[bytes] | None = None
+        try:
+            await self._run_loop(session)
+        finally:
+            if self._pending is not None:
+                self._pending.cancel()
+                with contextlib.suppress(BaseException):
+                    await self._pending
+
+    async def _run_loop(self, session: Session) -> None:
         pending: asyncio.Task[bytes] | None = None
         while True:
             msg = self.machine.next_message()
             if msg is None:
                 if pending is None:
-                    pending = asyncio.ensure_future(self.read())
+                    pending = self._pending = asyncio.ensure_future(self.read())
                 data = await pending
                 pending = None
                 if not data:
@@ -160,7 +170,7 @@ class _Conn:
             self.cancelled_by_key = False
             while True:
                 if pending is None:
-                    pending = asyncio.ensure_future(self.read())
+                    pending = self._pending = asyncio.ensure_future(self.read())
                 done, _ = await asyncio.wait({self.task, pending},
                                              return_when=asyncio.FIRST_COMPLETED)
                 if self.task in done:
@@ -200,6 +210,7 @@ class Server:
         self._server: asyncio.base_events.Server | None = None
         self._conns: set[asyncio.Task[Any]] = set()
         self._keys: dict[int, tuple[int, _Conn]] = {}
+        self._live: set[_Conn] = set()
         self.host = ""
         self.port = 0
 
@@ -221,14 +232,25 @@ class Server:
         task = asyncio.current_task()
         assert task is not None
         self._conns.add(task)
+        conn = _Conn(self, reader, writer)
+        self._live.add(conn)
         try:
-            await _Conn(self, reader, writer).serve()
+            await conn.serve()
         except asyncio.CancelledError:
             pass
         except Exception:
             log.exception("a pgwire connection failed")
         finally:
+            self._live.discard(conn)
             self._conns.discard(task)
+
+    @property
+    def connections(self) -> int:
+        return len(self._live)
+
+    def write_buffered(self) -> int:
+        """Bytes waiting in the sockets' write buffers (what slow readers cost)."""
+        return sum(c.writer.transport.get_write_buffer_size() for c in self._live)
 
     async def start(self, host: str = "127.0.0.1", port: int = 6875) -> Server:
         self._server = await asyncio.start_server(self._client, host, port, limit=READ_CHUNK)
