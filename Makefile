@@ -39,7 +39,7 @@ demo: $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	$(BIN)/twofold demo
 
-BENCHES := mux storage engine controller isolation freshness twoway memory writes sql
+BENCHES := mux storage engine controller isolation freshness twoway memory writes sql pgwire
 
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[test,bench]'
