@@ -22,7 +22,8 @@ from twofold.server import messages as m
 from twofold.server import shims
 from twofold.server.auth import Authenticator, AuthFailed
 from twofold.server.machine import Machine, Phase
-from twofold.server.session import Session, SessionError
+from twofold.server.portals import SessionError
+from twofold.server.session import Session
 
 log = logging.getLogger(__name__)
 READ_CHUNK = 65536

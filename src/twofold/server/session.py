@@ -15,7 +15,6 @@ import asyncio
 import collections
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from twofold.api.errors import TwofoldError
@@ -23,6 +22,19 @@ from twofold.server import messages as m
 from twofold.server import shims
 from twofold.server.machine import Machine
 from twofold.server.params import infer_param_types
+from twofold.server.portals import (
+    SUB_COLS,
+    Column,
+    Outcome,
+    Portal,
+    Prepared,
+    SessionError,
+    Stream,
+    fmt,
+    scalar_of,
+    state_of,
+    table_columns,
+)
 from twofold.server.statements import (
     CopyStatement,
     command_tag,
@@ -35,93 +47,11 @@ from twofold.server.statements import (
     split_statements,
 )
 from twofold.server.types import OIDS, SIZES, TEXT, decode, encode
-from twofold.sql.errors import FeatureNotSupported, SqlError, sqlstate_of
+from twofold.sql.errors import FeatureNotSupported
 
 log = logging.getLogger(__name__)
-Column = tuple[str, str]  # name, engine scalar
 _DUMMY = {"int": 0, "float": 0.0, "str": "", "bool": False, "bytes": b""}
-_SUB_COLS: list[Column] = [("mz_timestamp", "int"), ("mz_diff", "int")]
 
-
-class SessionError(SqlError):
-    sqlstate = "XX000"
-
-    def __init__(self, message: str, code: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def _state(e: BaseException) -> str:
-    if isinstance(e, SessionError):
-        return e.code
-    return sqlstate_of(e)
-
-
-@dataclass
-class Prepared:
-    sql: str
-    param_oids: tuple[int, ...]
-
-
-class Stream:
-    """A subscription's rows, read ahead one batch without ever cancelling a pending read."""
-
-    def __init__(self, sub: Any) -> None:
-        self.sub = sub
-        self.pending: collections.deque[tuple[Any, ...]] = collections.deque()
-        self.next: asyncio.Task[Any] | None = None
-        self.done = False
-        self.columns: list[Column] = _SUB_COLS + [
-            (n, t.scalar) for n, t in zip(sub.schema.names, sub.schema.types, strict=True)]
-
-    async def fill(self, timeout: float | None) -> None:
-        """Wait (at most `timeout`) for at least one more batch."""
-        if self.done:
-            return
-        if self.next is None:
-            self.next = asyncio.ensure_future(self.sub.__anext__())
-        finished, _ = await asyncio.wait({self.next}, timeout=timeout)
-        if not finished:
-            return
-        task, self.next = self.next, None
-        try:
-            batch = task.result()
-        except StopAsyncIteration:
-            self.done = True
-            return
-        for t, row, d in batch.updates:
-            self.pending.append((t, d, *row))
-
-    async def close(self) -> None:
-        if self.next is not None:
-            self.next.cancel()
-        await self.sub.aclose()
-
-
-@dataclass
-class Portal:
-    sql: str
-    params: list[Any]
-    formats: tuple[int, ...]
-    columns: list[Column] | None = None
-    rows: collections.deque[tuple[Any, ...]] | None = None
-    stream: Stream | None = None
-    tag: str | None = None
-    sent: int = 0
-    executed: bool = False
-    copy: CopyStatement | None = None
-
-
-@dataclass
-class Outcome:
-    """What running one statement gave."""
-
-    tag: str
-    columns: list[Column] | None = None
-    rows: list[tuple[Any, ...]] = field(default_factory=list)
-    stream: Stream | None = None
-    copy: CopyStatement | None = None
-    empty: bool = False
 
 
 class Session:
@@ -145,7 +75,7 @@ class Session:
     # -- framing helpers ------------------------------------------------------------------
 
     def error(self, e: BaseException) -> None:
-        code = _state(e)
+        code = state_of(e)
         msg = str(e) or type(e).__name__
         if not isinstance(e, TwofoldError | SessionError):
             log.exception("unexpected error in a session", exc_info=e)
@@ -163,12 +93,12 @@ class Session:
         out = []
         for i, (name, scalar) in enumerate(cols):
             oid = OIDS.get(scalar, TEXT)
-            out.append((name, oid, SIZES.get(oid, -1), _fmt(formats, i)))
+            out.append((name, oid, SIZES.get(oid, -1), fmt(formats, i)))
         return out
 
     def _rows(self, cols: list[Column], rows: Any, formats: tuple[int, ...]) -> None:
         scalars = [s for _, s in cols]
-        binary = [_fmt(formats, i) == 1 for i in range(len(cols))]
+        binary = [fmt(formats, i) == 1 for i in range(len(cols))]
         out = self.out
         for row in rows:
             out(m.encode_data_row([encode(v, s, b) for v, s, b in
@@ -369,7 +299,7 @@ class Session:
             obj = self.db.get(copy.table)
             if not hasattr(obj, "insert"):
                 raise SessionError(f"cannot copy to {copy.table!r}: it is not a table", "42809")
-            cols = _table_columns(self.db, copy.table)
+            cols = table_columns(self.db, copy.table)
             if copy.columns:
                 by = dict(cols)
                 missing = [c for c in copy.columns if c not in by]
@@ -403,7 +333,7 @@ class Session:
             rows = parse_copy_rows(bytes(data), copy, [s for _, s in cols])
             obj = self.db.get(copy.table)
             names = [n for n, _ in cols]
-            order = [n for n, _ in _table_columns(self.db, copy.table or "")]
+            order = [n for n, _ in table_columns(self.db, copy.table or "")]
             if names != order:
                 idx = [names.index(n) for n in order]
                 rows = [tuple(r[i] for i in idx) for r in rows]
@@ -422,18 +352,8 @@ class Session:
             raise SessionError(f"cursor \"{name}\" already exists", "42P03")
         result = await self.db.sql(query, params or None)
         o = self._outcome(query, result)
-        if o.stream is None:
-            rows = collections.deque(o.rows)
-
-            class _Done:
-                schema = None
-
-            stream = Stream.__new__(Stream)
-            stream.sub, stream.pending, stream.next, stream.done = None, rows, None, True
-            stream.columns = o.columns or []
-            self.cursors[name] = stream
-        else:
-            self.cursors[name] = o.stream
+        self.cursors[name] = o.stream if o.stream is not None else \
+            Stream.of_rows(o.columns or [], o.rows)
         return Outcome("DECLARE CURSOR")
 
     async def _fetch(self, name: str, count: int | None, timeout: float | None) -> Outcome:
@@ -460,8 +380,7 @@ class Session:
             stream = self.cursors.pop(n, None)
             if stream is None:
                 raise SessionError(f"cursor \"{n}\" does not exist", "34000")
-            if stream.sub is not None:
-                await stream.close()
+            await stream.close()
 
     # -- extended query -------------------------------------------------------------------
 
@@ -486,7 +405,7 @@ class Session:
                                f"prepared statement \"{msg.statement}\" requires "
                                f"{len(stmt.param_oids)}", "08P01")
         fmts = msg.param_formats
-        params = [decode(raw, oid, _fmt(fmts, i) == 1, i + 1)
+        params = [decode(raw, oid, fmt(fmts, i) == 1, i + 1)
                   for i, (raw, oid) in enumerate(zip(msg.params, stmt.param_oids, strict=True))]
         if msg.portal and msg.portal in self.portals:
             raise SessionError(f"cursor \"{msg.portal}\" already exists", "42P03")
@@ -502,7 +421,7 @@ class Session:
             if stmt is None:
                 raise SessionError(f"prepared statement \"{msg.name}\" does not exist", "26000")
             self.out(m.encode_parameter_description(stmt.param_oids))
-            dummy = [_DUMMY.get(_scalar(o), "") for o in stmt.param_oids]
+            dummy = [_DUMMY.get(scalar_of(o), "") for o in stmt.param_oids]
             cols = await self._describe_sql(stmt.sql, dummy)
             self.out(m.NO_DATA if cols is None else
                      m.encode_row_description(self._fields(cols, ())))
@@ -556,7 +475,7 @@ class Session:
         relation, visible = compile_query(self.db, node, params or None)
         cols = [(n, t.scalar) for n, t in zip(relation.schema.names[:visible],
                                               relation.schema.types[:visible], strict=True)]
-        return (_SUB_COLS + cols) if sub else cols
+        return (SUB_COLS + cols) if sub else cols
 
     def _portal(self, name: str) -> Portal:
         portal = self.portals.get(name)
@@ -579,7 +498,6 @@ class Session:
 
     async def execute(self, msg: m.Execute) -> None:
         portal = self._portal(msg.portal)
-        fresh = not portal.executed
         await self._prime(portal)
         if portal.tag == "":
             self.out(m.EMPTY_QUERY)
@@ -595,13 +513,8 @@ class Session:
             portal.rows, portal.stream = collections.deque(), None
             await self._send_outcome(o, (), 0)
             return
-        del fresh
         if portal.columns is None:
-            if portal.sent == 0:
-                self.out(m.encode_command_complete(portal.tag or ""))
-                portal.sent = -1
-            else:
-                self.out(m.encode_command_complete(portal.tag or ""))
+            self.out(m.encode_command_complete(portal.tag or ""))
             return
         limit = msg.max_rows if msg.max_rows > 0 else None
         rows = portal.rows if portal.rows is not None else collections.deque()
@@ -665,24 +578,3 @@ class Session:
                 await s.close()
             except Exception:
                 log.debug("closing a subscription failed", exc_info=True)
-
-
-def _fmt(formats: tuple[int, ...], i: int) -> int:
-    if not formats:
-        return 0
-    if len(formats) == 1:
-        return formats[0]
-    return formats[i] if i < len(formats) else 0
-
-
-def _scalar(oid: int) -> str:
-    from twofold.server.types import SCALAR_OF_OID
-
-    return SCALAR_OF_OID.get(oid, "str")
-
-
-def _table_columns(db: Any, name: str) -> list[Column]:
-    from twofold.sql.planner import Planner
-
-    rel = Planner(db).relation(name)
-    return [(c.name, c.column_type.scalar) for c in rel.cols if not c.hidden]

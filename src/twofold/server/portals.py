@@ -1,0 +1,132 @@
+"""Values a session keeps between messages: prepared statements, portals, subscription
+streams, and what running one statement gave (`Outcome`); typed session errors.
+
+Contract: `Stream` reads a subscription ahead one batch at a time without ever cancelling a
+pending read (a cancelled read would end the subscription); `fill(timeout)` waits at most
+`timeout` for one more batch, `close()` ends the subscription and releases its read holds.
+`Stream.of_rows` is a finished stream over fixed rows (a cursor over a plain query).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from dataclasses import dataclass, field
+from typing import Any
+
+from twofold.server.statements import CopyStatement
+from twofold.sql.errors import SqlError, sqlstate_of
+
+Column = tuple[str, str]  # name, engine scalar
+SUB_COLS: list[Column] = [("mz_timestamp", "int"), ("mz_diff", "int")]
+
+class SessionError(SqlError):
+    sqlstate = "XX000"
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def state_of(e: BaseException) -> str:
+    if isinstance(e, SessionError):
+        return e.code
+    return sqlstate_of(e)
+
+
+@dataclass
+class Prepared:
+    sql: str
+    param_oids: tuple[int, ...]
+
+
+class Stream:
+    """A subscription's rows, read ahead one batch without ever cancelling a pending read."""
+
+    def __init__(self, sub: Any) -> None:
+        self.sub = sub
+        self.pending: collections.deque[tuple[Any, ...]] = collections.deque()
+        self.next: asyncio.Task[Any] | None = None
+        self.done = False
+        self.columns: list[Column] = SUB_COLS + [
+            (n, t.scalar) for n, t in zip(sub.schema.names, sub.schema.types, strict=True)]
+
+    async def fill(self, timeout: float | None) -> None:
+        """Wait (at most `timeout`) for at least one more batch."""
+        if self.done:
+            return
+        if self.next is None:
+            self.next = asyncio.ensure_future(self.sub.__anext__())
+        finished, _ = await asyncio.wait({self.next}, timeout=timeout)
+        if not finished:
+            return
+        task, self.next = self.next, None
+        try:
+            batch = task.result()
+        except StopAsyncIteration:
+            self.done = True
+            return
+        for t, row, d in batch.updates:
+            self.pending.append((t, d, *row))
+
+    @classmethod
+    def of_rows(cls, columns: list[Column], rows: list[tuple[Any, ...]]) -> Stream:
+        stream = cls.__new__(cls)
+        stream.sub, stream.next, stream.done = None, None, True
+        stream.pending = collections.deque(rows)
+        stream.columns = columns
+        return stream
+
+    async def close(self) -> None:
+        if self.next is not None:
+            self.next.cancel()
+        if self.sub is not None:
+            await self.sub.aclose()
+
+
+@dataclass
+class Portal:
+    sql: str
+    params: list[Any]
+    formats: tuple[int, ...]
+    columns: list[Column] | None = None
+    rows: collections.deque[tuple[Any, ...]] | None = None
+    stream: Stream | None = None
+    tag: str | None = None
+    sent: int = 0
+    executed: bool = False
+    copy: CopyStatement | None = None
+
+
+@dataclass
+class Outcome:
+    """What running one statement gave."""
+
+    tag: str
+    columns: list[Column] | None = None
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    stream: Stream | None = None
+    copy: CopyStatement | None = None
+    empty: bool = False
+
+
+
+def fmt(formats: tuple[int, ...], i: int) -> int:
+    if not formats:
+        return 0
+    if len(formats) == 1:
+        return formats[0]
+    return formats[i] if i < len(formats) else 0
+
+
+def scalar_of(oid: int) -> str:
+    from twofold.server.types import SCALAR_OF_OID
+
+    return SCALAR_OF_OID.get(oid, "str")
+
+
+def table_columns(db: Any, name: str) -> list[Column]:
+    from twofold.sql.planner import Planner
+
+    rel = Planner(db).relation(name)
+    return [(c.name, c.column_type.scalar) for c in rel.cols if not c.hidden]
