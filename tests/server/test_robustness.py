@@ -158,6 +158,8 @@ def test_cancel_request_cancels_the_running_statement(server: ServerHandle, name
     with psycopg.connect(server.dsn(), autocommit=True) as c:
         c.execute(f"CREATE TABLE {name} (k bigint)")
         c.execute(f"DECLARE cur CURSOR FOR SUBSCRIBE {name} WITH (SNAPSHOT = false)")
+        # cancel_safe: the legacy cancel() holds the GIL in libpq's PQcancel, which deadlocks
+        # against a server in this same process (against `twofold serve` both work).
         timer = threading.Timer(0.5, c.cancel_safe)
         timer.start()
         started = time.monotonic()
