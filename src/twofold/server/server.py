@@ -146,6 +146,12 @@ class _Conn:
         try:
             await self._run_loop(session)
         finally:
+            # However the loop ended (a hang-up, a reset, a protocol error), the running
+            # statement is cancelled, so its subscription closes and its read holds go.
+            if self.task is not None and not self.task.done():
+                self.task.cancel()
+                with contextlib.suppress(BaseException):
+                    await self.task
             if self._pending is not None:
                 self._pending.cancel()
                 with contextlib.suppress(BaseException):

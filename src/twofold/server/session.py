@@ -183,13 +183,9 @@ class Session:
             assert o.columns is not None
             self.out(m.encode_copy_response(b"H", len(o.columns)))
             scalars = [s for _, s in o.columns]
-            count = 0
             if o.stream is not None:
-                await self._stream_copy(o.stream, scalars)
-            for row in o.rows:
-                self.out(m.encode_copy_data(copy_text_row(
-                    [encode(v, s, False) for v, s in zip(row, scalars, strict=True)])))
-                count += 1
+                await self._stream(o.stream, lambda rows: self._copy_rows(rows, scalars))
+            count = self._copy_rows(o.rows, scalars)
             self.out(m.COPY_DONE)
             self.out(m.encode_command_complete(f"COPY {count}"))
             return
@@ -197,33 +193,35 @@ class Session:
             if describe:
                 self.out(m.encode_row_description(self._fields(o.columns, formats)))
             if o.stream is not None:
-                await self._stream_rows(o.stream, o.columns, formats)
+                cols = o.columns
+                await self._stream(o.stream, lambda rows: self._rows(cols, rows, formats))
                 self.out(m.encode_command_complete("SUBSCRIBE"))
                 return
             self._rows(o.columns, o.rows, formats)
         self.out(m.encode_command_complete(o.tag))
 
-    async def _stream_rows(self, stream: Stream, cols: list[Column],
-                           formats: tuple[int, ...]) -> None:
-        try:
-            while not (stream.done and not stream.pending):
-                await stream.fill(None)
-                rows = list(stream.pending)
-                stream.pending.clear()
-                self._rows(cols, rows, formats)
-                await self.drain()
-        finally:
-            await stream.close()
+    def _copy_rows(self, rows: Any, scalars: list[str]) -> int:
+        n = 0
+        for row in rows:
+            self.out(m.encode_copy_data(copy_text_row(
+                [encode(v, s, False) for v, s in zip(row, scalars, strict=True)])))
+            n += 1
+        return n
 
-    async def _stream_copy(self, stream: Stream, scalars: list[str]) -> None:
+    async def _stream(self, stream: Stream, write: Callable[[list[tuple[Any, ...]]], Any]
+                      ) -> None:
+        """Write a subscription's rows as they come, one batch per socket drain, until it
+        ends; then close it."""
         try:
-            while not (stream.done and not stream.pending):
+            while True:
+                if stream.pending:
+                    rows = list(stream.pending)
+                    stream.pending.clear()
+                    write(rows)
+                    await self.drain()
+                if stream.done:
+                    return
                 await stream.fill(None)
-                for row in stream.pending:
-                    self.out(m.encode_copy_data(copy_text_row(
-                        [encode(v, s, False) for v, s in zip(row, scalars, strict=True)])))
-                stream.pending.clear()
-                await self.drain()
         finally:
             await stream.close()
 
