@@ -80,3 +80,19 @@ def test_sqlalchemy_core_and_inspect(server: ServerHandle, name: str) -> None:
         assert [c["nullable"] for c in cols] == [False, True, True]
     finally:
         engine.dispose()
+
+
+def test_asyncpg_type_introspection(server: ServerHandle) -> None:
+    """`set_type_codec` makes asyncpg introspect the type in pg_type (through the catalog)."""
+
+    async def main() -> None:
+        conn = await asyncpg.connect(host=server.host, port=server.port, user="twofold",
+                                     database="twofold", timeout=10)
+        try:
+            await conn.set_type_codec("int8", encoder=str, decoder=lambda x: ("int8", x),
+                                      schema="pg_catalog", format="text")
+            assert await conn.fetchval("SELECT 5") == ("int8", "5")
+        finally:
+            await conn.close()
+
+    asyncio.run(main())
