@@ -154,3 +154,28 @@ def test_session_shims(server: ServerHandle) -> None:
         assert c.execute("SHOW extra_float_digits").fetchone() == ("3",)
         with pytest.raises(errors.UndefinedObject):
             c.execute("SHOW no_such_variable")
+
+
+def test_catalog_relations(server: ServerHandle, name: str) -> None:
+    with connect(server) as c:
+        c.execute(f"CREATE TABLE {name} (k bigint NOT NULL, v text)")
+        c.execute(f"CREATE INDEX {name}_k ON {name} (k)")
+        tables = c.execute("SELECT table_name, table_type FROM information_schema.tables "
+                           "WHERE table_name = %s", [name]).fetchall()
+        assert tables == [(name, "BASE TABLE")]
+        cols = c.execute("SELECT column_name, data_type, is_nullable FROM "
+                         "information_schema.columns WHERE table_name = %s "
+                         "ORDER BY ordinal_position", [name]).fetchall()
+        assert cols == [("k", "bigint", "NO"), ("v", "text", "YES")]
+        assert c.execute("SELECT type FROM twofold_objects WHERE name = %s",
+                         [name]).fetchall() == [("table",)]
+        assert c.execute("SELECT \"on\", key FROM twofold_indexes WHERE name = %s",
+                         [f"{name}_k"]).fetchall() == [(name, "k")]
+        rel = c.execute("SELECT c.relkind FROM pg_catalog.pg_class c JOIN "
+                        "pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                        "WHERE n.nspname = 'public' AND c.relname = %s", [name]).fetchall()
+        assert rel == [("r",)]
+        # a dropped index leaves the catalog relations (the snapshot is rebuilt)
+        c.execute(f"DROP INDEX {name}_k")
+        assert c.execute("SELECT count(*) FROM twofold_indexes WHERE name = %s",
+                         [f"{name}_k"]).fetchone() == (0,)
