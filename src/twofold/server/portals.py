@@ -16,6 +16,7 @@ from typing import Any
 
 from twofold.server.statements import CopyStatement
 from twofold.sql.errors import SqlError, sqlstate_of
+from twofold.sql.show import subscribe_rows
 
 Column = tuple[str, str]  # name, engine scalar
 SUB_COLS: list[Column] = [("mz_timestamp", "int"), ("mz_diff", "int")]
@@ -66,8 +67,7 @@ class Stream:
         except StopAsyncIteration:
             self.done = True
             return
-        for t, row, d in batch.updates:
-            self.pending.append((t, d, *row))
+        self.pending.extend(subscribe_rows(batch))  # (mz_timestamp, mz_diff, *row), in time order
 
     @classmethod
     def of_rows(cls, columns: list[Column], rows: list[tuple[Any, ...]]) -> Stream:
