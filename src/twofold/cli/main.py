@@ -122,7 +122,8 @@ def _tls_context(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
 def replica(
     listen: Annotated[str, typer.Option(help="Address to listen on (port 0 picks a free one).")]
     = "127.0.0.1:0",
-    storage: Annotated[str, typer.Option(help="Storage URL: sqlite:///path.db or memory://name.")]
+    storage: Annotated[str, typer.Option(help="Storage URL: sqlite:///path.db, memory://name, or "
+                                  "postgres://user@host:port/db?blob=file:///dir|s3://bucket/prefix.")]
     = "sqlite:///twofold.db",
     runtimes: Annotated[str, typer.Option(help="'two' (maintenance + interactive) or 'one'.")]
     = "two",
