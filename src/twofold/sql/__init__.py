@@ -23,7 +23,8 @@ Contract of `execute(db, text, params)` (what `db.sql` runs), one statement per 
 Every failure is a `TwofoldError`; `twofold.sql.errors.sqlstate_of(e)` gives its SQLSTATE.
 Parsing is `parser`, name/type binding `scope` + `exprs`, planning `planner` (set operations,
 VALUES, CTEs) + `from_` (joins and their order) + `select` (WHERE, GROUP BY, ORDER BY, LIMIT) +
-`subqueries` (decorrelation), statements `statements`, introspection `show` + `explain`.
+`subqueries` (decorrelation), point queries as index lookups `lookup`, statements
+`statements`, introspection `show` + `explain`.
 """
 
 from __future__ import annotations
@@ -83,8 +84,12 @@ def _relation(db: Any, planned: Planned) -> tuple[Relation, int]:
 
 
 async def run_query(db: Any, planner: Planner, node: exp.Expr, as_of: int | None) -> Result:
+    from twofold.sql.lookup import find_lookup, run_lookup
+
     relation, visible = _relation(db, planner.plan_top(node))
-    result: Result = await db.query(relation, as_of=as_of)
+    found = find_lookup(db, relation)
+    fast = None if found is None else await run_lookup(db, relation, found, as_of)
+    result: Result = fast if fast is not None else await db.query(relation, as_of=as_of)
     if visible == len(relation.schema):
         return result
     schema = Schema(relation.schema.names[:visible], relation.schema.types[:visible])

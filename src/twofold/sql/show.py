@@ -107,6 +107,7 @@ def set_variable(db: Any, node: exp.Set) -> int:
 
 def explain_result(db: Any, planner: Planner, node: exp.Expr) -> Result:
     from twofold.sql import compile_query
+    from twofold.sql.lookup import explain_lookup, find_lookup
     from twofold.sql.parser import AsOf
 
     if isinstance(node, AsOf):
@@ -115,6 +116,10 @@ def explain_result(db: Any, planner: Planner, node: exp.Expr) -> Result:
         raise FeatureNotSupported("EXPLAIN explains queries (SELECT ...)")
     relation, _ = compile_query(db, node, planner.params)
     lines = explain(relation.plan, relation.inputs)
+    found = find_lookup(db, relation)
+    if found is not None:  # the chain's innermost line is the Get the lookup replaces
+        depth = len(lines[-1]) - len(lines[-1].lstrip())
+        lines[-1] = " " * depth + explain_lookup(found)
     if relation.order:
         keys = ", ".join(f"#{k.column}{' DESC' if k.desc else ''}" for k in relation.order)
         lines = [f"Finish order by ({keys})", *("  " + ln for ln in lines)]
