@@ -12,6 +12,7 @@ import duckdb
 import pytest
 
 import twofold
+from twofold.testing.helpers import churn
 
 
 def _rows(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
@@ -52,15 +53,7 @@ def test_join_how_against_duckdb(how: str) -> None:
         right: list[tuple[Any, ...]] = []
         for _ in range(4):
             for table, rows in ((lt, left), (rt, right)):
-                gone = [r for r in rows if rng.random() < 0.3]
-                new = _rows(rng, rng.randint(0, 5))
-                if gone:
-                    table.delete(gone)
-                    for r in gone:
-                        rows.remove(r)
-                if new:
-                    table.insert(new)
-                    rows.extend(new)
+                churn(table, rows, rng, _rows(rng, rng.randint(0, 5)))
             expected = _duck(left, right, CASES[how])
             assert Counter(rel.collect().rows) == expected
             assert Counter(index.collect().rows) == expected

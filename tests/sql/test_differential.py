@@ -14,6 +14,7 @@ import pytest
 from tests.sql.querygen import COLUMNS, TABLES, Gen, normalize, random_rows
 
 import twofold
+from twofold.testing.helpers import churn
 
 EXAMPLES = int(os.environ.get("TWOFOLD_SQL_EXAMPLES", "40"))
 
@@ -84,16 +85,7 @@ def test_materialized_views_after_writes(db: twofold.Database, seed: int) -> Non
     for _ in range(3):
         for name in TABLES:
             table = db.table(f"{prefix}{name}")
-            rows = contents[name]
-            gone = [r for r in rows if rng.random() < 0.3]
-            added = random_rows(rng, rng.randint(0, 4))
-            if gone:
-                table.delete(gone)
-                for r in gone:
-                    rows.remove(r)
-            if added:
-                table.insert(added)
-                rows.extend(added)
+            churn(table, contents[name], rng, random_rows(rng, rng.randint(0, 4)))
         con = _duck(contents)
         for j, sql in enumerate(queries):
             _check(db.sql(f"SELECT * FROM {prefix}v{j}").rows, con, sql)

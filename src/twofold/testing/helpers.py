@@ -7,6 +7,8 @@
   time. Between checks it awaits `step(remaining)`, which makes progress or waits for a reason
   to re-check: receive a response, wait on a condition; by default it polls every 10 ms. A
   `step` bounds itself by `remaining` (it must not outlive the deadline by much).
+- `churn(table, rows, rng, new)` applies one random write round to a table and to its model
+  list: deletes about 30% of the model's rows, then inserts `new`.
 - `multiset(rows)` consolidates `(row, diff)` pairs into `{row tuple: count}` with no zero
   counts: the form two collections are compared in.
 """
@@ -53,3 +55,16 @@ async def until(
             await step(remaining)
         except TimeoutError:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}") from None
+
+
+def churn(table: Any, rows: list[Any], rng: Any, new: list[Any]) -> None:
+    """One random write round: delete about 30% of `rows` (drawn with `rng`) from `table`,
+    then insert `new`; `rows`, the model of the table's contents, follows both."""
+    gone = [r for r in rows if rng.random() < 0.3]
+    if gone:
+        table.delete(gone)
+        for r in gone:
+            rows.remove(r)
+    if new:
+        table.insert(new)
+        rows.extend(new)
