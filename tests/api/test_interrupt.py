@@ -8,10 +8,10 @@ process's threads, which is what made an untimed wait miss it."""
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
-import tempfile
 import time
+
+from twofold.testing.helpers import child_process
 
 CHILD = r"""
 import time
@@ -43,34 +43,22 @@ print("closed", flush=True)
 
 
 def test_ctrl_c_interrupts_blocking_calls_promptly_and_the_database_stays_usable() -> None:
-    # stderr to a file: reading stdout line by line and then `communicate()` would lose what
-    # the line reader had buffered.
-    errors = tempfile.TemporaryFile("w+")  # noqa: SIM115 (read and closed below)
-    proc = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE,
-                            stderr=errors, text=True)  # fmt: skip
-    assert proc.stdout is not None
     lines: list[str] = []
-    try:
+    with child_process([sys.executable, "-c", CHILD]) as child:
+        proc = child.proc
         for what in ("read", "lookup", "subscribe"):
-            line = proc.stdout.readline()
+            line = child.stdout.readline()
             assert line.strip() == f"blocked {what}", (line, lines)
             time.sleep(0.5)  # well inside the blocking call
             sent = time.monotonic()
             proc.send_signal(signal.SIGINT)
-            line = proc.stdout.readline()
+            line = child.stdout.readline()
             lines.append(line)
             assert line.startswith(f"interrupted {what} "), (line, lines)
             assert time.monotonic() - sent < 10  # promptly: the read's timeout is 120 s
-        out = proc.stdout.read()
+        out = child.stdout.read()
         proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        errors.seek(0)
-        err = errors.read()
-        errors.close()
-    assert proc.returncode == 0, err
+    assert proc.returncode == 0, child.err
     assert "pending 0" in out  # the interrupted peeks were cancelled
     assert "again [(1,)] [(1,)]" in out
     assert out.rstrip().endswith("closed")

@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 import twofold
 from twofold.cli import main
 from twofold.cli.bench import bench_dir, discover
+from twofold.testing.helpers import child_process
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -154,27 +154,16 @@ def test_an_unknown_benchmark_names_the_known_ones(capsys: pytest.CaptureFixture
 
 
 def test_an_interrupted_demo_says_so_and_exits_130() -> None:
-    # stderr to a file, not communicate(): that would lose the lines readline() buffered
-    errors = tempfile.TemporaryFile("w+")  # noqa: SIM115 (read and closed below)
-    proc = subprocess.Popen([sys.executable, "-m", "twofold.cli", "demo", "--duration", "120",
-                             "--customers", "50", "--no-live"],
-                            stdout=subprocess.PIPE, stderr=errors, text=True)  # fmt: skip
-    assert proc.stdout is not None
-    try:
-        line = proc.stdout.readline()
+    with child_process([sys.executable, "-m", "twofold.cli", "demo", "--duration", "120",
+                        "--customers", "50", "--no-live"]) as child:
+        line = child.stdout.readline()
         assert "phase runtimes=one" in line, line
         time.sleep(1.0)
-        proc.send_signal(signal.SIGINT)
-        out = proc.stdout.read()
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        errors.seek(0)
-        err = errors.read()
-        errors.close()
-    assert proc.returncode == 130, err
+        child.proc.send_signal(signal.SIGINT)
+        out = child.stdout.read()
+        child.proc.wait(timeout=60)
+    err = child.err
+    assert child.proc.returncode == 130, err
     assert err.strip().splitlines()[-1] == (
         "twofold demo: interrupted before both phases finished: no summary")
     assert "Traceback" not in err

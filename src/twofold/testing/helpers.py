@@ -9,6 +9,9 @@
   `step` bounds itself by `remaining` (it must not outlive the deadline by much).
 - `churn(table, rows, rng, new)` applies one random write round to a table and to its model
   list: deletes about 30% of the model's rows, then inserts `new`.
+- `child_process(argv)` runs a program whose stdout the test reads line by line, with stderr
+  kept in a file (`communicate()` would lose what the line reader buffered); on leaving, a
+  child still running is killed, and `.err` holds everything it wrote to stderr.
 - `multiset(rows)` consolidates `(row, diff)` pairs into `{row tuple: count}` with no zero
   counts: the form two collections are compared in.
 """
@@ -16,9 +19,13 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import tempfile
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import IO, Any
 
 WAIT = 15.0
 """Default bound of one wait: generous, for a loaded, shared 2-core machine."""
@@ -68,3 +75,29 @@ def churn(table: Any, rows: list[Any], rng: Any, new: list[Any]) -> None:
     if new:
         table.insert(new)
         rows.extend(new)
+
+
+@dataclass
+class Child:
+    """A running child: `proc` (its stdout a text pipe), and after the `with`, `err`."""
+
+    proc: subprocess.Popen[str]
+    stdout: IO[str]
+    err: str = ""
+
+
+@contextmanager
+def child_process(argv: Sequence[str]) -> Iterator[Child]:
+    errors = tempfile.TemporaryFile("w+")  # noqa: SIM115 (read and closed below)
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=errors, text=True)
+    assert proc.stdout is not None
+    child = Child(proc, proc.stdout)
+    try:
+        yield child
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        errors.seek(0)
+        child.err = errors.read()
+        errors.close()
