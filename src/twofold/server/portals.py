@@ -14,7 +14,7 @@ import collections
 from dataclasses import dataclass, field
 from typing import Any
 
-from twofold.server.statements import CopyStatement
+from twofold.server.statements import CopyStatement, command_tag
 from twofold.sql.errors import SqlError, sqlstate_of
 from twofold.sql.show import subscribe_rows
 
@@ -108,6 +108,22 @@ class Outcome:
     stream: Stream | None = None
     copy: CopyStatement | None = None
     empty: bool = False
+
+    @classmethod
+    def of(cls, sql: str, result: Any) -> Outcome:
+        """The Outcome of `db.sql(sql)`'s result: rows, a subscription, or a count."""
+        from twofold.api.results import Result
+
+        if isinstance(result, Result):
+            cols: list[Column] = [(n, t.scalar) for n, t in
+                                  zip(result.schema.names, result.schema.types, strict=True)]
+            return cls(f"SELECT {len(result.rows)}", cols, result.rows)
+        if hasattr(result, "__anext__") and hasattr(result, "schema"):
+            stream = Stream(result)
+            return cls("SUBSCRIBE", stream.columns, stream=stream)
+        if isinstance(result, int) and not isinstance(result, bool):
+            return cls(command_tag(sql, result))
+        return cls(command_tag(sql, 0))
 
 
 

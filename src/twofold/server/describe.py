@@ -1,0 +1,59 @@
+"""Describing a prepared statement without running it: the columns it would return.
+
+Contract: `describe_sql(session, sql, params)` is the statement's result columns, or None for
+a statement that returns no rows (DDL, DML, SET, COPY, transaction control). Shims, cursors
+and catalog relations are described as they are answered; a query is compiled against the
+catalog (not run) with `params` standing in for its parameters; a SUBSCRIBE gets
+`mz_timestamp, mz_diff` first.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from twofold.server import shims
+from twofold.server.portals import SUB_COLS, Column, Outcome
+from twofold.server.statements import parse_copy, parse_declare, parse_fetch
+
+if TYPE_CHECKING:
+    from twofold.server.session import Session
+
+
+async def describe_sql(s: Session, sql: str, params: list[Any]) -> list[Column] | None:
+    from sqlglot import exp
+
+    from twofold.sql import compile_query
+    from twofold.sql.parser import AsOf, Subscribe, parse
+    from twofold.sql.statements import views  # noqa: F401 - keeps the SQL layer loaded
+
+    if not sql or shims.classify(sql) or parse_copy(sql) or parse_declare(sql):
+        return None
+    if shims.set_statement(sql, s.vars) is not None or shims.reset_statement(sql, s.vars):
+        return None
+    if (shown := shims.show_statement(sql, s.vars)) is not None:
+        return [(shown[0], "str")]
+    if (probe := shims.probe(sql, s.vars, s.pid)) is not None:
+        return [(n, "str") for n in probe[0]]
+    if (fetch := parse_fetch(sql)) is not None:
+        return s.cursors.columns(fetch[0])
+    from twofold.server import catalog
+
+    if catalog.is_catalog_query(sql):
+        cols, _ = await catalog.run(s.db, sql, params, s)
+        return cols
+    node = parse(sql)
+    sub = isinstance(node, Subscribe)
+    if isinstance(node, Subscribe):
+        target = node.this
+        node = exp.select("*").from_(target.name) if isinstance(target, exp.Table) \
+            else target
+    if isinstance(node, AsOf):
+        node = node.this
+    if not isinstance(node, exp.Select | exp.SetOperation | exp.Values | exp.Subquery):
+        if isinstance(node, exp.Show) or type(node).__name__ == "Show":
+            return Outcome.of(sql, await s.db.sql(sql, params or None)).columns
+        return None
+    relation, visible = compile_query(s.db, node, params or None)
+    cols = [(n, t.scalar) for n, t in zip(relation.schema.names[:visible],
+                                          relation.schema.types[:visible], strict=True)]
+    return (SUB_COLS + cols) if sub else cols

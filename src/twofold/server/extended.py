@@ -1,0 +1,185 @@
+"""The extended query protocol of one session: Parse, Bind, Describe, Execute, Close, and the
+unnamed portal's end at Sync.
+
+Contract: Parse keeps a named or unnamed statement with its parameter types (inferred where the
+client sent 0; the statement is not checked against the catalog until Describe or Execute).
+Bind decodes the parameters into a portal; the portal's statement runs once, at its first
+Describe or Execute, and Execute sends its rows up to the row limit (PortalSuspended when rows
+remain), streaming a SUBSCRIBE's rows as they come. Errors are raised for the session to
+report (it then skips to Sync).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from typing import TYPE_CHECKING, Any
+
+from twofold.server import messages as m
+from twofold.server.describe import describe_sql
+from twofold.server.output import data_rows, fields
+from twofold.server.params import infer_param_types
+from twofold.server.portals import Outcome, Portal, Prepared, SessionError, fmt, scalar_of
+from twofold.server.statements import split_statements
+from twofold.server.types import decode
+
+if TYPE_CHECKING:
+    from twofold.server.session import Session
+
+_DUMMY = {"int": 0, "float": 0.0, "str": "", "bool": False, "bytes": b""}
+
+
+class Extended:
+    def __init__(self, session: Session) -> None:
+        self.s = session
+        self.statements: dict[str, Prepared] = {}
+        self.portals: dict[str, Portal] = {}
+        self._closing: set[asyncio.Future[None]] = set()
+
+    def parse(self, msg: m.Parse) -> None:
+        if msg.name and msg.name in self.statements:
+            raise SessionError(f"prepared statement \"{msg.name}\" already exists", "42P05")
+        stmts = split_statements(msg.sql)
+        if len(stmts) > 1:
+            raise SessionError("cannot insert multiple commands into a prepared statement",
+                               "42601")
+        sql = stmts[0] if stmts else ""
+        oids = infer_param_types(self.s.db, sql, msg.param_oids)
+        self.statements[msg.name] = Prepared(sql, oids)
+        self.s.out(m.PARSE_COMPLETE)
+
+    def bind(self, msg: m.Bind) -> None:
+        stmt = self.statements.get(msg.statement)
+        if stmt is None:
+            raise SessionError(f"prepared statement \"{msg.statement}\" does not exist", "26000")
+        if len(msg.params) != len(stmt.param_oids):
+            raise SessionError(f"bind message supplies {len(msg.params)} parameters, but "
+                               f"prepared statement \"{msg.statement}\" requires "
+                               f"{len(stmt.param_oids)}", "08P01")
+        fmts = msg.param_formats
+        params = [decode(raw, oid, fmt(fmts, i) == 1, i + 1)
+                  for i, (raw, oid) in enumerate(zip(msg.params, stmt.param_oids, strict=True))]
+        if msg.portal and msg.portal in self.portals:
+            raise SessionError(f"cursor \"{msg.portal}\" already exists", "42P03")
+        old = self.portals.pop(msg.portal, None)
+        if old is not None and old.stream is not None:
+            self._closing.add(asyncio.ensure_future(old.stream.close()))
+        self.portals[msg.portal] = Portal(stmt.sql, params, msg.result_formats)
+        self.s.out(m.BIND_COMPLETE)
+
+    async def describe(self, msg: m.Describe) -> None:
+        out = self.s.out
+        if msg.kind == "S":
+            stmt = self.statements.get(msg.name)
+            if stmt is None:
+                raise SessionError(f"prepared statement \"{msg.name}\" does not exist", "26000")
+            out(m.encode_parameter_description(stmt.param_oids))
+            dummy = [_DUMMY.get(scalar_of(o), "") for o in stmt.param_oids]
+            cols = await describe_sql(self.s, stmt.sql, dummy)
+            out(m.NO_DATA if cols is None else m.encode_row_description(fields(cols, ())))
+            return
+        portal = self._portal(msg.name)
+        await self._prime(portal)
+        out(m.NO_DATA if portal.columns is None or portal.copy is not None else
+            m.encode_row_description(fields(portal.columns, portal.formats)))
+
+    def _portal(self, name: str) -> Portal:
+        portal = self.portals.get(name)
+        if portal is None:
+            raise SessionError(f"portal \"{name}\" does not exist", "34000")
+        return portal
+
+    async def _prime(self, portal: Portal) -> None:
+        """Run the portal's statement once (rows are then sent by Execute)."""
+        if portal.executed:
+            return
+        portal.executed = True
+        o = await self.s.run(portal.sql, portal.params)
+        if o.empty:
+            portal.tag = ""
+            return
+        portal.tag, portal.columns = o.tag, o.columns
+        portal.rows = collections.deque(o.rows)
+        portal.stream, portal.copy = o.stream, o.copy
+
+    async def execute(self, msg: m.Execute) -> None:
+        out = self.s.out
+        portal = self._portal(msg.portal)
+        await self._prime(portal)
+        if portal.tag == "":
+            out(m.EMPTY_QUERY)
+            return
+        if portal.copy is not None:
+            if portal.copy.direction == "in":
+                self.s.begin_copy_in(Outcome("COPY", portal.columns, copy=portal.copy),
+                                     simple=False)
+                portal.copy = None
+                return
+            o = Outcome(portal.tag or "", portal.columns, list(portal.rows or ()),
+                        stream=portal.stream, copy=portal.copy)
+            portal.rows, portal.stream = collections.deque(), None
+            await self.s.send_outcome(o, ())
+            return
+        if portal.columns is None:
+            out(m.encode_command_complete(portal.tag or ""))
+            return
+        limit = msg.max_rows if msg.max_rows > 0 else None
+        rows = portal.rows if portal.rows is not None else collections.deque()
+        if portal.stream is not None:
+            await self._execute_stream(portal, limit)
+            return
+        n = len(rows) if limit is None else min(limit, len(rows))
+        batch = [rows.popleft() for _ in range(n)]
+        out(data_rows(portal.columns, batch, portal.formats))
+        portal.sent += n
+        if limit is not None and rows:
+            out(m.PORTAL_SUSPENDED)
+            return
+        tag = portal.tag or ""
+        if tag.startswith("SELECT"):
+            tag = f"SELECT {portal.sent}"
+        out(m.encode_command_complete(tag))
+
+    async def _execute_stream(self, portal: Portal, limit: int | None) -> None:
+        stream = portal.stream
+        assert stream is not None and portal.columns is not None
+        out = self.s.out
+        sent = 0
+        while True:
+            n = len(stream.pending) if limit is None else min(limit - sent, len(stream.pending))
+            if n:
+                out(data_rows(portal.columns, [stream.pending.popleft() for _ in range(n)],
+                              portal.formats))
+                sent += n
+            if limit is not None and sent >= limit:
+                out(m.PORTAL_SUSPENDED)
+                return
+            if stream.done:
+                await stream.close()
+                portal.stream = None
+                out(m.encode_command_complete("SUBSCRIBE"))
+                return
+            await self.s.drain()
+            await stream.fill(None)
+
+    def close(self, msg: m.Close) -> None:
+        if msg.kind == "S":
+            self.statements.pop(msg.name, None)
+        else:
+            portal = self.portals.pop(msg.name, None)
+            if portal is not None and portal.stream is not None:
+                self._closing.add(asyncio.ensure_future(portal.stream.close()))
+        self.s.out(m.CLOSE_COMPLETE)
+
+    async def sync(self) -> None:
+        """At Sync outside a transaction block the unnamed portal ends."""
+        if self.portals.get("") is not None and self.s.txn == "I":
+            portal = self.portals.pop("")
+            if portal.stream is not None:
+                await portal.stream.close()
+
+    def take_streams(self) -> list[Any]:
+        """Forget every portal; their open subscriptions, for the caller to close."""
+        streams = [p.stream for p in self.portals.values() if p.stream is not None]
+        self.portals.clear()
+        return streams

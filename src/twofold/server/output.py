@@ -1,0 +1,40 @@
+"""Result rows on the wire: RowDescription fields, DataRows and COPY text rows.
+
+Contract: `fields(cols, formats)` is the RowDescription of columns `(name, scalar)` with the
+result format codes of a Bind (none: text; one: every column; else per column).
+`data_rows(cols, rows, formats)` encodes rows as DataRow messages, all in one bytes object;
+`copy_rows(rows, scalars)` encodes rows as COPY text-format CopyData messages and counts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from twofold.server import messages as m
+from twofold.server.portals import Column, fmt
+from twofold.server.statements import copy_text_row
+from twofold.server.types import OIDS, SIZES, TEXT, encode
+
+
+def fields(cols: list[Column], formats: tuple[int, ...]) -> list[m.Field]:
+    out = []
+    for i, (name, scalar) in enumerate(cols):
+        oid = OIDS.get(scalar, TEXT)
+        out.append((name, oid, SIZES.get(oid, -1), fmt(formats, i)))
+    return out
+
+
+def data_rows(cols: list[Column], rows: Iterable[tuple[Any, ...]],
+              formats: tuple[int, ...]) -> bytes:
+    scalars = [s for _, s in cols]
+    binary = [fmt(formats, i) == 1 for i in range(len(cols))]
+    return b"".join(m.encode_data_row([encode(v, s, b) for v, s, b in
+                                       zip(row, scalars, binary, strict=True)])
+                    for row in rows)
+
+
+def copy_rows(rows: Iterable[tuple[Any, ...]], scalars: list[str]) -> tuple[bytes, int]:
+    out = [m.encode_copy_data(copy_text_row(
+        [encode(v, s, False) for v, s in zip(row, scalars, strict=True)])) for row in rows]
+    return b"".join(out), len(out)

@@ -1,0 +1,62 @@
+"""Running one statement of a session: which part of the server answers it.
+
+Contract: `run(session, sql, params)` gives the statement's Outcome — transaction control and
+session shims (SET/SHOW/RESET, `version()` and friends) answered here, COPY, cursors, catalog
+relations for tools, everything else through the SQL layer (`db.sql`). Inside a failed
+transaction every statement but COMMIT/ROLLBACK is `25P02`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from twofold.server import messages as m
+from twofold.server import shims
+from twofold.server.copy import copy_statement
+from twofold.server.portals import Outcome, SessionError
+from twofold.server.statements import (
+    command_tag,
+    parse_close,
+    parse_copy,
+    parse_declare,
+    parse_fetch,
+)
+
+if TYPE_CHECKING:
+    from twofold.server.session import Session
+
+
+async def run(s: Session, sql: str, params: list[Any]) -> Outcome:
+    txn = shims.classify(sql)
+    if s.txn == "E" and txn not in ("COMMIT", "ROLLBACK"):
+        raise SessionError("current transaction is aborted, commands ignored until end "
+                           "of transaction block", "25P02")
+    if txn is not None:
+        return s.transaction(txn)
+    if (setting := shims.set_statement(sql, s.vars)) is not None:
+        name, value = setting
+        if name in shims.REPORTED:
+            s.out(m.encode_parameter_status(name, value))
+        return Outcome("SET")
+    if (shown := shims.show_statement(sql, s.vars)) is not None:
+        name, value = shown
+        return Outcome("SHOW", [(name, "str")], [(value,)])
+    if shims.reset_statement(sql, s.vars):
+        return Outcome(command_tag(sql, 0))
+    if (probe := shims.probe(sql, s.vars, s.pid)) is not None:
+        names, row = probe
+        return Outcome("SELECT 1", [(n, "str") for n in names], [tuple(row)])
+    if (copy := parse_copy(sql)) is not None:
+        return await copy_statement(s.db, copy, params)
+    if (declared := parse_declare(sql)) is not None:
+        return await s.cursors.declare(*declared, params)
+    if (fetch := parse_fetch(sql)) is not None:
+        return await s.cursors.fetch(*fetch)
+    if (closed := parse_close(sql)) is not None:
+        return await s.cursors.close(closed)
+    from twofold.server import catalog
+
+    if catalog.is_catalog_query(sql):
+        cols, rows = await catalog.run(s.db, sql, params, s)
+        return Outcome(f"SELECT {len(rows)}", cols, rows)
+    return Outcome.of(sql, await s.db.sql(sql, params or None))
