@@ -24,10 +24,12 @@ from twofold.storage import (
     SinceViolation,
     Storage,
     StorageError,
+    UpperMismatch,
     open_storage,
     to_tuples,
 )
 from twofold.storage.persist import CriticalReader, LeasedReader, PersistBackend
+from twofold.storage.persist import state as S
 from twofold.testing.pytest_servers import Servers
 
 from .helpers import (
@@ -205,6 +207,53 @@ def test_small_parts_are_inlined_and_large_parts_are_blobs(pg: Storage) -> None:
     assert len(blob_keys(pg)) == 1 == len(referenced_keys(pg, "s"))
 
 
+def inline_rows(storage: Storage, shard_id: str) -> set[str]:
+    backend = persist(storage)
+    return set(backend.consensus.run("parts", lambda c: [r[0] for r in c.execute(
+        f"SELECT key FROM {backend.schema}.parts WHERE shard = %s", (shard_id,)).fetchall()]))
+
+
+def test_inlined_bytes_live_beside_the_state_not_in_it(pg: Storage) -> None:
+    # A compare-and-set writes the state (part metadata, a few dozen bytes a part) and the new
+    # part's row, not a copy of every inlined part: the state stays small as parts collect.
+    backend = persist(pg)
+    shard = pg.create_shard("s", DESC)
+    for t in range(10):
+        shard.compare_and_append([([t, "v" * 200], t, 1)], t, t + 1)
+    data = backend._head("s").data
+    assert all(p.inline is not None and p.size > 200 for p in data.parts)
+    assert inline_rows(pg, "s") == S.inline_keys_of(data)
+    assert len(S.encode_state(data)) < 60 * len(data.parts) < S.inline_bytes(data)
+    # A fresh handle (no cached bytes) reads them from the table.
+    with open_storage(pg.url) as other:
+        assert snapshot_counter(other.shard("s"), 9) == Counter(
+            {(t, "v" * 200): 1 for t in range(10)})
+
+
+def test_a_lost_compare_and_set_inserts_no_inlined_part(pg_url: str) -> None:
+    with open_storage(pg_url) as a, open_storage(pg_url) as b:
+        a.create_shard("s", DESC).compare_and_append([([0, "a"], 0, 1)], 0, 1)
+        b.shard("s").compare_and_append([([1, "b"], 1, 1)], 1, 2)  # a's cached head is stale
+        before = inline_rows(a, "s")
+        with pytest.raises(UpperMismatch):
+            a.shard("s").compare_and_append([([2, "c"], 1, 1)], 1, 2)  # CASes, loses
+        assert inline_rows(a, "s") == before == S.inline_keys_of(persist(a)._head("s").data)
+
+
+def test_truncation_deletes_the_rows_of_replaced_inlined_parts(pg: Storage) -> None:
+    backend = persist(pg)
+    backend.keep_versions, backend.keep_seconds = 0, 0.0
+    shard = pg.create_shard("s", DESC)
+    for t in range(6):
+        shard.compare_and_append([([t % 2, "x"], t, 1)], t, t + 1)
+    assert len(inline_rows(pg, "s")) == 6
+    shard.downgrade_since(5)  # compacts the five parts behind since into one (inlined too)
+    backend.truncate("s")
+    assert inline_rows(pg, "s") == S.inline_keys_of(backend._head("s").data)
+    assert len(inline_rows(pg, "s")) == 2
+    assert snapshot_counter(shard, 5) == Counter({(0, "x"): 3, (1, "x"): 3})
+
+
 def test_many_small_appends_spill_inlined_parts_into_blobs(pg: Storage) -> None:
     # since never moves, so nothing compacts: the state must stay small anyway, and every read
     # must be exactly what was appended.
@@ -215,8 +264,7 @@ def test_many_small_appends_spill_inlined_parts_into_blobs(pg: Storage) -> None:
         shard.compare_and_append(batch, t, t + 1)
         updates += batch
     data = persist(pg)._head("s").data
-    inline = sum(len(p.inline) for p in data.parts if p.inline is not None)
-    assert inline <= 16 * 1024 and 1 <= len(blob_keys(pg)) < 40
+    assert S.inline_bytes(data) <= 16 * 1024 and 1 <= len(blob_keys(pg)) < 40
     assert sum(p.count for p in data.parts) == len(updates)
     for t in (0, 17, 63, 64, 119):
         assert snapshot_counter(shard, t) == reference_at(updates, t)
@@ -337,15 +385,34 @@ def test_leased_reader_holds_since_until_its_lease_runs_out(pg: Storage) -> None
 
 
 def test_reader_downgrades_move_since_to_the_meet(pg: Storage) -> None:
+    # With a critical reader (the controller) registered, since follows the meet of all.
     backend = persist(pg)
     shard = pg.create_shard("s", DESC)
     shard.compare_and_append([], 0, 50)
+    backend.register_reader("s", "c", since=Frontier.at(0), lease_seconds=None, token="t")
     backend.register_reader("s", "a", since=Frontier.at(0), lease_seconds=60)
     backend.register_reader("s", "b", since=Frontier.at(0), lease_seconds=60)
+    assert backend.downgrade_reader("s", "c", Frontier.at(40), expected_token="t") == \
+        Frontier.at(0)
     assert backend.downgrade_reader("s", "a", Frontier.at(20)) == Frontier.at(0)
     assert backend.downgrade_reader("s", "b", Frontier.at(30)) == Frontier.at(20)
     backend.expire_reader("s", "a")
     assert backend.downgrade_reader("s", "b", Frontier.at(30)) == Frontier.at(30)
+    # A heartbeat carries a leased reader's progress.
+    assert backend.heartbeat_readers("s", {"b": Frontier.at(35)}) == []
+    assert shard.since == Frontier.at(35)
+
+
+def test_leased_readers_alone_only_hold_since_back(pg: Storage) -> None:
+    # A listener's progress must not release history the owner of the shard still needs:
+    # without a critical reader, since moves only by downgrade_since, capped by the leases.
+    backend = persist(pg)
+    shard = pg.create_shard("s", DESC)
+    shard.compare_and_append([], 0, 50)
+    backend.register_reader("s", "a", since=Frontier.at(10), lease_seconds=60)
+    backend.heartbeat_readers("s", {"a": Frontier.at(30)})
+    assert shard.since == Frontier.minimum()
+    assert shard.downgrade_since(40) == Frontier.at(30)
 
 
 def test_critical_reader_is_fenced_by_its_token(pg: Storage) -> None:
@@ -399,7 +466,8 @@ def test_reader_handles_release_and_fence(pg: Storage) -> None:
     shard.compare_and_append([], 0, 50)
     with LeasedReader(backend, "s", Frontier.at(3), lease_seconds=30) as reader:
         assert shard.downgrade_since(20) == Frontier.at(3)
-        assert reader.downgrade_since(Frontier.at(10)) == Frontier.at(10)
+        assert reader.downgrade_since(Frontier.at(10)) == Frontier.at(3)  # only releases
+        assert shard.downgrade_since(20) == Frontier.at(10)
     assert shard.downgrade_since(20) == Frontier.at(20)  # closing released the hold
     controller = CriticalReader(backend, "s", "controller", "epoch-1", Frontier.at(0))
     assert controller.since == Frontier.at(20)  # a new hold starts at the shard's since
@@ -456,6 +524,31 @@ def process_append_later(url: str, shard_id: str, go: Any) -> None:
     with open_storage(url) as storage:
         go.wait()
         storage.shard(shard_id).compare_and_append([([7, "x"], 1, 1)], 1, 2)
+
+
+def process_tick_later(url: str, go: Any) -> None:
+    with open_storage(url) as storage:
+        go.wait()
+        storage.advance_tables(Frontier.at(5))
+
+
+def test_a_tick_in_another_process_wakes_a_listener(pg_url: str) -> None:
+    with open_storage(pg_url, poll_interval=3600) as storage:
+        table = storage.create_table("t", DESC)
+        listener = table.shard.listen(0)
+        go = SPAWN.Event()
+        proc = SPAWN.Process(target=process_tick_later, args=(pg_url, go))
+        proc.start()
+        got: list[Any] = []
+        waiter = threading.Thread(target=lambda: got.append(listener.next_batch(timeout=60)))
+        waiter.start()
+        time.sleep(0.2)
+        started = time.monotonic()
+        go.set()
+        waiter.join(timeout=90)
+        proc.join(timeout=30)
+        assert got and got[0] is not None and got[0].upper == Frontier.at(5)
+        assert time.monotonic() - started < 30
 
 
 def test_listener_in_another_process_is_woken_by_notify(pg_url: str) -> None:

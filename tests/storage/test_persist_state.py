@@ -23,6 +23,7 @@ commands = st.lists(
         st.tuples(st.just("reader"), st.sampled_from("abc"), st.integers(0, 60),
                   st.sampled_from([None, 0, 10_000])),
         st.tuples(st.just("drop"), st.sampled_from("abc")),
+        st.tuples(st.just("heartbeat"), st.sampled_from("abc"), st.integers(0, 60)),
         st.tuples(st.just("replace"), st.integers(0, 6), st.integers(1, 3)),
         st.tuples(st.just("spill"),),
         st.tuples(st.just("tail merge"), st.integers(1, 40)),
@@ -50,7 +51,8 @@ def test_state_commands_keep_their_invariants(cmds: list[Any]) -> None:
         if cmd[0] == "append":
             _, width, count, inline = cmd
             part = S.PartRef(0, upper, upper + width, 0, count,
-                             inline=b"x" if inline else None, key=None if inline else "k")
+                             inline=f"i{upper}" if inline else None,
+                             size=100 if inline else 0, key=None if inline else "k")
             data = S.append_part(data, part)
             upper += width
             total += count
@@ -71,6 +73,17 @@ def test_state_commands_keep_their_invariants(cmds: list[Any]) -> None:
                 assert rid not in S.live_readers(data, NOW)
         elif cmd[0] == "drop":
             data = S.with_reader(data, cmd[1], None, NOW)
+        elif cmd[0] == "heartbeat":
+            _, rid, since = cmd
+            data, lost = S.renew_readers(data, {rid: since}, 2, NOW)
+            assert (rid in lost) == (rid not in live_before)
+            if rid not in lost:
+                held = S.dec(live_before[rid].since).join(Frontier.at(since))
+                assert S.dec(data.readers[rid].since) == held  # moved forward, never back
+        if cmd[0] in ("reader", "drop", "heartbeat"):
+            if not any(r.critical for r in S.live_readers(data, NOW).values()):
+                # leased readers only hold since back: their moves never advance it
+                assert S.dec(data.since) == before
         elif cmd[0] == "replace":
             _, start, n = cmd
             old = data.parts[start:start + n]

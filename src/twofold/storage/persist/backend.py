@@ -9,12 +9,14 @@ head and reruns (an append whose `lower` is no longer the upper reports the actu
 Writes order their effects so a crash anywhere is harmless: a part larger than `INLINE_BYTES`
 is PUT to the blob store under a fresh key *before* the CAS that references it; a writer killed
 in between leaks a blob nobody references, which `collect_garbage` deletes once it is older than
-its grace period. Smaller parts are inlined in the state, so small appends cost one statement;
-when the inlined parts would pass `INLINE_TOTAL`, the append instead PUTs the newest run of them
-together with its own updates as one blob part (same updates, same times) and CASes the state
-that swaps them, so the inlined bytes stay bounded however long since stays put; and small blob
-parts are merged newest-first, geometrically and without changing any time
-(`state.plan_tail_merge`), so their number stays logarithmic too. Compaction
+its grace period. Smaller parts are inlined: their bytes go into the `parts` table by the same
+statement as the CAS (the state holds only their metadata), so a small append costs one
+statement that writes a small state; when the inlined parts would pass `INLINE_TOTAL`, the
+append instead PUTs the newest run of them together with its own updates as one blob part
+(same updates, same times) and CASes the state that swaps them, so the inlined bytes stay
+bounded however long since stays put; and small blob parts are merged newest-first,
+geometrically and without changing any time (`state.plan_tail_merge`), so their number stays
+logarithmic too. Compaction
 (`replace_parts`) is a CAS too; the blobs it replaces stay until the versions that reference
 them are truncated, and a reader that finds a blob gone rereads the head (which no longer
 references it) instead of failing.
@@ -97,6 +99,7 @@ class PersistBackend(ReaderCommands, GarbageCollection):
         self._schemas: dict[str, pa.Schema] = {}
         self._data_cache: dict[str, tuple[int, S.StateData]] = {}
         self._heads: dict[str, S.Head] = {}  # this handle's last known head, per shard
+        self._inline: dict[str, dict[str, bytes]] = {}  # inlined parts' bytes, per shard
         self._advances = 0
         self.merge_below = MERGE_BELOW
         self.fault: Callable[[str], None] | None = None  # test hook (see Consensus.fault)
@@ -148,15 +151,18 @@ class PersistBackend(ReaderCommands, GarbageCollection):
     # -- the CAS loop -----------------------------------------------------------------------
 
     def _commit(self, shard_id: str, head: S.Head, upper: Frontier, data: S.StateData | None,
-                token: uuid.UUID) -> bool:
-        """CAS `head.seqno + 1` with `upper` and (if changed) `data`."""
+                token: uuid.UUID, inline: tuple[str, bytes] | None = None) -> bool:
+        """CAS `head.seqno + 1` with `upper` and (if changed) `data`, inserting the inlined
+        part `inline` (key, bytes) with it."""
         blob = None if data is None else S.encode_state(data)
         data_seqno = head.data_seqno if data is None else head.seqno + 1
         if self.fault is not None:
             self.fault("before_commit")
         won = self.consensus.cas(shard_id, head.seqno, enc_frontier(upper), blob, data_seqno,
-                                 token)
+                                 token, inline)
         if won:
+            if inline is not None:
+                self._inline.setdefault(shard_id, {})[inline[0]] = inline[1]
             new = S.Head(head.seqno + 1, upper, data_seqno, head.data if data is None else data)
             self._heads[shard_id] = new
             if data is not None:
@@ -166,15 +172,16 @@ class PersistBackend(ReaderCommands, GarbageCollection):
         return won
 
     def _update(self, shard_id: str, command: Callable[[S.Head], S.StateData | None],
-                what: str) -> S.Head:
-        """Apply `command` (head -> new data, or `None` for no change) by CAS until it lands."""
+                what: str, inline: tuple[str, bytes] | None = None) -> S.Head:
+        """Apply `command` (head -> new data, or `None` for no change) by CAS until it lands;
+        `inline` is the row of an inlined part the new data references."""
         token = uuid.uuid4()
         for _ in range(MAX_ATTEMPTS):
             head = self._head(shard_id)
             data = command(head)
             if data is None or data == head.data:
                 return head
-            if self._commit(shard_id, head, head.upper, data, token):
+            if self._commit(shard_id, head, head.upper, data, token, inline):
                 return self._heads[shard_id]
         raise StorageError(f"shard {shard_id!r}: {what} lost {MAX_ATTEMPTS} races in a row")
 
@@ -233,27 +240,29 @@ class PersistBackend(ReaderCommands, GarbageCollection):
     # -- writes -----------------------------------------------------------------------------
 
     def _stage(self, shard_id: str, updates: pa.Table, lower: int, upper: Frontier,
-               since: int) -> PartRef:
-        """Encode a part; PUT it to the blob store unless it is small enough to inline."""
+               since: int) -> tuple[PartRef, tuple[str, bytes] | None]:
+        """Encode a part; PUT it to the blob store unless it is small enough to inline, in
+        which case its `parts` row `(key, bytes)` is returned for the CAS to insert."""
         data = encode_ipc(updates)
         if len(data) <= INLINE_BYTES:
-            return S.PartRef(0, lower, S.enc(upper), since, updates.num_rows, inline=data)
+            key = uuid.uuid4().hex
+            return S.PartRef(0, lower, S.enc(upper), since, updates.num_rows, inline=key,
+                             size=len(data)), (key, data)
         key = self.blobs.new_key(shard_id)
         self.blobs.put(key, data)
-        return S.PartRef(0, lower, S.enc(upper), since, updates.num_rows, key=key)
+        return S.PartRef(0, lower, S.enc(upper), since, updates.num_rows, key=key), None
 
     def _fits_inline(self, data: S.StateData, part: PartRef) -> bool:
         if part.inline is None:
             return True
-        total = sum(len(p.inline) for p in data.parts if p.inline is not None)
-        return total + len(part.inline) <= INLINE_TOTAL
+        return S.inline_bytes(data) + part.size <= INLINE_TOTAL
 
     def _spilled(self, shard_id: str, data: S.StateData, part: PartRef,
                  updates: pa.Table) -> tuple[S.StateData, PartRef]:
         """When the inlined parts are full: PUT the newest run of them plus this append as one
         blob part (the same updates, the same times), and the state referencing it."""
         suffix = S.inline_suffix(data)
-        tables = [self._load(shard_id, r).updates for r in suffix] + [updates]
+        tables = [p.updates for p in self._load_all(shard_id, suffix)] + [updates]
         merged = pa.concat_tables(tables)
         key = self.blobs.new_key(shard_id)
         self.blobs.put(key, encode_ipc(merged))
@@ -265,8 +274,9 @@ class PersistBackend(ReaderCommands, GarbageCollection):
         self, shard_id: str, lower: Frontier, new_upper: Frontier, updates: pa.Table | None
     ) -> Frontier | None:
         part: PartRef | None = None
+        inline: tuple[str, bytes] | None = None
         if updates is not None and updates.num_rows and lower.time is not None:
-            part = self._stage(shard_id, updates, lower.time, new_upper, 0)
+            part, inline = self._stage(shard_id, updates, lower.time, new_upper, 0)
         token = uuid.uuid4()
         head = self._heads.get(shard_id)  # optimistic: our own last head is usually current
         for _ in range(MAX_ATTEMPTS):
@@ -278,13 +288,14 @@ class PersistBackend(ReaderCommands, GarbageCollection):
                     return head.upper
             data = None
             spilled: PartRef | None = None
+            row: tuple[str, bytes] | None = None
             if part is not None:
                 if self._fits_inline(head.data, part):
-                    data = S.append_part(head.data, part)
+                    data, row = S.append_part(head.data, part), inline
                 else:
                     assert updates is not None
                     data, spilled = self._spilled(shard_id, head.data, part, updates)
-            if self._commit(shard_id, head, new_upper, data, token):
+            if self._commit(shard_id, head, new_upper, data, token, row):
                 added_blob = spilled is not None or (part is not None and part.key is not None)
                 part = None
                 self.notifier.notify(shard_id)
@@ -346,6 +357,9 @@ class PersistBackend(ReaderCommands, GarbageCollection):
             advanced = [r[0] for r in cur.fetchall()]
             for shard_id in advanced:
                 self.notifier.notify(shard_id)
+            if advanced:  # other processes' listeners (see `Consensus.notify`)
+                cur.execute(f"SELECT pg_notify('{self.consensus.channel}', s) "
+                            f"FROM unnest(%s::text[]) s", (advanced,))
             cur.execute(check, {"shards": pending, "upper": target})
             return [r[0] for r in cur.fetchall()]
 
@@ -364,11 +378,33 @@ class PersistBackend(ReaderCommands, GarbageCollection):
 
     # -- parts ------------------------------------------------------------------------------
 
-    def _load(self, shard_id: str, ref: PartRef) -> Part:
+    def _fetch_inline(self, shard_id: str, refs: list[PartRef]) -> dict[str, bytes]:
+        """The bytes of the inlined parts among `refs`: cached ones (they never change), the
+        rest in one query; `BlobMissing` if a row is gone (its part was replaced and the
+        versions referencing it truncated: the head has moved on)."""
+        cache = self._inline.setdefault(shard_id, {})
+        wanted = [r.inline for r in refs if r.inline is not None and r.inline not in cache]
+        if wanted:
+            def fetch(cur: psycopg.Cursor[Any]) -> list[Any]:
+                cur.execute(f"SELECT key, data FROM {self.schema}.parts WHERE shard = %s "
+                            f"AND key = ANY(%s)", (shard_id, wanted))
+                return cur.fetchall()
+
+            for key, data in self.consensus.run(f"reading shard {shard_id!r} parts", fetch):
+                cache[key] = bytes(data)
+            if any(k not in cache for k in wanted):
+                raise BlobMissing(f"shard {shard_id!r}: an inlined part is gone")
+        return cache
+
+    def _load_all(self, shard_id: str, refs: list[PartRef]) -> list[Part]:
+        inline = self._fetch_inline(shard_id, refs)
+        return [self._load(shard_id, r, inline) for r in refs]
+
+    def _load(self, shard_id: str, ref: PartRef, inline: dict[str, bytes]) -> Part:
         what = f"shard {shard_id!r} part {ref.id}"
         raw: bytes | memoryview
         if ref.inline is not None:
-            raw = ref.inline
+            raw = inline[ref.inline]
         elif ref.key is not None:
             raw = self.blobs.get(ref.key)
         else:
@@ -377,6 +413,14 @@ class PersistBackend(ReaderCommands, GarbageCollection):
         if table.num_rows != ref.count:
             raise CorruptStorage(f"{what}: holds {table.num_rows} updates, recorded {ref.count}")
         return Part(ref.id, ref.lower, S.dec(ref.upper), ref.since, ref.count, table)
+
+    def _prune_inline(self, shard_id: str, head: S.Head) -> None:
+        """Forget cached inlined parts the head no longer references."""
+        cache = self._inline.get(shard_id)
+        if cache:
+            live = S.inline_keys_of(head.data)
+            if len(cache) > len(live):
+                self._inline[shard_id] = {k: v for k, v in cache.items() if k in live}
 
     def _read(self, shard_id: str,
               select: Callable[[S.Head], list[PartRef] | None]) -> tuple[S.Head, list[Part] | None]:
@@ -388,9 +432,11 @@ class PersistBackend(ReaderCommands, GarbageCollection):
             if refs is None:
                 return head, None
             try:
-                return head, [self._load(shard_id, r) for r in refs]
+                parts = self._load_all(shard_id, refs)
             except BlobMissing:
                 continue
+            self._prune_inline(shard_id, head)
+            return head, parts
         raise StorageError(f"shard {shard_id!r}: parts kept vanishing while being read")
 
     def read_parts(
@@ -427,8 +473,8 @@ class PersistBackend(ReaderCommands, GarbageCollection):
                       truncate: bool = True) -> bool:
         if not old:
             return False
-        ref = (self._stage(shard_id, new.updates, new.lower, new.upper, new.since)
-               if new.count else None)
+        ref, inline = (self._stage(shard_id, new.updates, new.lower, new.upper, new.since)
+                       if new.count else (None, None))
         outcome = {"ok": False}
 
         def command(head: S.Head) -> S.StateData | None:
@@ -436,7 +482,7 @@ class PersistBackend(ReaderCommands, GarbageCollection):
             outcome["ok"] = data is not None
             return data
 
-        self._update(shard_id, command, "compaction")
+        self._update(shard_id, command, "compaction", inline)
         if not outcome["ok"]:
             self._discard(ref)
             return False

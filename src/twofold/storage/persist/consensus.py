@@ -8,6 +8,9 @@ Tables (in one schema, `twofold` unless the URL says `schema=`):
   frontier as NULL); `data` (the parts, since and readers) is present on the versions that
   changed it and `data_seqno` names the version holding the current one, so advancing only the
   upper writes a few bytes. `token` is the writer's idempotency token;
+- `parts(shard, key, data)` — the bytes of small (inlined) parts, each row inserted by the
+  same statement as the version that first references it, so it exists exactly when that
+  version does and the state itself carries only part metadata;
 - `oracle(name, ts)` — the timestamp oracle.
 
 The CAS is the one measured fastest here that also keeps writers of different shards from
@@ -23,8 +26,12 @@ first attempt that commits while the retry is in flight is never reported as los
 truncated only when it is old by count and by age, so the check always finds `n + 1`; if it
 cannot, the call fails rather than guess.
 
-An insert trigger `NOTIFY`s the schema's channel with the shard id, so listeners in every
-process wake when a shard changes (`NotifyThread`).
+After a version lands, the writer `NOTIFY`s the schema's channel with the shard id in a
+transaction of its own, so listeners in every process wake when a shard changes
+(`NotifyThread`). Not in the same transaction (as an insert trigger would): PostgreSQL
+serialises the commits of notifying transactions on one cluster-wide lock held across their WAL
+flush, which would stop concurrent compare-and-sets on different shards from sharing a flush
+(group commit); a transaction that only notifies writes no WAL to wait for.
 """
 
 from __future__ import annotations
@@ -58,15 +65,13 @@ CREATE TABLE IF NOT EXISTS {s}.consensus (
     token uuid, data bytea, created timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (shard, seqno)
 );
+CREATE TABLE IF NOT EXISTS {s}.parts (
+    shard text NOT NULL, key text NOT NULL, data bytea NOT NULL, PRIMARY KEY (shard, key)
+);
 CREATE TABLE IF NOT EXISTS {s}.oracle (name text PRIMARY KEY, ts numeric(20) NOT NULL);
-CREATE OR REPLACE FUNCTION {s}.notify_shard() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN PERFORM pg_notify('{channel}', NEW.shard); RETURN NULL; END $$;
-DROP TRIGGER IF EXISTS consensus_notify ON {s}.consensus;
-CREATE TRIGGER consensus_notify AFTER INSERT ON {s}.consensus
-    FOR EACH ROW EXECUTE FUNCTION {s}.notify_shard();
 """
 
-FORMAT: Final = "twofold-persist-1"
+FORMAT: Final = "twofold-persist-2"
 
 CONNECTION_ERRORS: Final = (psycopg.OperationalError, psycopg.InterfaceError)
 
@@ -185,7 +190,7 @@ class Consensus:
                 cur.execute("SELECT to_regclass(%s)", (f"{self.schema}.meta",))
                 row = cur.fetchone()
                 if row is None or row[0] is None:
-                    cur.execute(_DDL.format(s=self.schema, channel=self.channel).encode())
+                    cur.execute(_DDL.format(s=self.schema).encode())
                     cur.execute(f"INSERT INTO {self.schema}.meta VALUES ('format', %s)",
                                 (FORMAT,))
                 cur.execute(f"SELECT value FROM {self.schema}.meta WHERE key = 'format'")
@@ -209,19 +214,42 @@ class Consensus:
 
     # -- compare-and-set --------------------------------------------------------------------
 
+    def notify(self, shards: list[str]) -> None:
+        """Wake the listeners of `shards` in every process (best effort: a lost notification
+        is caught by the listeners' safety-net poll)."""
+        if not shards:
+            return
+        sql = f"SELECT pg_notify('{self.channel}', s) FROM unnest(%s::text[]) s"
+        try:
+            with self._conn().cursor() as cur:
+                cur.execute(sql, (shards,))
+        except CONNECTION_ERRORS:
+            self._drop()
+        except (psycopg.Error, StorageError):
+            pass
+
     def cas(self, shard: str, expected: int, upper: int | None, data: bytes | None,
-            data_seqno: int, token: uuid.UUID) -> bool:
-        """Insert version `expected + 1` iff `expected` is the head; see the module docstring
-        for how a lost connection is resolved."""
-        sql = (
-            f"WITH head AS (SELECT 1 FROM {self.schema}.consensus "
-            f"WHERE shard = %(shard)s AND seqno = %(expected)s FOR KEY SHARE) "
-            f"INSERT INTO {self.schema}.consensus (shard, seqno, upper, data_seqno, token, data) "
-            f"SELECT %(shard)s, %(expected)s + 1, %(upper)s, %(data_seqno)s, %(token)s, %(data)s "
-            f"FROM head"
-        )
+            data_seqno: int, token: uuid.UUID,
+            inline: tuple[str, bytes] | None = None) -> bool:
+        """Insert version `expected + 1` iff `expected` is the head, and with it the row
+        `inline = (key, bytes)` of `parts` if given; then notify. See the module docstring for
+        how a lost connection is resolved."""
+        s = self.schema
+        head = (f"head AS (SELECT 1 FROM {s}.consensus "
+                f"WHERE shard = %(shard)s AND seqno = %(expected)s FOR KEY SHARE)")
+        insert = (f"INSERT INTO {s}.consensus (shard, seqno, upper, data_seqno, token, data) "
+                  f"SELECT %(shard)s, %(expected)s + 1, %(upper)s, %(data_seqno)s, %(token)s, "
+                  f"%(data)s FROM head")
+        if inline is None:
+            sql = f"WITH {head} {insert}"
+        else:  # one statement: the part's row exists iff the version does
+            sql = (f"WITH {head}, version AS ({insert} RETURNING 1) "
+                   f"INSERT INTO {s}.parts (shard, key, data) "
+                   f"SELECT %(shard)s, %(key)s, %(part)s FROM version")
         params = {"shard": shard, "expected": expected, "upper": upper, "data": data,
-                  "data_seqno": data_seqno, "token": token}
+                  "data_seqno": data_seqno, "token": token,
+                  "key": None if inline is None else inline[0],
+                  "part": None if inline is None else inline[1]}
         deadline = time.monotonic() + self.retry_timeout
         uncertain = False
         delay = 0.05
@@ -249,17 +277,20 @@ class Consensus:
                 delay = min(delay * 2, 1.0)
                 outcome = self._resolve(shard, expected, token)
                 if outcome is not None:
+                    if outcome:
+                        self.notify([shard])
                     return outcome
                 continue  # nothing landed: try again with the same token
             except psycopg.Error as e:
                 raise StorageError(
                     f"PostgreSQL ({self.where}): compare-and-set of shard {shard!r}: {e}"
                 ) from None
-            if won or not uncertain:
-                return won
-            # A mismatch after an uncertain attempt may be that attempt having landed.
-            outcome = self._resolve(shard, expected, token)
-            return bool(outcome)
+            if not won and uncertain:
+                # A mismatch after an uncertain attempt may be that attempt having landed.
+                won = bool(self._resolve(shard, expected, token))
+            if won:
+                self.notify([shard])
+            return won
 
     def _resolve(self, shard: str, expected: int, token: uuid.UUID) -> bool | None:
         """After an uncertain CAS: `True` if version `expected + 1` is ours, `False` if another

@@ -3,7 +3,8 @@
 A version is truncated once it is at least `keep_versions` behind the head and `keep_seconds`
 old (so an uncertain compare-and-set can still be resolved by reading its successor) and no live
 leased reader still holds it; the head's data version is always kept. Blobs referenced only by
-truncated versions (parts that compaction or merging replaced) are deleted right after.
+truncated versions (parts that compaction or merging replaced) are deleted right after, and so
+are the `parts` rows of inlined parts only they referenced.
 `collect_garbage` also lists the blob store and deletes blobs no version references that are
 older than a grace period: parts PUT by writers that died before their compare-and-set.
 """
@@ -73,10 +74,19 @@ class GarbageCollection:
 
         count, gone, kept = self.consensus.run(f"truncating shard {shard_id!r}", delete)
         dead: set[str] = set()
+        dead_inline: set[str] = set()
         for blob in gone:
-            dead |= S.keys_of(S.decode_state(blob))
+            data = S.decode_state(blob)
+            dead |= S.keys_of(data)
+            dead_inline |= S.inline_keys_of(data)
         for blob in kept:
-            dead -= S.keys_of(S.decode_state(blob))
+            data = S.decode_state(blob)
+            dead -= S.keys_of(data)
+            dead_inline -= S.inline_keys_of(data)
+        if dead_inline:
+            self.consensus.run(f"truncating shard {shard_id!r} parts", lambda cur: cur.execute(
+                f"DELETE FROM {s}.parts WHERE shard = %s AND key = ANY(%s)",
+                (shard_id, sorted(dead_inline))))
         self.blobs.delete(sorted(dead))
         return count, len(dead)
 

@@ -47,19 +47,19 @@ class ReaderCommands:
     def reader(self: Core, shard_id: str, reader_id: str) -> S.ReaderState | None:
         return S.live_readers(self._head(shard_id).data, now_ms()).get(reader_id)
 
-    def heartbeat_readers(self: Core, shard_id: str, reader_ids: list[str]) -> list[str]:
-        """Renew the leases of `reader_ids` (one CAS); return those that had already expired."""
+    def heartbeat_readers(self: Core, shard_id: str,
+                          readers: list[str] | dict[str, Frontier]) -> list[str]:
+        """Renew the leases of `readers` (one CAS), moving each one's since forward to the
+        frontier given for it (a dict); return those that had already expired."""
+        sinces = (readers if isinstance(readers, dict)
+                  else dict.fromkeys(readers, Frontier.minimum()))
+        encoded = {rid: S.enc(f) for rid, f in sinces.items()}
         lost: list[str] = []
 
         def command(head: S.Head) -> S.StateData:
-            now = now_ms()
-            live = S.live_readers(head.data, now)
-            lost[:] = [r for r in reader_ids if r not in live]
-            for rid in reader_ids:
-                if rid in live:
-                    live[rid] = msgspec.structs.replace(live[rid], heartbeat_ms=now,
-                                                        seqno=head.seqno)
-            return msgspec.structs.replace(head.data, readers=live)
+            data, gone = S.renew_readers(head.data, encoded, head.seqno, now_ms())
+            lost[:] = gone
+            return data
 
         self._update(shard_id, command, "heartbeat")
         return lost

@@ -12,7 +12,11 @@ reruns the command. Nothing here does IO.
 
 Readers hold the shard back. The shard's `since` never passes the meet of the sinces of its
 live readers: *critical* readers (the controller) until they move themselves, *leased* readers
-until their lease (renewed by heartbeats) runs out, after which any command drops them.
+(listeners in any process) until their lease (renewed by heartbeats) runs out, after which any
+command drops them. Critical readers also *drive* since: while one is registered, since follows
+the meet of all live readers as they move. Leased readers only hold it back: a listener's
+progress alone never releases history someone else may still need (without a critical reader,
+since moves only by an explicit `downgrade_since`).
 """
 
 from __future__ import annotations
@@ -35,7 +39,10 @@ def dec(value: TimeOrEmpty) -> Frontier:
 
 
 class PartRef(msgspec.Struct, frozen=True, array_like=True):
-    """A stored part: inlined bytes (small parts) or the key of a write-once blob."""
+    """A stored part: the key of a write-once blob, or (small parts) the key of its row in the
+    consensus database's `parts` table (`inline`, `size` bytes), written by the same statement
+    as the version that first references it. Only metadata lives in the state, so the state
+    each compare-and-set writes stays a few dozen bytes per part."""
 
     id: int
     lower: int
@@ -43,7 +50,8 @@ class PartRef(msgspec.Struct, frozen=True, array_like=True):
     since: int
     count: int
     key: str | None = None
-    inline: bytes | None = None
+    inline: str | None = None
+    size: int = 0
 
 
 class ReaderState(msgspec.Struct, frozen=True, array_like=True):
@@ -87,7 +95,17 @@ class Head:
 
 
 def keys_of(data: StateData) -> set[str]:
+    """The blob keys `data` references."""
     return {p.key for p in data.parts if p.key is not None}
+
+
+def inline_keys_of(data: StateData) -> set[str]:
+    """The keys of the inlined parts (rows of the `parts` table) `data` references."""
+    return {p.inline for p in data.parts if p.inline is not None}
+
+
+def inline_bytes(data: StateData) -> int:
+    return sum(p.size for p in data.parts if p.inline is not None)
 
 
 def append_part(data: StateData, part: PartRef) -> StateData:
@@ -183,16 +201,37 @@ def downgrade_since(data: StateData, requested: Frontier, now_ms: int) -> StateD
     return msgspec.structs.replace(data, since=enc(since), readers=readers)
 
 
+def with_readers(data: StateData, readers: dict[str, ReaderState]) -> StateData:
+    """The state with exactly `readers` (live ones); since then advances to their meet if one
+    of them is critical (see the module docstring), and never moves backwards."""
+    since = dec(data.since)
+    if any(r.critical for r in readers.values()):
+        since = since.join(readers_meet(readers))
+    return msgspec.structs.replace(data, readers=readers, since=enc(since))
+
+
 def with_reader(data: StateData, reader_id: str, reader: ReaderState | None,
                 now_ms: int) -> StateData:
     """The state with `reader_id` set to `reader` (removed if `None`) and expired readers
-    dropped; since then advances to the meet of the remaining readers, if there are any (a
-    reader's hold is all that keeps since back: removing one releases it)."""
+    dropped (`with_readers`)."""
     readers = live_readers(data, now_ms)
     readers.pop(reader_id, None)
     if reader is not None:
         readers[reader_id] = reader
-    since = dec(data.since)
-    if readers:
-        since = since.join(readers_meet(readers))
-    return msgspec.structs.replace(data, readers=readers, since=enc(since))
+    return with_readers(data, readers)
+
+
+def renew_readers(data: StateData, sinces: dict[str, TimeOrEmpty], seqno: int,
+                  now_ms: int) -> tuple[StateData, list[str]]:
+    """A heartbeat: renew the leases of the live readers among `sinces`, moving each one's
+    since forward to the given value (never backwards); expired readers are dropped. Returns
+    the state and the ids in `sinces` that had already expired (their holds are gone)."""
+    live = live_readers(data, now_ms)
+    lost = [r for r in sinces if r not in live]
+    for rid, since in sinces.items():
+        reader = live.get(rid)
+        if reader is not None:
+            held = dec(reader.since).join(dec(since))
+            live[rid] = msgspec.structs.replace(reader, since=enc(held), heartbeat_ms=now_ms,
+                                                seqno=seqno)
+    return with_readers(data, live), lost
