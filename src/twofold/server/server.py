@@ -173,7 +173,7 @@ class _Conn:
             if isinstance(msg, m.Terminate):
                 return
             # Run the statement while watching the socket: a hang-up cancels it.
-            self.task = asyncio.ensure_future(session.handle(msg))
+            self.task = asyncio.ensure_future(self._handle_received(session, msg))
             self.cancelled_by_key = False
             while True:
                 if pending is None:
@@ -192,7 +192,8 @@ class _Conn:
                 self.machine.receive_data(data)
             task, self.task = self.task, None
             try:
-                task.result()
+                if task.result():
+                    return  # a Terminate among the messages
             except asyncio.CancelledError:
                 if not self.cancelled_by_key:
                     raise
@@ -200,6 +201,19 @@ class _Conn:
                 if self.machine.phase is Phase.READY:
                     session.ready()
                 await self.drain()
+
+    async def _handle_received(self, session: Session, msg: m.Frontend) -> bool:
+        """Handle `msg` and every message received after it that is already complete (a
+        client's Bind/Describe/Execute/Sync arrive together: one task for all of them); True
+        when a Terminate ends them."""
+        while True:
+            await session.handle(msg)
+            nxt = self.machine.next_message()
+            if nxt is None:
+                return False
+            if isinstance(nxt, m.Terminate):
+                return True
+            msg = nxt
 
     def cancel(self) -> None:
         if self.task is not None and not self.task.done():

@@ -1,0 +1,363 @@
+"""Prepared statements: SQL parsed, bound and planned once, then executed many times with
+parameters — what a pgwire prepared statement (or the unnamed statement a driver re-sends)
+runs, and what `db.sql` can use for a statement it sees again.
+
+    stmt = statement(db, "SELECT v FROM t WHERE k = $1")    # shared per database and text
+    (await stmt.execute([5])).rows
+    (await stmt.execute([6])).rows                           # no parse, no plan: a key lookup
+
+Contract: `PreparedStatement.execute(params, as_of=None)` returns exactly what
+`twofold.sql.execute(db, text, params, as_of=as_of)` returns, with the same typed errors.
+A query (`SELECT`, set operations, `VALUES`, `WITH`, `... AS OF t`) is parsed once; its plan
+is kept per parameter type signature (the Python type of each parameter, `None` included) as a
+*template*: the statement is planned with two different sets of stand-in values of those types,
+and when the two plans differ only in `Literal` values that are those stand-ins, position for
+position, the template is that plan with the parameters' places marked, and an execution only
+puts its values there. Where a stand-in changes anything else (LIMIT $1, VALUES ($1), a folded
+`-$1`, ...) there is no template: that signature is planned again on every execution (the
+parse is still kept). A point query answered by an index (`twofold.sql.lookup`) keeps its
+lookup — index, key places, fused map/filter/project — and an execution is: substitute the key,
+peek the index. A key value the lookup cannot take (out of range, NaN, zero float) runs the
+template's plan instead, as the unprepared path would.
+
+Every execution first brings the session's catalog up to date (one cached read of its version,
+which also notices another process's DDL); when the version moved — any CREATE, DROP or new
+index, here or in another process — every kept plan is discarded and the statement is planned
+afresh, so a kept plan never answers for a catalog it was not planned against. Other statements
+(DML, DDL, SUBSCRIBE, SHOW, EXPLAIN) run through `twofold.sql.execute` each time.
+`statement(db, text)` gives the one `PreparedStatement` per database and text (the most recent
+`CACHE_SIZE` texts are kept).
+"""
+
+from __future__ import annotations
+
+import collections
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from sqlglot import exp
+
+from twofold.api.errors import TwofoldError
+from twofold.api.relation import Relation
+from twofold.api.results import Result
+from twofold.api.schema import Schema
+from twofold.protocol import Literal, MapFilterProject
+from twofold.sql.errors import FeatureNotSupported, InternalError, SqlError
+
+CACHE_SIZE = 256
+_QUERIES = (exp.Select, exp.SetOperation, exp.Values, exp.Subquery)
+
+# Stand-in values per parameter position: distinct across positions and between the two sets.
+_STAND_INS: dict[type, tuple[Any, Any]] = {
+    int: (7_340_033, 9_437_189),
+    float: (7340033.25, 9437189.75),
+    str: ("\x00twofold-a", "\x00twofold-b"),
+    bytes: (b"\x00twofold-a", b"\x00twofold-b"),
+}
+
+Path = tuple[str | int, ...]
+Holes = dict[str | int, Any]  # a trie over paths: a step's subtrie, or a parameter index leaf
+
+
+def _stand_in(kind: type, which: int, position: int, value: Any) -> Any:
+    if kind is type(None):
+        return None
+    if kind is bool:
+        return value if which == 0 else (not value)
+    base = _STAND_INS[kind][which]
+    if kind is int:
+        return base + 2 * position
+    if kind is float:
+        return base + 2.0 * position
+    return base + (str(position) if kind is str else str(position).encode())
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def _diff(a: Any, b: Any, sa: Sequence[Any], sb: Sequence[Any], path: Path,
+          holes: list[tuple[Path, int]]) -> bool:
+    """Whether plans `a` and `b` are equal but for Literals holding stand-ins `sa[i]` in `a`
+    where `b` holds `sb[i]` (recorded in `holes`)."""
+    if a is b:
+        return True
+    ta = type(a)
+    if ta is not type(b):
+        return False
+    if ta is Literal:
+        va, vb = a.value, b.value
+        if _same(va, vb):
+            return True
+        for i, (x, y) in enumerate(zip(sa, sb, strict=True)):
+            if _same(va, x) and _same(vb, y):
+                holes.append((path, i))
+                return True
+        return False
+    if isinstance(a, msgspec.Struct):
+        return all(_diff(getattr(a, f), getattr(b, f), sa, sb, (*path, f), holes)
+                   for f in a.__struct_fields__)
+    if ta is list or ta is tuple:
+        return len(a) == len(b) and all(_diff(x, y, sa, sb, (*path, i), holes)
+                                        for i, (x, y) in enumerate(zip(a, b, strict=True)))
+    if ta is dict:
+        return a.keys() == b.keys() and all(_diff(a[k], b[k], sa, sb, (*path, k), holes)
+                                            for k in a)
+    return bool(a == b)
+
+
+def _trie(holes: list[tuple[Path, int]]) -> Holes:
+    root: Holes = {}
+    for path, i in holes:
+        node = root
+        for step in path[:-1]:
+            node = node.setdefault(step, {})
+        node[path[-1]] = i
+    return root
+
+
+def _fill(node: Any, holes: Holes, params: Sequence[Any]) -> Any:
+    """`node` with each hole's Literal holding its parameter's value."""
+    if isinstance(node, Literal) and not holes:
+        raise AssertionError("a hole is a Literal's place, not inside it")
+    if isinstance(node, msgspec.Struct):
+        changes = {}
+        for step, sub in holes.items():
+            child = getattr(node, str(step))
+            changes[str(step)] = (Literal(value=params[sub]) if type(sub) is int
+                                  else _fill(child, sub, params))
+        return msgspec.structs.replace(node, **changes)
+    if isinstance(node, list | tuple):
+        items = list(node)
+        for step, sub in holes.items():
+            assert type(step) is int
+            items[step] = (Literal(value=params[sub]) if type(sub) is int
+                           else _fill(items[step], sub, params))
+        return items if isinstance(node, list) else tuple(items)
+    if isinstance(node, dict):
+        out = dict(node)
+        for step, sub in holes.items():
+            out[step] = (Literal(value=params[sub]) if type(sub) is int
+                         else _fill(out[step], sub, params))
+        return out
+    raise AssertionError(f"a hole inside a {type(node).__name__}")
+
+
+@dataclass(frozen=True)
+class _KeyPart:
+    """One key value of a kept lookup: a parameter's (by index) or a constant."""
+
+    param: int | None
+    value: Any
+
+
+@dataclass
+class _Template:
+    """A query planned once for one parameter type signature (module docstring)."""
+
+    relation: Relation  # planned with the first stand-ins
+    visible: int
+    plan_holes: Holes
+    lookup: Any  # twofold.sql.lookup.Lookup, planned with the first stand-ins, or None
+    key: list[_KeyPart]
+    key_scalars: list[str]
+    mfp_holes: Holes
+
+    def relation_for(self, params: Sequence[Any]) -> Relation:
+        rel = self.relation
+        if not self.plan_holes:
+            return rel
+        out = Relation(rel._db, _fill(rel.plan, self.plan_holes, params), rel.schema,
+                       rel.inputs, rel.views)
+        out.order = list(rel.order)
+        return out
+
+    def lookup_for(self, params: Sequence[Any]) -> Any:
+        from twofold.sql.lookup import Lookup, _usable
+
+        key = [params[k.param] if k.param is not None else k.value for k in self.key]
+        if not all(_usable(v, s) for v, s in zip(key, self.key_scalars, strict=True)):
+            return None
+        found = self.lookup
+        mfp = _fill(found.mfp, self.mfp_holes, params) if self.mfp_holes else found.mfp
+        return Lookup(found.index, key, mfp)
+
+
+def _key_parts(a: Any, b: Any, sa: Sequence[Any], sb: Sequence[Any]) -> list[_KeyPart] | None:
+    parts = []
+    for va, vb in zip(a.key, b.key, strict=True):
+        if _same(va, vb):
+            parts.append(_KeyPart(None, va))
+            continue
+        found = [i for i, (x, y) in enumerate(zip(sa, sb, strict=True))
+                 if _same(va, x) and _same(vb, y)]
+        if not found:
+            return None
+        parts.append(_KeyPart(found[0], None))
+    return parts
+
+
+def _template(db: Any, node: exp.Expr, kinds: tuple[type, ...],
+              params: Sequence[Any]) -> _Template | None:
+    """The template of `node` for parameters of types `kinds`, or None (module docstring)."""
+    from twofold.sql import compile_query
+    from twofold.sql.lookup import Lookup, find_lookup
+
+    if sum(k is bool for k in kinds) > 1:
+        return None  # two stand-ins per position cannot tell several bools apart
+    sa = [_stand_in(k, 0, i, v) for i, (k, v) in enumerate(zip(kinds, params, strict=True))]
+    sb = [_stand_in(k, 1, i, v) for i, (k, v) in enumerate(zip(kinds, params, strict=True))]
+    rel_a, visible = compile_query(db, node.copy(), sa)
+    rel_b, visible_b = compile_query(db, node.copy(), sb)
+    holes: list[tuple[Path, int]] = []
+    if (visible != visible_b or rel_a.schema != rel_b.schema or rel_a.order != rel_b.order
+            or rel_a.inputs != rel_b.inputs or rel_a.views != rel_b.views
+            or not _diff(rel_a.plan, rel_b.plan, sa, sb, (), holes)):
+        return None
+    found_a, found_b = find_lookup(db, rel_a), find_lookup(db, rel_b)
+    key: list[_KeyPart] = []
+    scalars: list[str] = []
+    mfp_holes: list[tuple[Path, int]] = []
+    if (found_a is None) != (found_b is None):
+        return None
+    if found_a is not None and found_b is not None:
+        parts = _key_parts(found_a, found_b, sa, sb)
+        if (parts is None or found_a.index is not found_b.index
+                or not _diff(found_a.mfp, found_b.mfp, sa, sb, (), mfp_holes)):
+            return None
+        key = parts
+        schema = found_a.index.schema
+        scalars = [schema.types[schema.names.index(k)].scalar for k in found_a.index.key]
+        mfp = found_a.mfp
+        if not mfp.map and not mfp.filter and mfp.project == list(range(len(schema))):
+            # Every column in order is no projection: the peek takes the index's row path.
+            found_a = Lookup(found_a.index, found_a.key, MapFilterProject())
+    return _Template(rel_a, visible, _trie(holes), found_a, key, scalars, _trie(mfp_holes))
+
+
+async def run_relation(db: Any, relation: Relation, visible: int, found: Any,
+                       as_of: int | None) -> Result:
+    """A planned query's result: through the index lookup `found` when it can be read, else
+    the relation's own plan; only the `visible` leading columns."""
+    from twofold.sql.lookup import run_lookup
+
+    fast = None if found is None else await run_lookup(db, relation, found, as_of)
+    result: Result = fast if fast is not None else await db.query(relation, as_of=as_of)
+    if visible == len(relation.schema):
+        return result
+    schema = Schema(relation.schema.names[:visible], relation.schema.types[:visible])
+    return Result(schema, result.timestamp, [r[:visible] for r in result.rows])
+
+
+def _typed_errors(text: str, e: Exception) -> Exception:
+    """The error `twofold.sql.execute` raises for `e` (same translation)."""
+    from twofold.sql import _typed
+
+    if isinstance(e, SqlError):
+        return e
+    if isinstance(e, TwofoldError):
+        return _typed(e)
+    if isinstance(e, RecursionError):
+        return FeatureNotSupported("the statement is nested too deeply")
+    if isinstance(e, AttributeError | KeyError | IndexError | TypeError | ValueError
+                  | AssertionError):
+        return InternalError(f"cannot plan this statement ({type(e).__name__}: {e}); "
+                             f"statement: {text[:200]!r}")
+    return e
+
+
+class PreparedStatement:
+    """One SQL statement of one database, prepared (module docstring)."""
+
+    def __init__(self, db: Any, text: str) -> None:
+        self.db = db
+        self.text = text
+        self._node: exp.Expr | None = None
+        self._query: bool | None = None
+        self._epoch: int | None = None
+        self._plans: dict[tuple[type, ...], _Template | None] = {}
+
+    def _version(self) -> int:
+        db = self.db
+        db._refresh()  # one cached read of the catalog's version; adopts another's DDL
+        return int(db._seen_version)
+
+    def _parsed(self) -> exp.Expr:
+        if self._node is None:
+            from twofold.sql.parser import AsOf, parse
+
+            node = parse(self.text)
+            self._query = isinstance(node, _QUERIES) or (
+                isinstance(node, AsOf) and isinstance(node.this, _QUERIES))
+            self._node = node
+        return self._node
+
+    async def execute(self, params: Sequence[Any] | None = None, *,
+                      as_of: int | None = None) -> Any:
+        from twofold.sql import execute
+
+        try:
+            node = self._parsed()
+            version = self._version()
+        except Exception as e:
+            raise _typed_errors(self.text, e) from e
+        if not self._query:
+            if as_of is None:
+                return await execute(self.db, self.text, params)
+            return await execute(self.db, self.text, params, as_of=as_of)
+        if version != self._epoch:
+            self._plans.clear()
+            self._epoch = version
+        values = list(params or ())
+        try:
+            return await self._run_query(node, values, as_of)
+        except Exception as e:
+            err = _typed_errors(self.text, e)
+            if err is e:
+                raise
+            raise err from e
+
+    async def _run_query(self, node: exp.Expr, params: list[Any], as_of: int | None) -> Any:
+        from twofold.sql import _as_of, compile_query
+        from twofold.sql.parser import AsOf
+        from twofold.sql.planner import Planner
+
+        if isinstance(node, AsOf):
+            as_of = _as_of(Planner(self.db, params), node.expression)
+            node = node.this
+        kinds = tuple(type(p) for p in params)
+        if kinds not in self._plans:
+            self._plans[kinds] = _template(self.db, node, kinds, params)
+        template = self._plans[kinds]
+        if template is None:  # planned for these values only
+            relation, visible = compile_query(self.db, node.copy(), params)
+            from twofold.sql.lookup import find_lookup
+
+            return await run_relation(self.db, relation, visible,
+                                      find_lookup(self.db, relation), as_of)
+        relation = template.relation_for(params)
+        found = None if template.lookup is None else template.lookup_for(params)
+        return await run_relation(self.db, relation, template.visible, found, as_of)
+
+
+_CACHES: weakref.WeakKeyDictionary[Any, collections.OrderedDict[str, PreparedStatement]] = \
+    weakref.WeakKeyDictionary()
+
+
+def statement(db: Any, text: str) -> PreparedStatement:
+    """The prepared statement for `text` on `db` (one per database and text, the most recent
+    `CACHE_SIZE` kept)."""
+    cache = _CACHES.get(db)
+    if cache is None:
+        cache = _CACHES[db] = collections.OrderedDict()
+    stmt = cache.get(text)
+    if stmt is None:
+        stmt = cache[text] = PreparedStatement(db, text)
+        if len(cache) > CACHE_SIZE:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(text)
+    return stmt

@@ -1,0 +1,172 @@
+"""Prepared statements keep their parsed and planned form (`twofold.sql.prepared`) and never
+answer from a stale one: the same answers as an unprepared `db.sql` for any parameters, and
+after CREATE INDEX, DROP INDEX, DROP TABLE and a new table of the same name — over psycopg
+prepared statements and in process."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from psycopg import errors
+
+from twofold.sql import prepared
+from twofold.testing.pgwire import ServerHandle
+from twofold.testing.profiles import examples
+
+
+def connect(server: ServerHandle) -> psycopg.Connection:
+    return psycopg.connect(server.dsn(), autocommit=True, connect_timeout=10)
+
+
+def _get(c: psycopg.Connection, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    return c.execute(sql, params, prepare=True).fetchall()
+
+
+def test_prepared_statement_follows_ddl(server: ServerHandle, name: str) -> None:
+    q = f"SELECT v FROM {name} WHERE k = %s"
+    with connect(server) as c, connect(server) as ddl:
+        ddl.execute(f"CREATE TABLE {name} (k bigint, v text)")
+        ddl.execute(f"INSERT INTO {name} VALUES (1, 'a'), (2, 'b')")
+        for _ in range(3):
+            assert _get(c, q, [1]) == [("a",)]
+        ddl.execute(f"CREATE INDEX {name}_k ON {name} (k)")  # the plan becomes a lookup
+        assert _get(c, q, [2]) == [("b",)]
+        ddl.execute(f"INSERT INTO {name} VALUES (3, 'c'), (2, 'b2')")
+        assert sorted(_get(c, q, [2])) == [("b",), ("b2",)]
+        assert _get(c, q, [3]) == [("c",)]
+        ddl.execute(f"DROP INDEX {name}_k")
+        assert _get(c, q, [3]) == [("c",)]
+        ddl.execute(f"DROP TABLE {name}")
+        with pytest.raises(errors.UndefinedTable):
+            _get(c, q, [1])
+        ddl.execute(f"CREATE TABLE {name} (k bigint, v text)")
+        ddl.execute(f"INSERT INTO {name} VALUES (1, 'new')")
+        assert _get(c, q, [1]) == [("new",)]
+        assert _get(c, q, [2]) == []
+        ddl.execute(f"CREATE INDEX {name}_k2 ON {name} (k)")
+        assert _get(c, q, [1]) == [("new",)]
+        ddl.execute(f"DROP TABLE {name} CASCADE")
+        ddl.execute(f"CREATE TABLE {name} (k bigint, v double precision)")
+        ddl.execute(f"INSERT INTO {name} VALUES (1, 1.5)")
+        assert _get(c, q, [1]) == [(1.5,)]  # a new column type, not the old plan's
+
+
+def test_second_execution_neither_parses_nor_plans(server: ServerHandle, name: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import twofold.sql as sql_mod
+    import twofold.sql.parser as parser_mod
+
+    db = server.db
+    server.call(db.sql(f"CREATE TABLE {name} (k bigint, v text)"))
+    server.call(db.sql(f"INSERT INTO {name} VALUES (1, 'a'), (2, 'b')"))
+    server.call(db.sql(f"CREATE INDEX ON {name} (k)"))
+    stmt = prepared.PreparedStatement(db, f"SELECT v FROM {name} WHERE k = $1")
+    assert server.call(stmt.execute([1])).rows == [("a",)]
+    calls = {"parse": 0, "plan": 0}
+    real_parse, real_compile = parser_mod.parse, sql_mod.compile_query
+
+    def parse(text: str) -> Any:
+        calls["parse"] += 1
+        return real_parse(text)
+
+    def compile_query(*args: Any, **kw: Any) -> Any:
+        calls["plan"] += 1
+        return real_compile(*args, **kw)
+
+    monkeypatch.setattr(parser_mod, "parse", parse)
+    monkeypatch.setattr(sql_mod, "compile_query", compile_query)
+    for k, v in [(2, "b"), (1, "a"), (3, None)]:
+        assert server.call(stmt.execute([k])).rows == ([] if v is None else [(v,)])
+    assert calls == {"parse": 0, "plan": 0}
+    server.call(db.sql(f"INSERT INTO {name} VALUES (3, 'c')"))  # a write is no DDL
+    assert server.call(stmt.execute([3])).rows == [("c",)]
+    assert calls == {"parse": 0, "plan": 0}
+    server.call(db.sql(f"CREATE TABLE {name}_other (x bigint)"))  # any DDL: planned again
+    assert server.call(stmt.execute([3])).rows == [("c",)]
+    assert calls["plan"] > 0
+
+
+# -- the same answers as unprepared db.sql, for any parameters ---------------------------------
+
+_QUERIES = [
+    ("SELECT k, f, s FROM {t} WHERE k = $1", ["int"]),
+    ("SELECT k, s FROM {t} WHERE f = $1", ["float"]),
+    ("SELECT s FROM {t} WHERE k = $1 AND f > $2", ["int", "float"]),
+    ("SELECT k FROM {t} WHERE s = $1", ["str"]),
+    ("SELECT k, -$1 FROM {t} WHERE k = $2", ["int", "int"]),
+    ("SELECT k + $1, f * $2 FROM {t} WHERE k = $3", ["int", "float", "int"]),
+    ("SELECT k FROM {t} WHERE k = $1 ORDER BY f LIMIT $2", ["int", "limit"]),
+    ("SELECT k FROM {t} ORDER BY k LIMIT $1 OFFSET $2", ["limit", "limit"]),
+    ("SELECT count(*), sum(f) FROM {t} WHERE k > $1", ["int"]),
+    ("SELECT k FROM {t} WHERE k IN ($1, $2) ORDER BY k", ["int", "int"]),
+    ("SELECT CASE WHEN $1 THEN k ELSE -k END FROM {t} WHERE k = $2", ["bool", "int"]),
+    ("SELECT k, $1 FROM {t} WHERE k = $2", ["any", "int"]),
+    ("SELECT $1, $2", ["any", "any"]),
+    ("VALUES ($1, 1)", ["int"]),
+    ("SELECT k FROM {t} WHERE k = $1 UNION SELECT k FROM {t} WHERE k = $2", ["int", "int"]),
+    ("SELECT k FROM {t} WHERE f = $1 AND k = $2", ["float", "int"]),
+    ("SELECT k FROM {t} WHERE s = $1 OR k = $2 ORDER BY k", ["str", "int"]),
+]
+
+_ints = st.one_of(st.integers(-3, 12), st.sampled_from([0, -1, 2**63 - 1, -(2**63), 2**63]))
+_floats = st.one_of(st.sampled_from([0.0, -0.0, 0.5, 1.5, -2.5, math.inf, -math.inf, math.nan]),
+                    st.floats(-5, 5, width=32))
+_strs = st.sampled_from(["a", "b", "", "v3", "\x00twofold-a0"])
+_any = st.one_of(_ints, _floats, _strs, st.booleans(), st.binary(max_size=3))
+
+
+def _param(kind: str) -> st.SearchStrategy[Any]:
+    base = {"int": _ints, "float": st.one_of(_floats, _ints), "str": _strs,
+            "bool": st.booleans(), "limit": st.integers(0, 4), "any": _any}[kind]
+    return st.one_of(st.none(), base) if kind != "limit" else base
+
+
+@st.composite
+def _case(draw: st.DrawFn) -> tuple[str, list[list[Any]]]:
+    text, kinds = draw(st.sampled_from(_QUERIES))
+    runs = draw(st.lists(st.tuples(*[_param(k) for k in kinds]), min_size=1, max_size=4))
+    return text, [list(r) for r in runs]
+
+
+def _outcome(server: ServerHandle, aw: Any) -> Any:
+    try:
+        result = server.call(aw)
+    except Exception as e:
+        return ("error", type(e).__name__)
+    rows = [tuple("nan" if isinstance(v, float) and math.isnan(v) else v for v in r)
+            for r in result.rows]
+    return sorted(rows, key=repr), list(result.schema.names), \
+        [t.scalar for t in result.schema.types]
+
+
+@pytest.fixture(scope="module")
+def table(server: ServerHandle) -> str:
+    db = server.db
+    t = "prepared_diff"
+    server.call(db.sql(f"CREATE TABLE {t} (k bigint, f double precision, s text)"))
+    rows = [(k, k / 2 if k % 3 else None, f"v{k}" if k % 4 else None) for k in range(-2, 10)]
+    rows += [(3, 1.5, "a"), (0, 0.0, "b"), (5, math.inf, ""), (7, math.nan, "a")]
+    db.get(t).insert(rows)  # off the loop, as COPY does
+    server.call(db.sql(f"CREATE INDEX {t}_k ON {t} (k)"))
+    server.call(db.sql(f"CREATE INDEX {t}_f ON {t} (f)"))
+    server.call(db.sql(f"CREATE INDEX {t}_fk ON {t} (f, k)"))
+    return t
+
+
+@settings(max_examples=examples(40), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(case=_case())
+def test_prepared_equals_unprepared(server: ServerHandle, table: str,
+                                    case: tuple[str, list[list[Any]]]) -> None:
+    text, runs = case
+    sql = text.format(t=table)
+    stmt = prepared.PreparedStatement(server.db, sql)
+    for params in runs:  # one statement, executed again with other values and types
+        want = _outcome(server, server.db.sql(sql, params))
+        got = _outcome(server, stmt.execute(params))
+        assert got == want, (sql, params)
