@@ -211,14 +211,16 @@ def is_catalog_query(sql: str) -> bool:
 def _describe(db: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """A snapshot of the catalog (on the database's loop): objects, columns, indexes."""
     from twofold.sql.planner import Planner
-    from twofold.sql.statements import views
 
     objects = [(n, k) for n, k in db.objects()]
-    objects += [(n, "view") for n in views(db)]
+    texts: dict[str, str] = {n: getattr(db.get(n), "sql", None) or "" for n, k in objects
+                             if k == "view"}
+    sql_views = _sql_views(db)  # views kept by the SQL layer, where it keeps its own
+    objects += [(n, "view") for n in sql_views if n not in texts]
+    texts.update({n: v.text for n, v in sql_views.items() if n not in texts})
     planner = Planner(db)
     columns: dict[str, list[tuple[str, str, bool]]] = {}
     indexes: dict[str, tuple[str, list[str]]] = {}
-    texts: dict[str, str] = {n: v.text for n, v in views(db).items()}
     for name, kind in objects:
         try:
             rel = planner.relation(name)
@@ -232,6 +234,13 @@ def _describe(db: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
             indexes[name] = (on, list(getattr(idx, "key", ())))
     key = tuple(sorted(objects)), tuple(sorted((k, tuple(v)) for k, v in columns.items()))
     return key, {"objects": objects, "columns": columns, "indexes": indexes, "views": texts}
+
+
+def _sql_views(db: Any) -> dict[str, Any]:
+    from twofold.sql import statements
+
+    views = getattr(statements, "views", None)
+    return {} if views is None else dict(views(db))
 
 
 def _source_name(idx: Any) -> str:

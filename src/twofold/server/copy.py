@@ -1,23 +1,41 @@
 """COPY over the wire: `COPY t FROM STDIN` (a table's columns, then the data the client sends,
-inserted in one write) and `COPY (query) TO STDOUT` (a query's rows).
+inserted in one write) and `COPY (query) TO STDOUT` (a query's rows), in the text, csv or
+binary format.
 
-Contract: `copy_statement(db, copy, params)` checks a COPY against the catalog and gives the
-Outcome the session sends (for FROM STDIN: the columns the data carries; for TO STDOUT: the
-query's rows or subscription). `CopyIn` collects CopyData; `finish(db)` parses it and inserts
-every row in one write, or none on a bad line (`22P02` naming the line), and returns the count.
+Contract: `copy_statement(db, copy, params, sql)` checks a COPY against the catalog and gives
+the Outcome the session sends (for FROM STDIN: the columns the data carries; for TO STDOUT: the
+query's rows or subscription, the query run by `sql` — the session's, inside its transaction).
+`CopyIn` collects CopyData; `finish(db, insert)` parses it and has `insert` write every row in
+one write, or none on a bad line or tuple (`22P02` naming it), and returns the count. `CopyOut`
+encodes a COPY TO's messages: `start()`, `rows(batch)` (any number of times), `finish()`.
+
+The binary format is PostgreSQL's: the 11-byte signature `PGCOPY\\n\\377\\r\\n\\0`, a flags
+word and a header extension (skipped), then per tuple an int16 field count and per field an
+int32 length (-1: NULL) and the value in its type's binary encoding, then the int16 trailer -1.
+A file that does not start with the signature, or sets the OID flag, is `22P04`.
 """
 
 from __future__ import annotations
 
-import asyncio
+import struct
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from twofold.server import messages as m
+from twofold.server.output import copy_rows
 from twofold.server.portals import Column, Outcome, SessionError, table_columns
 from twofold.server.statements import CopyStatement, parse_copy_rows
+from twofold.server.types import OIDS, TEXT, InvalidParameterValue, decode, encode
 from twofold.sql.errors import FeatureNotSupported
 
+SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
+HEADER = SIGNATURE + struct.pack("!ii", 0, 0)
+TRAILER = struct.pack("!h", -1)
 
-async def copy_statement(db: Any, copy: CopyStatement, params: list[Any]) -> Outcome:
+
+async def copy_statement(db: Any, copy: CopyStatement, params: list[Any],
+                         sql: Callable[[str, list[Any]], Awaitable[Any]] | None = None
+                         ) -> Outcome:
     if copy.direction == "in":
         assert copy.table is not None
         obj = db.get(copy.table)
@@ -35,10 +53,10 @@ async def copy_statement(db: Any, copy: CopyStatement, params: list[Any]) -> Out
             cols = [(c, by[c]) for c in copy.columns]
         return Outcome("COPY", cols, copy=copy)
     if copy.csv or copy.delimiter != "\t":
-        raise FeatureNotSupported("COPY TO STDOUT writes the text format only")
+        raise FeatureNotSupported("COPY TO STDOUT writes the text or binary format only")
     query = copy.query if copy.query is not None else f"SELECT * FROM {copy.table}"
-    result = await db.sql(query, params or None)
-    o = Outcome.of(query, result)
+    run = sql or (lambda text, p: db.sql(text, p or None))
+    o = Outcome.of(query, await run(query, params))
     o.copy = copy
     return o
 
@@ -55,15 +73,107 @@ class CopyIn:
     def feed(self, data: bytes) -> None:
         self.data.extend(data)
 
-    async def finish(self, db: Any) -> int:
+    async def finish(self, db: Any,
+                     insert: Callable[[str, list[tuple[Any, ...]]], Awaitable[int]]) -> int:
         copy, cols = self.copy, self.columns
-        rows = parse_copy_rows(bytes(self.data), copy, [s for _, s in cols])
-        obj = db.get(copy.table)
+        scalars = [s for _, s in cols]
+        if copy.binary:
+            rows = parse_binary_rows(bytes(self.data), scalars)
+        else:
+            rows = parse_copy_rows(bytes(self.data), copy, scalars)
         names = [n for n, _ in cols]
         order = [n for n, _ in table_columns(db, copy.table or "")]
         if names != order:
             idx = [names.index(n) for n in order]
             rows = [tuple(r[i] for i in idx) for r in rows]
-        if rows:
-            await asyncio.to_thread(obj.insert, rows)
-        return len(rows)
+        assert copy.table is not None
+        return await insert(copy.table, rows)
+
+
+def parse_binary_rows(data: bytes, scalars: list[str]) -> list[tuple[Any, ...]]:
+    """The tuples of a binary-format COPY file whose columns have engine `scalars`."""
+    if not data.startswith(SIGNATURE) or len(data) < len(HEADER):
+        raise SessionError("COPY file signature not recognized (binary COPY data must start "
+                           "with PGCOPY\\n\\377\\r\\n\\0)", "22P04")
+    flags, ext = struct.unpack_from("!ii", data, len(SIGNATURE))
+    if flags & (1 << 16):
+        raise SessionError("binary COPY data with OIDs is not supported", "22P04")
+    at = len(HEADER) + max(ext, 0)
+    oids = [OIDS.get(s, TEXT) for s in scalars]
+    rows: list[tuple[Any, ...]] = []
+    end = len(data)
+    try:
+        while True:
+            (nfields,) = struct.unpack_from("!h", data, at)
+            at += 2
+            if nfields == -1:
+                break
+            if nfields != len(scalars):
+                raise InvalidParameterValue(f"COPY binary tuple {len(rows) + 1}: expected "
+                                            f"{len(scalars)} fields, got {nfields}")
+            row: list[Any] = []
+            for i, oid in enumerate(oids):
+                (size,) = struct.unpack_from("!i", data, at)
+                at += 4
+                if size < 0:
+                    row.append(None)
+                    continue
+                if at + size > end:
+                    raise struct.error("field runs past the end of the data")
+                raw = data[at:at + size]
+                at += size
+                row.append(_decode_field(raw, oid, len(rows) + 1, i + 1))
+            rows.append(tuple(row))
+    except struct.error as e:
+        raise InvalidParameterValue(f"COPY binary tuple {len(rows) + 1}: data ends early or "
+                                    f"is malformed ({e})") from None
+    return rows
+
+
+def _decode_field(raw: bytes, oid: int, tuple_no: int, column: int) -> Any:
+    try:
+        return decode(raw, oid, True, column)
+    except InvalidParameterValue:
+        raise InvalidParameterValue(f"COPY binary tuple {tuple_no}, column {column}: not a "
+                                    f"valid binary value of type OID {oid} ({len(raw)} bytes)"
+                                    ) from None
+
+
+class CopyOut:
+    """The messages of one COPY TO STDOUT: CopyOutResponse, CopyData, CopyDone. In binary,
+    the file header goes in the first tuple's CopyData (as PostgreSQL sends it; clients parse
+    the first message as header and tuple), or the trailer's when there are no rows."""
+
+    def __init__(self, copy: CopyStatement, scalars: list[str]) -> None:
+        self.binary = copy.binary
+        self.scalars = scalars
+        self.count = 0
+        self._header = HEADER if copy.binary else b""
+
+    def start(self) -> bytes:
+        return m.encode_copy_response(b"H", len(self.scalars), self.binary)
+
+    def _head(self) -> bytes:
+        head, self._header = self._header, b""
+        return head
+
+    def rows(self, rows: Iterable[tuple[Any, ...]]) -> bytes:
+        if not self.binary:
+            data, n = copy_rows(rows, self.scalars)
+            self.count += n
+            return data
+        out = []
+        head = struct.pack("!h", len(self.scalars))
+        for row in rows:
+            parts = [self._head(), head]
+            for v, s in zip(row, self.scalars, strict=True):
+                b = encode(v, s, True)
+                parts.append(struct.pack("!i", -1) if b is None else
+                             struct.pack("!i", len(b)) + b)
+            out.append(m.encode_copy_data(b"".join(parts)))
+        self.count += len(out)
+        return b"".join(out)
+
+    def finish(self) -> bytes:
+        return (m.encode_copy_data(self._head() + TRAILER) if self.binary else b"") + \
+            m.COPY_DONE

@@ -10,14 +10,18 @@ subscription (its read holds go). Unknown cursors are `34000`, a duplicate name 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from twofold.server.portals import Column, Outcome, SessionError, Stream
 
 
 class Cursors:
-    def __init__(self, db: Any) -> None:
+    def __init__(self, db: Any,
+                 sql: Callable[[str, list[Any]], Awaitable[Any]] | None = None) -> None:
         self.db = db
+        self.sql = sql or (lambda text, params: db.sql(text, params or None))
+        """Runs the cursor's query (the session's: inside its transaction)."""
         self.open: dict[str, Stream] = {}
 
     def columns(self, name: str) -> list[Column] | None:
@@ -27,7 +31,7 @@ class Cursors:
     async def declare(self, name: str, query: str, params: list[Any]) -> Outcome:
         if name in self.open:
             raise SessionError(f"cursor \"{name}\" already exists", "42P03")
-        o = Outcome.of(query, await self.db.sql(query, params or None))
+        o = Outcome.of(query, await self.sql(query, params))
         self.open[name] = o.stream if o.stream is not None else \
             Stream.of_rows(o.columns or [], o.rows)
         return Outcome("DECLARE CURSOR")

@@ -22,9 +22,9 @@ if TYPE_CHECKING:
 async def describe_sql(s: Session, sql: str, params: list[Any]) -> list[Column] | None:
     from sqlglot import exp
 
+    import twofold.sql.statements  # noqa: F401 - keeps the SQL layer loaded
     from twofold.sql import compile_query
     from twofold.sql.parser import AsOf, Subscribe, parse
-    from twofold.sql.statements import views  # noqa: F401 - keeps the SQL layer loaded
 
     if not sql or shims.classify(sql) or parse_copy(sql) or parse_declare(sql):
         return None

@@ -295,9 +295,10 @@ def encode_error(code: str, message: str, severity: str = "ERROR",
     return _msg(b"N" if notice else b"E", body)
 
 
-def encode_copy_response(kind: bytes, ncols: int) -> bytes:
-    """CopyInResponse (`G`) or CopyOutResponse (`H`), text format."""
-    return _msg(kind, struct.pack(f"!bh{ncols}h", 0, ncols, *([0] * ncols)))
+def encode_copy_response(kind: bytes, ncols: int, binary: bool = False) -> bytes:
+    """CopyInResponse (`G`) or CopyOutResponse (`H`), text (or binary) format."""
+    f = int(binary)
+    return _msg(kind, struct.pack(f"!bh{ncols}h", f, ncols, *([f] * ncols)))
 
 
 def encode_copy_data(data: bytes) -> bytes:

@@ -2,8 +2,9 @@
 
 Contract: `run(session, sql, params)` gives the statement's Outcome — transaction control and
 session shims (SET/SHOW/RESET, `version()` and friends) answered here, COPY, cursors, catalog
-relations for tools, everything else through the SQL layer (`db.sql`). Inside a failed
-transaction every statement but COMMIT/ROLLBACK is `25P02`.
+relations for tools, everything else through the SQL layer (`db.sql`) within the session's
+transaction (`staging`: pinned reads, staged writes; inside a failed transaction every
+statement but COMMIT/ROLLBACK is `25P02`).
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from twofold.server import messages as m
-from twofold.server import shims
+from twofold.server import shims, staging
 from twofold.server.copy import copy_statement
-from twofold.server.portals import Outcome, SessionError
+from twofold.server.portals import Outcome
 from twofold.server.statements import (
     command_tag,
     parse_close,
@@ -27,12 +28,8 @@ if TYPE_CHECKING:
 
 
 async def run(s: Session, sql: str, params: list[Any]) -> Outcome:
-    txn = shims.classify(sql)
-    if s.txn == "E" and txn not in ("COMMIT", "ROLLBACK"):
-        raise SessionError("current transaction is aborted, commands ignored until end "
-                           "of transaction block", "25P02")
-    if txn is not None:
-        return s.transaction(txn)
+    if (control := await staging.control(s, sql)) is not None:
+        return control
     if (setting := shims.set_statement(sql, s.vars)) is not None:
         name, value = setting
         if name in shims.REPORTED:
@@ -47,7 +44,8 @@ async def run(s: Session, sql: str, params: list[Any]) -> Outcome:
         names, row = probe
         return Outcome("SELECT 1", [(n, "str") for n in names], [tuple(row)])
     if (copy := parse_copy(sql)) is not None:
-        return await copy_statement(s.db, copy, params)
+        return await copy_statement(s.db, copy, params,
+                                    lambda q, p: staging.sql(s, q, p))
     if (declared := parse_declare(sql)) is not None:
         return await s.cursors.declare(*declared, params)
     if (fetch := parse_fetch(sql)) is not None:
@@ -59,4 +57,4 @@ async def run(s: Session, sql: str, params: list[Any]) -> Outcome:
     if catalog.is_catalog_query(sql):
         cols, rows = await catalog.run(s.db, sql, params, s)
         return Outcome(f"SELECT {len(rows)}", cols, rows)
-    return Outcome.of(sql, await s.db.sql(sql, params or None))
+    return Outcome.of(sql, await staging.sql(s, sql, params))

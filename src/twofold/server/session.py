@@ -22,14 +22,15 @@ from typing import Any
 from twofold.api.errors import TwofoldError
 from twofold.server import messages as m
 from twofold.server import run as run_statement
-from twofold.server import shims
-from twofold.server.copy import CopyIn
+from twofold.server import shims, staging
+from twofold.server.copy import CopyIn, CopyOut
 from twofold.server.cursors import Cursors
 from twofold.server.extended import Extended
 from twofold.server.machine import Machine
-from twofold.server.output import copy_rows, data_rows, fields
+from twofold.server.output import data_rows, fields
 from twofold.server.portals import Outcome, SessionError, Stream, state_of
 from twofold.server.statements import split_statements
+from twofold.server.transaction import Transaction
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +46,9 @@ class Session:
         self.user = user
         self.pid = pid
         self.vars = shims.Variables(user, startup)
-        self.txn = "I"
+        self.tx = Transaction()
         self.extended = Extended(self)
-        self.cursors = Cursors(db)
+        self.cursors = Cursors(db, lambda sql, params: staging.sql(self, sql, params))
         self._copy: CopyIn | None = None
 
     # -- framing helpers ------------------------------------------------------------------
@@ -59,8 +60,7 @@ class Session:
             log.exception("unexpected error in a session", exc_info=e)
             msg = f"internal error: {type(e).__name__}: {msg}"
         self.out(m.encode_error(code, msg))
-        if self.txn == "T":
-            self.txn = "E"
+        self.tx.fail()
         self.machine.sent_error()
 
     def ready(self) -> None:
@@ -120,16 +120,10 @@ class Session:
     async def run(self, sql: str, params: list[Any]) -> Outcome:
         return await run_statement.run(self, sql, params)
 
-    def transaction(self, what: str) -> Outcome:
-        if what == "BEGIN":
-            if self.txn == "I":
-                self.txn = "T"
-            return Outcome("BEGIN")
-        if what in ("COMMIT", "ROLLBACK"):
-            tag = "ROLLBACK" if self.txn == "E" else what
-            self.txn = "I"
-            return Outcome(tag)
-        return Outcome(what)
+    @property
+    def txn(self) -> str:
+        """The transaction status ReadyForQuery reports (`transaction.Transaction`)."""
+        return self.tx.status
 
     async def simple_query(self, text: str) -> None:
         statements = split_statements(text)
@@ -159,21 +153,13 @@ class Session:
             return
         if o.copy is not None:  # COPY ... TO STDOUT
             assert o.columns is not None
-            self.out(m.encode_copy_response(b"H", len(o.columns)))
-            scalars = [s for _, s in o.columns]
-            count = 0
-
-            def write_copy(rows: list[tuple[Any, ...]]) -> None:
-                nonlocal count
-                data, n = copy_rows(rows, scalars)
-                self.out(data)
-                count += n
-
+            copy_out = CopyOut(o.copy, [s for _, s in o.columns])
+            self.out(copy_out.start())
             if o.stream is not None:
-                await self._stream(o.stream, write_copy)
-            write_copy(o.rows)
-            self.out(m.COPY_DONE)
-            self.out(m.encode_command_complete(f"COPY {count}"))
+                await self._stream(o.stream, lambda rows: self.out(copy_out.rows(rows)))
+            self.out(copy_out.rows(o.rows))
+            self.out(copy_out.finish())
+            self.out(m.encode_command_complete(f"COPY {copy_out.count}"))
             return
         if o.columns is not None:
             cols = o.columns
@@ -209,7 +195,7 @@ class Session:
     def begin_copy_in(self, o: Outcome, simple: bool) -> None:
         assert o.copy is not None and o.columns is not None
         self._copy = CopyIn(o.copy, o.columns, simple)
-        self.out(m.encode_copy_response(b"G", len(o.columns)))
+        self.out(m.encode_copy_response(b"G", len(o.columns), o.copy.binary))
         self.machine.sent_copy_in()
 
     async def copy_done(self) -> None:
@@ -218,7 +204,8 @@ class Session:
         self._copy = None
         self.machine.copy_finished()
         try:
-            count = await copy.finish(self.db)
+            count = await copy.finish(self.db, lambda table, rows: staging.insert_rows(
+                self, table, rows))
             self.out(m.encode_command_complete(f"COPY {count}"))
         except Exception as e:
             self.error(e)

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from twofold.server.types import InvalidParameterValue, decode_text
-from twofold.sql.errors import FeatureNotSupported
+from twofold.sql.errors import FeatureNotSupported, SqlSyntaxError
 
 
 def split_statements(text: str) -> list[str]:
@@ -101,6 +101,7 @@ class CopyStatement(msgspec.Struct, frozen=True):
     header: bool
     delimiter: str
     null: str
+    binary: bool = False  # FORMAT binary (PostgreSQL's binary COPY file format)
 
 
 _COPY_IN = re.compile(r"^\s*copy\s+(\"?[\w.]+\"?)\s*(\(([^)]*)\))?\s+from\s+stdin\b(.*)$",
@@ -110,17 +111,18 @@ _COPY_OUT_T = re.compile(r"^\s*copy\s+(\"?[\w.]+\"?)\s*(\(([^)]*)\))?\s+to\s+std
                          re.I | re.S)
 
 
-def _options(text: str) -> tuple[bool, bool, str | None, str | None]:
+def _options(text: str) -> tuple[bool, bool, str | None, str | None, bool]:
     t = text.strip().rstrip(";").strip()
     low = t.lower()
     use_csv = bool(re.search(r"\bformat\s+'?csv'?|\bcsv\b", low))
-    if re.search(r"\bformat\s+'?binary'?|\bbinary\b", low):
-        raise FeatureNotSupported("COPY in binary format is not supported; use text or csv")
+    binary = bool(re.search(r"\bformat\s+'?binary'?|\bbinary\b", low))
+    if binary and use_csv:
+        raise SqlSyntaxError("COPY takes one FORMAT: csv or binary, not both")
     header = bool(re.search(r"\bheader(\s+'?(true|on|1)'?)?\b", low)) and not re.search(
         r"\bheader\s+'?(false|off|0)'?", low)
     d = re.search(r"\bdelimiter\s+(?:as\s+)?'((?:''|[^'])*)'", t, re.I)
     nl = re.search(r"\bnull\s+(?:as\s+)?'((?:''|[^'])*)'", t, re.I)
-    return use_csv, header, d.group(1) if d else None, nl.group(1) if nl else None
+    return use_csv, header, d.group(1) if d else None, nl.group(1) if nl else None, binary
 
 
 def parse_copy(sql: str) -> CopyStatement | None:
@@ -137,11 +139,13 @@ def parse_copy(sql: str) -> CopyStatement | None:
     else:
         raise FeatureNotSupported("COPY supports 'COPY t [(cols)] FROM STDIN' and "
                                   "'COPY (query | SUBSCRIBE ...) TO STDOUT'")
-    use_csv, header, delim, null = _options(opts)
+    use_csv, header, delim, null, binary = _options(opts)
+    if binary and (header or delim is not None or null is not None):
+        raise SqlSyntaxError("COPY FORMAT binary takes no HEADER, DELIMITER or NULL option")
     columns = tuple(c.strip().strip('"') for c in cols.split(",") if c.strip())
     return CopyStatement(table, columns, query, direction, use_csv, header,
                          delim if delim is not None else ("," if use_csv else "\t"),
-                         null if null is not None else ("" if use_csv else "\\N"))
+                         null if null is not None else ("" if use_csv else "\\N"), binary)
 
 
 _ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\"}

@@ -96,10 +96,11 @@ async def run_query(db: Any, planner: Planner, node: exp.Expr, as_of: int | None
     return Result(schema, result.timestamp, [r[:visible] for r in result.rows])
 
 
-async def execute(db: Any, text: str, params: Any = None) -> Any:
-    """Run one SQL statement against `db` (an `AsyncDatabase`); see the module docstring."""
+async def execute(db: Any, text: str, params: Any = None, *, as_of: int | None = None) -> Any:
+    """Run one SQL statement against `db` (an `AsyncDatabase`); see the module docstring.
+    `as_of`: the time a query without its own `AS OF` reads at (a transaction's timestamp)."""
     try:
-        return await _execute(db, text, params)
+        return await _execute(db, text, params, as_of)
     except SqlError:
         raise
     except TwofoldError as e:
@@ -123,7 +124,7 @@ def _typed(e: TwofoldError) -> TwofoldError:
     return e
 
 
-async def _execute(db: Any, text: str, params: Any) -> Any:
+async def _execute(db: Any, text: str, params: Any, as_of: int | None = None) -> Any:
     from twofold.sql import show as show_mod
     from twofold.sql import statements as st
 
@@ -132,7 +133,7 @@ async def _execute(db: Any, text: str, params: Any) -> Any:
     if isinstance(node, AsOf):
         return await run_query(db, planner, node.this, _as_of(planner, node.expression))
     if isinstance(node, _QUERIES):
-        return await run_query(db, planner, node, None)
+        return await run_query(db, planner, node, as_of)
     if isinstance(node, exp.Insert):
         return await st.insert(db, node, params)
     if isinstance(node, exp.Update):
