@@ -5,6 +5,7 @@ prepared statements and in process."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 from typing import Any
 
@@ -54,6 +55,19 @@ def test_prepared_statement_follows_ddl(server: ServerHandle, name: str) -> None
         ddl.execute(f"CREATE TABLE {name} (k bigint, v double precision)")
         ddl.execute(f"INSERT INTO {name} VALUES (1, 1.5)")
         assert _get(c, q, [1]) == [(1.5,)]  # a new column type, not the old plan's
+
+
+def test_unnamed_statements_share_the_plan(server: ServerHandle, name: str) -> None:
+    with connect(server) as c:
+        c.execute(f"CREATE TABLE {name} (k bigint, v text)")
+        c.execute(f"INSERT INTO {name} VALUES (1, 'a'), (2, 'b')")
+        c.execute(f"CREATE INDEX ON {name} (k)")
+        q = f"SELECT v FROM {name} WHERE k = %s"
+        assert c.execute(q, [1]).fetchall() == [("a",)]  # unnamed Parse each time
+        assert c.execute(q, [2]).fetchall() == [("b",)]
+        stmt = prepared.statement(server.db, f"SELECT v FROM {name} WHERE k = $1")
+        (template,) = stmt._plans.values()
+        assert template is not None and template.lookup is not None
 
 
 def test_second_execution_neither_parses_nor_plans(server: ServerHandle, name: str,
@@ -170,3 +184,39 @@ def test_prepared_equals_unprepared(server: ServerHandle, table: str,
         want = _outcome(server, server.db.sql(sql, params))
         got = _outcome(server, stmt.execute(params))
         assert got == want, (sql, params)
+
+
+def test_concurrent_lookups_share_a_peek(server: ServerHandle, name: str,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    db = server.db
+    server.call(db.sql(f"CREATE TABLE {name} (k bigint, v text, f double precision)"))
+    server.call(db.sql(f"INSERT INTO {name} VALUES (1, 'a', 0.5), (1, 'a', 0.5), (2, 'b', NULL), "
+                       "(3, NULL, 1.5), (1, 'c', 2.5)"))
+    server.call(db.sql(f"CREATE INDEX ON {name} (k)"))
+    stmt = prepared.PreparedStatement(db, f"SELECT v, k FROM {name} WHERE k = $1")
+    assert server.call(stmt.execute([2])).rows == [("b", 2)]
+    want = {1: [("a", 1), ("a", 1), ("c", 1)], 2: [("b", 2)], 3: [(None, 3)], 4: []}
+    peeks = []
+    real = db._ctl.peek
+
+    async def peek(*args: Any, **kw: Any) -> Any:
+        peeks.append(kw.get("literal_constraints"))
+        return await real(*args, **kw)
+
+    monkeypatch.setattr(db._ctl, "peek", peek)
+    keys = [1, 2, 3, 4, 1, 2] * 5
+
+    async def together() -> list[Any]:
+        return list(await asyncio.gather(*[stmt.execute([k]) for k in keys]))
+
+    for k, result in zip(keys, server.call(together()), strict=True):
+        assert sorted(result.rows, key=repr) == want[k]
+        assert list(result.schema.names) == ["v", "k"]
+    assert 1 <= len(peeks) < len(keys)  # batches of distinct keys, not a peek per execution
+    assert all(len(c) == len({tuple(x) for x in c}) for c in peeks)
+
+    async def write_then_read() -> list[Any]:  # each sees the write made before it
+        await db.sql(f"INSERT INTO {name} VALUES (4, 'd', 0.0)")
+        return list(await asyncio.gather(*[stmt.execute([4]) for _ in range(8)]))
+
+    assert all(r.rows == [("d", 4)] for r in server.call(write_then_read()))

@@ -43,6 +43,7 @@ from twofold.server.transaction import (
 from twofold.sql import execute
 from twofold.sql.errors import FeatureNotSupported
 from twofold.sql.parser import AsOf, CreateIndex, Subscribe, parse
+from twofold.sql.prepared import statement
 
 _QUERIES = (exp.Select, exp.SetOperation, exp.Values, exp.Subquery)
 
@@ -86,15 +87,15 @@ async def control(s: Any, sql: str) -> Outcome | None:
 async def sql(s: Any, text: str, params: list[Any] | None) -> Any:
     tx: Transaction = s.tx
     if not tx.explicit:
-        return await s.db.sql(text, params or None)
+        return await statement(s.db, text).execute(params)
     kind, table = classify(text)
     action = tx.check(kind, table)
     if action is Action.RUN:
-        return await s.db.sql(text, params or None)
+        return await statement(s.db, text).execute(params)
     if action is Action.READ_AT:
-        return await execute(s.db, text, params or None, as_of=tx.timestamp)
+        return await statement(s.db, text).execute(params, as_of=tx.timestamp)
     if action is Action.READ_CHOOSE:
-        result = await s.db.sql(text, params or None)
+        result = await statement(s.db, text).execute(params)
         ts = getattr(result, "timestamp", None)
         if isinstance(ts, int):
             tx.pin(ts)

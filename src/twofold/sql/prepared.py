@@ -31,6 +31,7 @@ afresh, so a kept plan never answers for a catalog it was not planned against. O
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import weakref
 from collections.abc import Sequence
@@ -166,6 +167,8 @@ class _Template:
     key_scalars: list[str]
     mfp_holes: Holes
 
+    batch: _LookupBatch | None = None
+
     def relation_for(self, params: Sequence[Any]) -> Relation:
         rel = self.relation
         if not self.plan_holes:
@@ -235,7 +238,86 @@ def _template(db: Any, node: exp.Expr, kinds: tuple[type, ...],
         if not mfp.map and not mfp.filter and mfp.project == list(range(len(schema))):
             # Every column in order is no projection: the peek takes the index's row path.
             found_a = Lookup(found_a.index, found_a.key, MapFilterProject())
-    return _Template(rel_a, visible, _trie(holes), found_a, key, scalars, _trie(mfp_holes))
+    template = _Template(rel_a, visible, _trie(holes), found_a, key, scalars, _trie(mfp_holes))
+    if found_a is not None and not template.mfp_holes and not rel_a.order:
+        mfp = found_a.mfp
+        if not mfp.map and not mfp.filter:
+            schema = found_a.index.schema
+            project = list(range(len(schema))) if mfp.project is None else list(mfp.project)
+            positions = [schema.names.index(k) for k in found_a.index.key]
+            template.batch = _LookupBatch(found_a.index, positions, project)
+    return template
+
+
+class _LookupBatch:
+    """Concurrent executions of one template's lookup share one peek: the first starts it
+    at once; those arriving while it runs wait and go together in the next, one peek for all
+    their keys, each taking the rows of its own key (projected as its query does). A batch
+    reads at the time chosen when it starts — later than each of its executions' arrival, so
+    every one still reads its own earlier writes."""
+
+    def __init__(self, index: Any, positions: list[int], project: list[int]) -> None:
+        self.index = index
+        self.positions = positions
+        self.project = project
+        self.waiting: list[tuple[tuple[Any, ...], asyncio.Future[Any]]] = []
+        self.task: asyncio.Task[None] | None = None
+
+    async def rows(self, db: Any, relation: Relation, key: list[Any]) -> Result | None:
+        """`relation`'s rows for `key` (every column, before `visible`), or None when the
+        index cannot be read at the chosen time (the caller runs the filter path)."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.waiting.append((tuple(key), fut))
+        if self.task is None:
+            self.task = asyncio.ensure_future(self._run(db, relation))
+        got = await fut
+        if got is None:
+            return None
+        t, rows = got
+        return Result(relation.schema, t, rows)
+
+    async def _run(self, db: Any, relation: Relation) -> None:
+        try:
+            while self.waiting:
+                batch, self.waiting = self.waiting, []
+                try:
+                    got = await self._peek(db, relation, list(dict.fromkeys(k for k, _ in batch)))
+                except Exception as e:
+                    for _, fut in batch:
+                        if not fut.done():
+                            fut.set_exception(e)
+                    continue
+                for k, fut in batch:
+                    if not fut.done():
+                        fut.set_result(None if got is None else (got[0], got[1].get(k, [])))
+        finally:
+            self.task = None
+
+    async def _peek(self, db: Any, relation: Relation, keys: list[tuple[Any, ...]]
+                    ) -> tuple[int, dict[tuple[Any, ...], list[tuple[Any, ...]]]] | None:
+        from twofold.api.errors import ReadBeforeSince
+        from twofold.api.reads import translate
+
+        await db._install()
+        rel = db._check_relation(relation, "query")
+        t = db._choose_time(rel, None)
+        try:
+            db._choose_time(self.index, t)
+        except ReadBeforeSince:
+            return None
+        with translate(db._name_of(rel)):
+            found = await db._ctl.peek(self.index.id, timestamp=t,
+                                       literal_constraints=[list(k) for k in keys],
+                                       result_desc=self.index.schema.desc(),
+                                       timeout=db.timeout)
+        by_key: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+        positions, project = self.positions, self.project
+        for row, n in found:
+            if n <= 0:
+                continue  # as `expand`: positive multiplicities only
+            out = tuple(row[i] for i in project)
+            by_key.setdefault(tuple(row[i] for i in positions), []).extend([out] * n)
+        return t, by_key
 
 
 async def run_relation(db: Any, relation: Relation, visible: int, found: Any,
@@ -246,6 +328,10 @@ async def run_relation(db: Any, relation: Relation, visible: int, found: Any,
 
     fast = None if found is None else await run_lookup(db, relation, found, as_of)
     result: Result = fast if fast is not None else await db.query(relation, as_of=as_of)
+    return _visible(result, relation, visible)
+
+
+def _visible(result: Result, relation: Relation, visible: int) -> Result:
     if visible == len(relation.schema):
         return result
     schema = Schema(relation.schema.names[:visible], relation.schema.types[:visible])
@@ -340,6 +426,10 @@ class PreparedStatement:
                                       find_lookup(self.db, relation), as_of)
         relation = template.relation_for(params)
         found = None if template.lookup is None else template.lookup_for(params)
+        if found is not None and template.batch is not None and as_of is None:
+            result = await template.batch.rows(self.db, relation, found.key)
+            if result is not None:
+                return _visible(result, relation, template.visible)
         return await run_relation(self.db, relation, template.visible, found, as_of)
 
 
