@@ -32,7 +32,7 @@ from twofold.engine.consolidation import consolidate
 from twofold.engine.errors import InputError, PlanError
 from twofold.engine.frames import DIFF, ERROR, TIME, empty, error_schema, update_schema
 from twofold.engine.operator import EMPTY_ERRORS, Delta, Operator, empty_delta
-from twofold.engine.render import render_plan
+from twofold.engine.render import Renderer
 from twofold.engine.snapshot import ArrangementSnapshot
 from twofold.engine.typecheck import typecheck_dataflow
 from twofold.protocol import DataflowDescription, Frontier, GlobalId, RelationDesc
@@ -98,8 +98,9 @@ class Dataflow:
         self._indexes = {gid: _IndexInput(i.relation) for gid, i in desc.index_imports.items()}
         for gid, snap in snaps.items():
             self.update_index(gid, snap)
+        renderer = Renderer(self.known, self.as_of)  # one per dataflow: subplans shared
         self._ops: list[tuple[GlobalId, Operator]] = [
-            (b.id, render_plan(b.plan, self.known, self.as_of)) for b in desc.objects_to_build
+            (b.id, renderer.top(b.plan)) for b in desc.objects_to_build
         ]
         self._exports = {
             gid: Arrangement(rel, idx.key, since=start)

@@ -15,6 +15,8 @@ error frame: a row with an error in any map or filter expression goes to the err
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Final
 
@@ -24,6 +26,7 @@ import polars as pl
 from twofold.engine.frames import DTYPES, ERROR
 from twofold.engine.typecheck import expr_type, typecheck_expr
 from twofold.protocol import Call, Column, ColumnType, Expr, Literal, MapFilterProject
+from twofold.protocol.codec import encode
 
 Compiled = tuple[pl.Expr, pl.Expr | None]
 
@@ -329,27 +332,27 @@ def compile_expr(expr: Expr, types: Sequence[ColumnType]) -> Compiled:
 
 class CompiledMfp:
     """A MapFilterProject compiled against input column types. `apply` keeps every column of
-    the frame after the relation's (e.g. `time`, `diff`) on both outputs."""
+    the frame after the relation's (e.g. `time`, `diff`) on both outputs. Compiling is a pure
+    function of `(mfp, types)`, so the polars expressions (immutable) are cached: a query run
+    again, or a peek with the same map/filter/project, skips building them."""
 
     def __init__(self, mfp: MapFilterProject, types: Sequence[ColumnType]) -> None:
         self.arity_in = len(types)
-        all_types = list(types)
-        self.maps: list[tuple[str, pl.Expr]] = []
-        errs: list[pl.Expr | None] = []
-        for m in mfp.map:
-            value, err = compile_expr(m, all_types)
-            name = f"c{len(all_types)}"
-            self.maps.append((name, value))
-            errs.append(err)
-            all_types.append(typecheck_expr(m, all_types))
-        self.preds: list[pl.Expr] = []
-        for f in mfp.filter:
-            value, err = _Compiler(all_types).compile(f)
-            self.preds.append(value.cast(pl.Boolean, strict=False).fill_null(False))
-            errs.append(err)
-        self.error = _first(*errs)
-        self.project = list(mfp.project) if mfp.project is not None else list(range(len(all_types)))
-        self.out_types = [all_types[c] for c in self.project]
+        key = b"".join([encode(mfp), *(encode(t) for t in types)])
+        with _MFP_LOCK:
+            parts = _MFP_CACHE.get(key)
+            if parts is not None:
+                _MFP_CACHE.move_to_end(key)
+        if parts is None:
+            parts = _compile_mfp(mfp, types)
+            with _MFP_LOCK:
+                _MFP_CACHE[key] = parts
+                if len(_MFP_CACHE) > _MFP_CACHE_SIZE:
+                    _MFP_CACHE.popitem(last=False)
+        self.maps, self.preds, self.error, out_types = parts  # shared: never mutated
+        self.out_types = list(out_types)
+        self.project = list(mfp.project) if mfp.project is not None else list(
+            range(len(types) + len(mfp.map)))
         self.is_identity = (
             not mfp.map and not mfp.filter and self.project == list(range(self.arity_in))
         )
@@ -378,3 +381,28 @@ class CompiledMfp:
             + [pl.col(x) for x in extra]
         ).collect()
         return out, errors
+
+
+_MfpParts = tuple[list[tuple[str, pl.Expr]], list[pl.Expr], pl.Expr | None, list[ColumnType]]
+_MFP_CACHE: OrderedDict[bytes, _MfpParts] = OrderedDict()
+_MFP_CACHE_SIZE: Final = 1024
+_MFP_LOCK: Final = threading.Lock()
+
+
+def _compile_mfp(mfp: MapFilterProject, types: Sequence[ColumnType]) -> _MfpParts:
+    """(named map values, filter predicates, first error or None, output types)."""
+    all_types = list(types)
+    maps: list[tuple[str, pl.Expr]] = []
+    errs: list[pl.Expr | None] = []
+    for m in mfp.map:
+        value, err = compile_expr(m, all_types)
+        maps.append((f"c{len(all_types)}", value))
+        errs.append(err)
+        all_types.append(typecheck_expr(m, all_types))
+    preds: list[pl.Expr] = []
+    for f in mfp.filter:
+        value, err = _Compiler(all_types).compile(f)
+        preds.append(value.cast(pl.Boolean, strict=False).fill_null(False))
+        errs.append(err)
+    project = list(mfp.project) if mfp.project is not None else list(range(len(all_types)))
+    return maps, preds, _first(*errs), [all_types[c] for c in project]

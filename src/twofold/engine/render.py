@@ -3,6 +3,11 @@
 `render_plan` maps each `Plan` node to its operator (`operator`, `join`, `reduce`), with output
 types from `typecheck`. A `Get` of a collection becomes a `GetOp` reading that collection's delta
 at each time, so several plans may share one built collection.
+
+Common subplans are rendered once: structurally equal subtrees of a dataflow's plans (SQL's
+decorrelated subqueries repeat the outer relation several times) share one operator behind a
+`SharedOp`, which steps it once per time and hands every parent the same (immutable) delta.
+An operator's output at `t` depends only on its inputs' history, so sharing changes no result.
 """
 
 from __future__ import annotations
@@ -11,7 +16,15 @@ from collections.abc import Mapping
 
 from twofold.engine.accumulate import AccumulateReduceOp, accumulable
 from twofold.engine.join import JoinOp
-from twofold.engine.operator import ConstantOp, GetOp, MfpOp, NegateOp, Operator, UnionOp
+from twofold.engine.operator import (
+    ConstantOp,
+    Delta,
+    GetOp,
+    MfpOp,
+    NegateOp,
+    Operator,
+    UnionOp,
+)
 from twofold.engine.reduce import DistinctOp, GlobalReduceOp, ReduceOp, ThresholdOp, TopKOp
 from twofold.engine.typecheck import typecheck_plan
 from twofold.protocol import (
@@ -30,44 +43,82 @@ from twofold.protocol import (
     TopK,
     UnionAll,
 )
+from twofold.protocol.codec import encode
+
+
+class SharedOp(Operator):
+    """One operator read by several parents: stepped once per time, its delta handed to each
+    (frames are never mutated in place, so sharing them is safe)."""
+
+    def __init__(self, inner: Operator) -> None:
+        self.inner = inner
+        self.types = inner.types
+        self._t: int | None = None
+        self._out: Delta | None = None
+
+    def step(self, t: int, inputs: Mapping[GlobalId, Delta]) -> Delta:
+        if self._t != t or self._out is None:
+            self._out = self.inner.step(t, inputs)
+            self._t = t
+        return self._out
+
+
+class Renderer:
+    """Renders the plans of one dataflow, sharing structurally equal subplans (module
+    docstring). `render` may be called for several plans; they share subplans too."""
+
+    def __init__(self, known: Mapping[GlobalId, RelationDesc], as_of: int) -> None:
+        self.known = known
+        self.as_of = as_of
+        self._shared: dict[bytes, Operator] = {}
+
+    def top(self, plan: Plan) -> Operator:
+        """The operator of a dataflow's object (its subplans shared, itself not wrapped)."""
+        return self.render(plan) if isinstance(plan, Get) else self._render(plan)
+
+    def render(self, plan: Plan) -> Operator:
+        if isinstance(plan, Get):
+            return GetOp(plan.id, self.known[plan.id].types)
+        key = encode(plan)  # structural: 1, 1.0, True and -0.0 encode differently
+        op = self._shared.get(key)
+        if op is None:
+            op = self._shared[key] = SharedOp(self._render(plan))
+        return op
+
+    def _render(self, plan: Plan) -> Operator:
+        known, as_of, render = self.known, self.as_of, self.render
+        match plan:
+            case Constant(rows=rows):
+                return ConstantOp(rows, typecheck_plan(plan, known).types, as_of)
+            case Mfp(input=inp, map=maps, filter=filters, project=project):
+                child = render(inp)
+                return MfpOp(child, MapFilterProject(map=maps, filter=filters, project=project))
+            case Join(left=left, right=right, left_key=lk, right_key=rk):
+                return JoinOp(render(left), render(right), list(lk), list(rk))
+            case Reduce(input=inp, group_key=gk, aggregates=aggs):
+                types = typecheck_plan(plan, known).types
+                child = render(inp)
+                op: Operator = (
+                    AccumulateReduceOp(child, gk, aggs, types)
+                    if accumulable(aggs, child.types)
+                    else ReduceOp(child, gk, aggs, types)
+                )
+                # No group key: one row even over no input rows (`docs/semantics.md`).
+                return op if gk else GlobalReduceOp(op, aggs)
+            case TopK(input=inp, group_key=gk, order_by=order, limit=limit, offset=offset):
+                return TopKOp(render(inp), gk, order, limit, offset)
+            case UnionAll(inputs=parts):
+                types = typecheck_plan(plan, known).types
+                return UnionOp([render(p) for p in parts], types)
+            case Negate(input=inp):
+                return NegateOp(render(inp))
+            case Threshold(input=inp):
+                return ThresholdOp(render(inp))
+            case Distinct(input=inp):
+                return DistinctOp(render(inp))
+        raise TypeError(f"not a plan: {plan!r}")
 
 
 def render_plan(plan: Plan, known: Mapping[GlobalId, RelationDesc], as_of: int) -> Operator:
     """The operator computing `plan` (which must already type-check against `known`)."""
-    match plan:
-        case Get(id=gid):
-            return GetOp(gid, known[gid].types)
-        case Constant(rows=rows):
-            return ConstantOp(rows, typecheck_plan(plan, known).types, as_of)
-        case Mfp(input=inp, map=maps, filter=filters, project=project):
-            child = render_plan(inp, known, as_of)
-            return MfpOp(child, MapFilterProject(map=maps, filter=filters, project=project))
-        case Join(left=left, right=right, left_key=lk, right_key=rk):
-            return JoinOp(
-                render_plan(left, known, as_of),
-                render_plan(right, known, as_of),
-                list(lk),
-                list(rk),
-            )
-        case Reduce(input=inp, group_key=gk, aggregates=aggs):
-            types = typecheck_plan(plan, known).types
-            child = render_plan(inp, known, as_of)
-            op: Operator = (
-                AccumulateReduceOp(child, gk, aggs, types)
-                if accumulable(aggs, child.types)
-                else ReduceOp(child, gk, aggs, types)
-            )
-            # No group key: one row even over no input rows (`docs/semantics.md`).
-            return op if gk else GlobalReduceOp(op, aggs)
-        case TopK(input=inp, group_key=gk, order_by=order, limit=limit, offset=offset):
-            return TopKOp(render_plan(inp, known, as_of), gk, order, limit, offset)
-        case UnionAll(inputs=parts):
-            types = typecheck_plan(plan, known).types
-            return UnionOp([render_plan(p, known, as_of) for p in parts], types)
-        case Negate(input=inp):
-            return NegateOp(render_plan(inp, known, as_of))
-        case Threshold(input=inp):
-            return ThresholdOp(render_plan(inp, known, as_of))
-        case Distinct(input=inp):
-            return DistinctOp(render_plan(inp, known, as_of))
-    raise TypeError(f"not a plan: {plan!r}")
+    return Renderer(known, as_of).top(plan)

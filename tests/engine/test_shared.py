@@ -1,0 +1,107 @@
+"""Shared subplans and cached map/filter/project compilation (`render.Renderer`, `CompiledMfp`).
+
+A plan that repeats a subplan (SQL's decorrelated subqueries do) renders it once behind a
+`SharedOp`, stepped once per time. Property: over random histories and random plans `P`
+(`plangen`, stateful operators included), `UnionAll([P, P, Negate(P)])` equals `P` and
+`Distinct(UnionAll([P, P]))` equals `Distinct(P)` at every time — a shared stateful operator
+stepped twice per time, or a delta handed to one parent only, would break both. Without the
+per-time memo of `SharedOp` the first property fails (checked by `test_memo_is_needed`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import polars as pl
+from hypothesis import HealthCheck, given, settings
+from plangen import Scenario, scenarios
+
+from twofold.engine import render
+from twofold.engine.expr import CompiledMfp
+from twofold.engine.join import JoinOp
+from twofold.engine.operator import UnionOp
+from twofold.engine.render import Renderer, SharedOp
+from twofold.engine.testing import run_plan_at_times
+from twofold.protocol import (
+    Aggregate,
+    ColumnType,
+    Distinct,
+    Get,
+    GlobalId,
+    Join,
+    Literal,
+    MapFilterProject,
+    Mfp,
+    Negate,
+    Reduce,
+    RelationDesc,
+    UnionAll,
+)
+from twofold.testing.profiles import examples
+
+SETTINGS = settings(max_examples=examples(40), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+INT = ColumnType("int", True)
+A = GlobalId.user(1)
+DESC = RelationDesc(["x", "y"], [INT, INT])
+
+
+def _multiset(out: Any) -> Any:
+    return out if isinstance(out, str) else Counter({repr(r): n for r, n in out})
+
+
+@SETTINGS
+@given(scenarios(max_depth=3))
+def test_a_repeated_subplan_is_computed_once_and_read_by_each_parent(s: Scenario) -> None:
+    p = s.plan
+    want = run_plan_at_times(p, s.inputs, s.times)
+    got = run_plan_at_times(UnionAll([p, p, Negate(p)]), s.inputs, s.times)
+    assert {t: _multiset(v) for t, v in got.items()} == {t: _multiset(v) for t, v in want.items()}
+    want = run_plan_at_times(Distinct(p), s.inputs, s.times)
+    got = run_plan_at_times(Distinct(UnionAll([p, p])), s.inputs, s.times)
+    assert got == want
+
+
+def _stateful() -> Reduce:
+    return Reduce(Get(A), [0], [Aggregate("count")])
+
+
+def test_equal_subplans_share_one_operator() -> None:
+    op = Renderer({A: DESC}, 0).top(UnionAll([_stateful(), _stateful()]))
+    assert isinstance(op, UnionOp)
+    first, second = op.children
+    assert isinstance(first, SharedOp) and first is second
+
+
+def test_subplans_differing_only_in_literal_types_are_not_shared() -> None:
+    def plan(value: object) -> Mfp:
+        return Mfp(Get(A), map=[Literal(value)], filter=[], project=[2])
+
+    op = Renderer({A: DESC}, 0).top(Join(Distinct(plan(1)), Distinct(plan(1.0)), [], []))
+    assert isinstance(op, JoinOp)
+    assert op.left is not op.right and op.left.types != op.right.types
+
+
+def test_memo_is_needed(monkeypatch: Any) -> None:
+    """Mutation check: a SharedOp that steps its operator on every read double-counts."""
+    inputs = {A: (DESC, [([1, 2], 0, 1), ([1, 3], 1, 1), ([1, 2], 2, -1)])}
+    plan = UnionAll([_stateful(), _stateful(), Negate(_stateful())])
+    right = run_plan_at_times(_stateful(), inputs, [0, 1, 2, 3])
+    assert run_plan_at_times(plan, inputs, [0, 1, 2, 3]) == right
+    monkeypatch.setattr(render.SharedOp, "step", lambda self, t, i: self.inner.step(t, i))
+    assert run_plan_at_times(plan, inputs, [0, 1, 2, 3]) != right
+
+
+def test_cached_mfp_compilation_keeps_literal_types_apart() -> None:
+    frame = pl.DataFrame({"c0": [1, None], "c1": [2, 3]}, schema={"c0": pl.Int64,
+                                                                  "c1": pl.Int64})
+    outs = []
+    for value in (1, 1.0, True, -0.0, 1, 1.0, True, -0.0):
+        mfp = MapFilterProject(map=[Literal(value)], filter=[], project=[2])
+        out, errs = CompiledMfp(mfp, [INT, INT]).apply(frame)
+        assert errs is None
+        outs.append((str(out.schema["c0"]), [repr(v) for v in out["c0"].to_list()]))
+    assert outs[:4] == outs[4:]
+    assert outs[:4] == [("Int64", ["1", "1"]), ("Float64", ["1.0", "1.0"]),
+                        ("Boolean", ["True", "True"]), ("Float64", ["-0.0", "-0.0"])]
