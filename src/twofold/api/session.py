@@ -52,13 +52,19 @@ from twofold.api.queries import Queries
 from twofold.api.remote import DEFAULT_CONNECT_TIMEOUT, connect_replicas, remote_factory
 from twofold.catalog import Catalog, Entry
 from twofold.controller import ConnectFactory, Controller, LagWindow
-from twofold.protocol import GlobalId, InstanceConfig
+from twofold.controller.storage_holds import storage_holds
+from twofold.protocol import GlobalId, InstanceConfig, LoggingConfig
 from twofold.replica import Replica, RuntimesMode, ScratchStorage, needs_shared_storage
 from twofold.storage import Storage, StorageError, Ticker, open_storage
+from twofold.storage.holds import ControllerHolds
 from twofold.storage.identity import storage_id
 
 log = logging.getLogger(__name__)
-__all__ = ["DEFAULT_TIMEOUT", "AsyncDatabase", "Consistency", "storage_url"]
+__all__ = ["DEFAULT_TIMEOUT", "INTROSPECTION_LOGS", "AsyncDatabase", "Consistency",
+           "storage_url"]
+
+INTROSPECTION_LOGS = ("frontiers", "arrangement_sizes", "peek_durations", "step_durations")
+"""The replicas' introspection log variants (`twofold.runtime.introspection`)."""
 
 
 def storage_url(storage: str | Path | None) -> str:
@@ -103,6 +109,7 @@ class AsyncDatabase(Definitions, Queries):
         retain_history: float = 1.0,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         tls: ssl.SSLContext | None = None,
+        introspection_interval: float | None = None,
     ) -> None:
         if consistency not in ("read-your-writes", "latest"):
             raise InvalidArgument(f"consistency must be 'read-your-writes' or 'latest', "
@@ -128,6 +135,14 @@ class AsyncDatabase(Definitions, Queries):
         self.retain_history = retain_history
         self.connect_timeout = connect_timeout
         self.tls = tls
+        self.introspection_logs: dict[str, GlobalId] = {} if introspection_interval is None \
+            else {name: GlobalId.introspection(n) for n, name in enumerate(INTROSPECTION_LOGS, 1)}
+        """The replicas' introspection indexes by log variant, kept when `introspection_interval`
+        (seconds between updates) is given; peek them like any index (`twofold serve`'s
+        monitoring relations do)."""
+        self._logging = LoggingConfig() if introspection_interval is None else LoggingConfig(
+            interval_ms=max(1, int(introspection_interval * 1000)), enable_logging=True,
+            index_logs=self.introspection_logs)
         self.storage: Storage | None = None
         self.replica: Replica | None = None
         """The in-process replica (embedded mode), e.g. for its `metrics`."""
@@ -166,7 +181,8 @@ class AsyncDatabase(Definitions, Queries):
         # URL they were started with, which need not be this process's spelling of it.
         remote = bool(self.addresses)
         self.controller = Controller(
-            factories, config=InstanceConfig(storage=None if remote else self.url),
+            factories, config=InstanceConfig(storage=None if remote else self.url,
+                                             logging=self._logging),
             read_policy=LagWindow(int(self.retain_history * 1000)),
             unavailable_after=self.connect_timeout if remote else None,
             names={i: f"{h}:{p}" for i, (h, p) in enumerate(self.addresses, 1)})
@@ -177,7 +193,12 @@ class AsyncDatabase(Definitions, Queries):
         except BaseException:
             await self.close()
             raise
-        self.ticker = Ticker(self.storage, self.tick_interval).start()
+        # The controller's critical reader of each shard (PostgreSQL storage): since follows
+        # what its dataflows and its read window still need (`twofold.storage.holds`).
+        state = self.controller.state
+        holds = ControllerHolds(self.storage, lambda: storage_holds(state),
+                                window=int(self.retain_history * 1000))
+        self.ticker = Ticker(self.storage, self.tick_interval, holds=holds).start()
         return self
 
     async def close(self) -> None:

@@ -120,6 +120,12 @@ class Arrangement:
     def batch_count(self) -> int:
         return len(self._data.batches)
 
+    @property
+    def size_bytes(self) -> int:
+        """The bytes its batches hold (columns as polars estimates them, sort codes, hashes)."""
+        return sum(int(b.data.estimated_size()) + int(b.codes.nbytes) + int(b.hashes.nbytes)
+                   for spine in (self._data, self._errors) for b in spine.batches)
+
     def insert(self, updates: Updates, upper: Frontier, errors: pl.DataFrame | None = None) -> None:
         """Append updates at times in `[self.upper, upper)` and advance the upper to `upper`.
 

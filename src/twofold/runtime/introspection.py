@@ -8,8 +8,8 @@ inserting the new — so the logs are ordinary indexes: peekable, with frontiers
 the maintenance runtime like any other index.
 
 Variants (columns): `frontiers` (collection, write_frontier), `arrangement_sizes` (collection,
-records, batches), `peek_durations` (runtime, le_us, count), `step_durations` (runtime, le_us,
-count). An unknown variant is an empty `(key, value)` index, so its frontiers still advance.
+records, batches, bytes), `peek_durations` (runtime, le_us, count), `step_durations` (runtime,
+le_us, count). An unknown variant is an empty `(key, value)` index, so its frontiers still advance.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from twofold.protocol import ColumnType, Frontier, GlobalId, LoggingConfig, Rela
 _STR, _INT = ColumnType("str", nullable=False), ColumnType("int", nullable=False)
 VARIANTS: dict[str, RelationDesc] = {
     "frontiers": RelationDesc(["collection", "write_frontier"], [_STR, ColumnType("int")]),
-    "arrangement_sizes": RelationDesc(["collection", "records", "batches"], [_STR, _INT, _INT]),
+    "arrangement_sizes": RelationDesc(["collection", "records", "batches", "bytes"],
+                                      [_STR, _INT, _INT, _INT]),
     "peek_durations": RelationDesc(["runtime", "le_us", "count"], [_STR, _INT, _INT]),
     "step_durations": RelationDesc(["runtime", "le_us", "count"], [_STR, _INT, _INT]),
 }
@@ -128,7 +129,7 @@ class Introspection:
         return max(0.0, self._next - time.perf_counter())
 
     def update(self, frontiers: dict[GlobalId, Frontier],
-               sizes: dict[GlobalId, tuple[int, int]]) -> list[GlobalId]:
+               sizes: dict[GlobalId, tuple[int, int, int]]) -> list[GlobalId]:
         """Bring every log up to now; returns the ids whose arrangements advanced."""
         self._next = time.perf_counter() + self.interval
         t = max(_now_ms(), self._time + 1)
@@ -139,8 +140,8 @@ class Introspection:
                 for cid, f in frontiers.items():
                     rows[(str(cid), f.time)] += 1
             elif name == "arrangement_sizes":
-                for cid, (records, batches) in sizes.items():
-                    rows[(str(cid), records, batches)] += 1
+                for cid, (records, batches, nbytes) in sizes.items():
+                    rows[(str(cid), records, batches, nbytes)] += 1
             elif name in ("peek_durations", "step_durations"):
                 hist = getattr(self.metrics, name)
                 for (runtime, le), n in hist.counts().items():

@@ -404,11 +404,11 @@ class ComputeWorker:
         intro = self.introspection
         assert intro is not None
         frontiers = {gid: h.frontier for gid, h in self.dataflows.items()}
-        sizes: dict[GlobalId, tuple[int, int]] = {}
+        sizes: dict[GlobalId, tuple[int, int, int]] = {}
         for gid, h in self.dataflows.items():
             arr = h.export(gid)
             if arr is not None:
-                sizes[gid] = (len(arr), arr.batch_count)
+                sizes[gid] = (len(arr), arr.batch_count, arr.size_bytes)
         for gid in intro.update(frontiers, sizes):
             arr = intro.arrangements[gid]
             allowed = self.intro_allowed.get(gid)

@@ -1,7 +1,8 @@
 """Catalog relations for tools: the parts of `pg_catalog` and `information_schema` that psql
 (`\\dt`, `\\d NAME`, `\\di`, `\\dv`, `\\dm`), SQLAlchemy's `inspect()`, asyncpg and JDBC tools
 read, plus twofold's own `mz_catalog`-style relations (`twofold_objects`, `twofold_columns`,
-`twofold_indexes`).
+`twofold_indexes`) and monitoring relations (`monitoring`: frontiers, lag, arrangement sizes,
+peek and step durations).
 
 Contract: `is_catalog_query(sql)` says whether a statement reads these relations (it names a
 `pg_` relation, `pg_catalog.`, `information_schema.` or `twofold_`); `run(db, sql, params)`
@@ -9,7 +10,9 @@ answers it from a snapshot of twofold's catalog (tables, views, materialized vie
 their columns and types) loaded into an in-memory DuckDB database whose tables have
 PostgreSQL's catalog names and columns, after rewriting the PostgreSQL-only spellings psql uses
 (`OPERATOR(pg_catalog.~)`, `COLLATE pg_catalog.default`, `::regclass`). The snapshot is rebuilt
-when the catalog changes. Result columns are typed as the engine's scalars. A catalog query
+when the catalog changes; the monitoring relations a query names are refilled, live, for
+that query (under the snapshot's lock, so concurrent queries each see their own complete
+rows). Result columns are typed as the engine's scalars. A catalog query
 DuckDB cannot run is an error naming the query (`0A000`), never a wrong answer from a user
 table: user relations are empty in the snapshot and are never queried there.
 """
@@ -22,6 +25,7 @@ import threading
 import zlib
 from typing import Any
 
+from twofold.server import monitoring
 from twofold.server.types import OIDS
 from twofold.sql.errors import FeatureNotSupported
 
@@ -29,7 +33,8 @@ _CATALOG = re.compile(r"\b(pg_catalog\.|information_schema\.|pg_(class|type|name
                       r"index|indexes|database|settings|am|proc|description|attrdef|constraint|"
                       r"roles|user|tables|views|matviews|inherits|trigger|collation|"
                       r"tablespace|policy|range|enum|extension)\b|twofold_(objects|columns|"
-                      r"indexes)\b)", re.I)
+                      r"indexes|frontiers|lag|arrangement_sizes|peek_durations|"
+                      r"step_durations)\b)", re.I)
 
 PUBLIC, PG_CATALOG, INFO_SCHEMA = 2200, 11, 13183
 _TYPES = [  # oid, name, len, category, array oid
@@ -136,7 +141,7 @@ CREATE TABLE twofold_objects (name VARCHAR, type VARCHAR, oid BIGINT);
 CREATE TABLE twofold_columns (object VARCHAR, name VARCHAR, position INTEGER, type VARCHAR,
   nullable BOOLEAN);
 CREATE TABLE twofold_indexes (name VARCHAR, "on" VARCHAR, key VARCHAR);
-CREATE VIEW pg_tables AS SELECT n.nspname AS schemaname, c.relname AS tablename,
+@MONITORING@CREATE VIEW pg_tables AS SELECT n.nspname AS schemaname, c.relname AS tablename,
   'twofold' AS tableowner, NULL AS tablespace, c.relhasindex AS hasindexes,
   false AS hasrules, false AS hastriggers, false AS rowsecurity
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r';
@@ -197,7 +202,8 @@ CREATE MACRO array_length(x, y) AS len(x);
 CREATE MACRO array_upper(x, y) AS len(x);
 CREATE MACRO array_lower(x, y) AS 1;
 CREATE MACRO current_schemas(x) AS ['public'];
-""".replace("@FORMAT@", " ".join(f"WHEN {o} THEN '{n}'" for o, n in _FORMAT.items()))
+""".replace("@FORMAT@", " ".join(f"WHEN {o} THEN '{n}'" for o, n in _FORMAT.items())).replace(
+    "@MONITORING@", monitoring.DDL)
 
 
 def oid_of(name: str) -> int:
@@ -353,8 +359,16 @@ class _Snapshot:
         for name, text in info["views"].items():
             con.execute("INSERT INTO _viewdef VALUES (?, ?)", [oid_of(name), text])
 
-    def query(self, sql: str, params: list[Any]) -> tuple[list[tuple[str, str]], list[Any]]:
+    def query(self, sql: str, params: list[Any],
+              live: dict[str, list[tuple[Any, ...]]] | None = None
+              ) -> tuple[list[tuple[str, str]], list[Any]]:
+        """Run `sql`, first replacing the rows of the (monitoring) relations in `live`."""
         with self.lock:
+            for name, rows in (live or {}).items():
+                self.con.execute(f"DELETE FROM {name}")
+                if rows:
+                    marks = ", ".join("?" * len(rows[0]))
+                    self.con.executemany(f"INSERT INTO {name} VALUES ({marks})", rows)
             cur = self.con.execute(sql, params or None)
             desc = cur.description or []
             rows = cur.fetchall()
@@ -421,8 +435,10 @@ async def run(db: Any, sql: str, params: list[Any],
             _snapshots[id(db)] = cached
     snapshot = cached[1]
     text = rewrite(sql)
+    names = monitoring.mentioned(sql)
+    live = await monitoring.collect(db, names) if names else None
     try:
-        return await asyncio.to_thread(snapshot.query, text, list(params))
+        return await asyncio.to_thread(snapshot.query, text, list(params), live)
     except Exception as e:
         raise FeatureNotSupported(f"this catalog query is not supported ({e}); "
                                   f"query: {sql[:300]!r}") from None

@@ -19,6 +19,9 @@ from collections.abc import Callable, Sequence
 
 from twofold.server.server import Server
 
+INTROSPECTION_INTERVAL = 1.0
+"""Seconds between updates of the replicas' introspection indexes (the monitoring relations)."""
+
 
 def _loopback(host: str) -> bool:
     if host in ("localhost", ""):
@@ -49,15 +52,16 @@ async def serve(host: str, port: int, *, storage: str | None = None,
                 tls: ssl.SSLContext | None = None,
                 ready: Callable[[str, int], None] | None = None,
                 stop: asyncio.Event | None = None) -> None:
-    import twofold
+    from twofold.api.session import AsyncDatabase
 
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop.set)
-    async with twofold.open_async(storage, replicas=list(replicas) if replicas else None,
-                                  token=token) as db:
+    async with AsyncDatabase(storage, replicas=list(replicas) if replicas else None,
+                             token=token, timeout=60.0,
+                             introspection_interval=INTROSPECTION_INTERVAL) as db:
         server = await Server(db, auth=auth, passwords=passwords, tls=tls).start(host, port)
         try:
             if ready is not None:

@@ -31,8 +31,12 @@ class ServerHandle:
 
 
 @contextlib.contextmanager
-def running_server(storage: str | None = "memory://", **server_args: Any) -> Iterator[ServerHandle]:
-    import twofold
+def running_server(storage: str | None = "memory://", *,
+                   introspection_interval: float | None = 0.2,
+                   **server_args: Any) -> Iterator[ServerHandle]:
+    """A server on a thread over a fresh database (`storage`), whose replicas keep their
+    introspection indexes every `introspection_interval` s (the monitoring relations)."""
+    from twofold.api.session import AsyncDatabase
     from twofold.server import Server
 
     started: Future[ServerHandle] = Future()
@@ -40,7 +44,8 @@ def running_server(storage: str | None = "memory://", **server_args: Any) -> Ite
 
     async def main() -> None:
         try:
-            async with twofold.open_async(storage) as db:
+            async with AsyncDatabase(storage, timeout=60.0,
+                                     introspection_interval=introspection_interval) as db:
                 server = await Server(db, **server_args).start("127.0.0.1", 0)
                 event = asyncio.Event()
                 stop.append(event)
