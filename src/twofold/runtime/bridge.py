@@ -100,6 +100,17 @@ class Outbox(Generic[T]):
     def put(self, item: T) -> None:
         self.put_many((item,))
 
+    def put_from_loop(self, item: T) -> None:
+        """`put`, called on the consumer's event-loop thread: the waiter is woken directly,
+        without `call_soon_threadsafe`'s write to the loop's self-pipe."""
+        with self._lock:
+            if self._closed:
+                return
+            self._items.append(item)
+            w, self._waiter = self._waiter, None
+        if w is not None and not w.done():
+            w.set_result(None)
+
     def close(self, error: BaseException | None = None) -> None:
         """End the stream; after draining, `get` returns `None` (or raises `error`)."""
         with self._lock:

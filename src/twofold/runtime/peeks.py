@@ -82,6 +82,9 @@ class PeekBook:
     def __len__(self) -> int:
         return len(self._pending)
 
+    def __contains__(self, uuid: UUID) -> bool:
+        return uuid in self._pending
+
     def add(self, p: Peek) -> PeekResponse | None:
         if p.uuid in self._pending:
             # uuids are unique per iteration; a duplicate is a controller bug we answer loudly

@@ -11,6 +11,12 @@ unflushed responses when it handles a `Hello` and then emits an internal marker;
 everything between a `send(Hello)` and its marker (responses already flushed for the old
 iteration), so the stream after a `Hello` starts clean.
 
+Answering on the caller's thread: a runtime may offer `inline`, a function that answers some
+commands at once (the interactive runtime's ready point lookups, `ComputeWorker.answer_now`).
+`send` tries it only when the runtime's thread has handled every command sent before and no
+`Hello` fence is pending, so the answer is the one the thread would have given, and it goes into
+the same response stream.
+
 Shared fate: an unexpected exception in the worker ends the runtime — the outbox is closed with
 that error, so the next `recv` raises it (and the multiplexer and replica above end with it). The
 loop never swallows a worker error and carries on.
@@ -21,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 from typing import Protocol
 
 from twofold.protocol import ComputeCommand, ComputeResponse, Hello
@@ -49,6 +56,11 @@ class FencedOutbox:
 
     def hello_sent(self) -> None:
         self._fences += 1
+
+    @property
+    def fenced(self) -> bool:
+        """A `Hello` was sent whose marker has not been taken yet."""
+        return self._fences > 0
 
     def _admit(self, item: ComputeResponse | _IterationStarted) -> bool:
         """Whether `item` belongs to the current iteration (and is a response)."""
@@ -99,8 +111,13 @@ class RuntimeClient:
     """A `ComputeClient` whose work happens on a dedicated thread. Use `async with`."""
 
     def __init__(self, worker: Worker, *, name: str, activator: Activator | None = None,
-                 hints: ThreadHints | None = None) -> None:
+                 hints: ThreadHints | None = None,
+                 inline: Callable[[ComputeCommand], ComputeResponse | None] | None = None,
+                 ) -> None:
         self.name = name
+        self.inline = inline
+        self._sent = 0  # commands put in the inbox (the event loop's thread counts)
+        self._handled = 0  # of those, handled by the worker (the worker's thread counts)
         self.hints = hints or ThreadHints()
         self.worker = worker
         self.activator = activator or Activator()
@@ -132,8 +149,16 @@ class RuntimeClient:
     async def send(self, command: ComputeCommand) -> None:
         if self._stopped.is_set() or self._stop.is_set():
             raise ConnectionError(f"runtime {self.name} has stopped") from self.error
-        if isinstance(command, Hello) and self._responses is not None:
-            self._responses.hello_sent()
+        responses = self._responses
+        if (self.inline is not None and responses is not None and not responses.fenced
+                and self._handled == self._sent):
+            response = self.inline(command)
+            if response is not None:
+                responses.outbox.put_from_loop(response)
+                return
+        if isinstance(command, Hello) and responses is not None:
+            responses.hello_sent()
+        self._sent += 1
         self._inbox.put(command)
 
     async def recv(self) -> ComputeResponse | None:
@@ -174,6 +199,7 @@ class RuntimeClient:
                         outbox.put(ITERATION_STARTED)
                     else:
                         worker.handle(command)
+                    self._handled += 1
                 worker.step()
                 responses = worker.take_responses()
                 if responses:

@@ -77,6 +77,10 @@ StorageOpener = Callable[[str | None], Storage]
 POLL_INTERVAL = 0.005
 """How often a runtime with live source imports re-reads its shards' uppers (seconds)."""
 
+INLINE_LOOKUP_KEYS = 64
+"""`answer_now` answers index lookups of at most this many keys (cheap enough to answer on the
+thread that received them); anything larger goes to the runtime's thread."""
+
 
 class ComputeWorker:
     """One compute runtime's state. See the module docstring."""
@@ -293,6 +297,45 @@ class ComputeWorker:
         if self.role == "interactive" and self.registry is not None:
             return self.registry.standing_hold(gid) or Frontier.minimum()
         return Frontier.minimum()
+
+    def answer_now(self, command: ComputeCommand) -> PeekResponse | None:
+        """Answer `command` at once, on the calling thread, if it is an interactive runtime's
+        point lookup that is ready: a `Peek` of at most `INLINE_LOOKUP_KEYS` keys on a published
+        index (not one of this runtime's own dataflows) whose snapshot is readable at the peek's
+        time. Anything else — not ready, dropped, before its since, failing, or not a lookup —
+        is `None`: the caller hands the command to the runtime's thread as usual, which waits
+        or answers with the error. Only thread-safe state is read (the registry, this
+        runtime's dataflow table by key, the pending-peek table), so the caller may run it
+        while the runtime's thread steps; it must do so only when every command it sent before
+        has been handled, so the answer is the one the runtime's thread would give.
+
+        This is the read path of the replica's front process: a lookup decoded on the event
+        loop is answered there, with no hop to the interactive thread and back (two wakeups
+        and two interpreter-lock handoffs per read, `docs/architecture.md`)."""
+        if self.role != "interactive" or self.registry is None or not isinstance(command, Peek):
+            return None
+        p = command
+        target = p.target
+        keys = p.literal_constraints
+        if not isinstance(target, IndexTarget) or keys is None or len(keys) > INLINE_LOOKUP_KEYS:
+            return None
+        gid = target.id
+        if gid in self.dataflows or p.uuid in self.peeks:
+            return None
+        started = time.perf_counter()
+        try:
+            snap = self.registry.lookup(gid)
+            if snap is None:
+                return None
+            since = snap.since.join(self.registry.standing_hold(gid) or Frontier.minimum())
+            t = p.timestamp
+            if not since.contains(t) or snap.upper.contains(t):
+                return None
+            response = answer_from_snapshot(p, snap, self.max_result_size)
+        except Exception:  # the runtime's thread answers it, with the error
+            return None
+        self.metrics.peek_durations.record(self.role, time.perf_counter() - started)
+        return response
 
     def _peek_done(self, pp: PendingPeek, response: PeekResponse) -> None:
         self.out.append(response)
