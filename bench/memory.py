@@ -31,16 +31,28 @@ from twofold.storage import open_storage
 SRC, IDX = GlobalId.user(1), GlobalId.user(2)
 
 
-def memory_kb(pid: int) -> tuple[int, int]:
-    """(RSS, PSS) of `pid` in kB."""
-    rss = pss = 0
+def rollup_kb(pid: int) -> dict[str, int]:
+    """`/proc/PID/smaps_rollup` in kB (Rss, Pss, Pss_Anon, Pss_File, Pss_Shmem, ...)."""
+    out: dict[str, int] = {}
     with open(f"/proc/{pid}/smaps_rollup") as f:
         for line in f:
-            if line.startswith("Rss:"):
-                rss = int(line.split()[1])
-            elif line.startswith("Pss:"):
-                pss = int(line.split()[1])
-    return rss, pss
+            parts = line.split()
+            if len(parts) == 3 and parts[2] == "kB":
+                out[parts[0].rstrip(":")] = int(parts[1])
+    return out
+
+
+def memory_kb(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) of `pid` in kB."""
+    r = rollup_kb(pid)
+    return r.get("Rss", 0), r.get("Pss", 0)
+
+
+def breakdown(pid: int) -> str:
+    """Where a process's PSS is: anonymous (heap, libraries' relocated data), file-backed
+    (code), shared memory (memfds)."""
+    r = rollup_kb(pid)
+    return "/".join(f"{r.get(k, 0) / 1024:,.0f}" for k in ("Pss_Anon", "Pss_File", "Pss_Shmem"))
 
 
 def children(pid: int) -> list[int]:
@@ -52,7 +64,8 @@ def children(pid: int) -> list[int]:
 
 
 async def measure(mode: Mode, rows: int) -> tuple[int, int, int, int]:
-    """(front RSS, front PSS, maintenance RSS, maintenance PSS) in kB."""
+    """(front RSS, front PSS, maintenance RSS, maintenance PSS) in kB; prints each process's
+    PSS by kind."""
     with tempfile.TemporaryDirectory(prefix="tf-memory-") as tmp:
         url = f"sqlite:///{tmp}/memory.db"
         storage = open_storage(url)
@@ -72,6 +85,8 @@ async def measure(mode: Mode, rows: int) -> tuple[int, int, int, int]:
                 front = memory_kb(proc.pid)
                 kids = children(proc.pid)
                 maint = memory_kb(kids[0]) if kids else (0, 0)
+                print(f"  {mode}: PSS anon/file/shmem MB: front {breakdown(proc.pid)}"
+                      + (f"; maintenance {breakdown(kids[0])}" if kids else ""))
         storage.close()
     return (*front, *maint)
 

@@ -32,7 +32,7 @@ from twofold.client import ComputeClient
 from twofold.engine import ArrangementSnapshot
 from twofold.multiplex import Multiplexer
 from twofold.protocol import ComputeCommand, ComputeResponse, Hello
-from twofold.replica.process import MaintenanceProcess
+from twofold.replica.process import MaintenanceProcess, StartMethod
 from twofold.runtime import sched
 from twofold.runtime.introspection import ReplicaMetrics
 from twofold.runtime.registry import PublicationRegistry
@@ -77,6 +77,12 @@ def resolve_placement(placement: Placement, runtimes: RuntimesMode,
                          f"{storage_url!r} lives in this process only (use a SQLite file, or "
                          f"placement='threads')")
     return placement
+
+
+def inline_lookups() -> bool:
+    """Whether the interactive runtime answers ready point lookups on the event loop's thread
+    (the default; `TWOFOLD_INLINE_LOOKUPS=0` sends every peek to its thread, for comparison)."""
+    return os.environ.get("TWOFOLD_INLINE_LOOKUPS", "1") != "0"
 
 
 class ScratchStorage:
@@ -184,13 +190,16 @@ class Replica:
         self, storage_url: str | None = None, runtimes: RuntimesMode = "two", *,
         strict: bool = False, poll_interval: float = POLL_INTERVAL,
         maintenance_nice: int | None = None, latency_slice_us: int | None = None,
-        placement: Placement = "auto",
+        placement: Placement = "auto", maintenance_start: StartMethod = "spawn",
     ) -> None:
         if runtimes not in ("one", "two"):
             raise ValueError(f"runtimes must be 'one' or 'two', got {runtimes!r}")
         self.mode: RuntimesMode = runtimes
         self.placement = resolve_placement(placement, runtimes, storage_url)
         self.storage_url = storage_url
+        # How a maintenance process starts (`process.py`): `fork` only where this process's
+        # state is the replica's own (`serve_replica`); it falls back to `spawn` when unsafe.
+        self.maintenance_start: StartMethod = maintenance_start
         self.storage = StorageCache(storage_url)
         self.metrics = ReplicaMetrics()
         self.strict = strict
@@ -226,7 +235,10 @@ class Replica:
             hints = ThreadHints(nice=self.maintenance_nice)
         elif role == "interactive":
             hints = ThreadHints(slice_us=self.latency_slice_us)
-        client = RuntimeClient(worker, name=role, hints=hints)
+        # The interactive runtime answers ready point lookups on the event loop's thread, as
+        # they arrive (`ComputeWorker.answer_now`): no hop to its thread and back.
+        inline = worker.answer_now if role == "interactive" and inline_lookups() else None
+        client = RuntimeClient(worker, name=role, hints=hints, inline=inline)
         worker.set_activator(client.wake)
         self.runtimes[role] = client
         return client
@@ -242,7 +254,8 @@ class Replica:
             if self.placement == "processes":
                 self.maintenance_process = MaintenanceProcess(
                     self.storage_url, self.registry, self.metrics,
-                    poll_interval=self.poll_interval, nice=self.maintenance_nice)
+                    poll_interval=self.poll_interval, nice=self.maintenance_nice,
+                    start=self.maintenance_start)
                 maintenance = await self.maintenance_process.start()
             else:
                 maintenance = await self._runtime("maintenance").start()
@@ -304,17 +317,26 @@ async def serve_replica(
     The storage is opened first (a bad URL or an unopenable file raises `StorageError` before
     anything listens), and its identity guards the handshake: a controller naming another
     storage is refused."""
-    replica = Replica(storage_url, runtimes, placement=placement)
+    # This process is the replica's own, so its maintenance process may be forked from it
+    # (sharing the interpreter's and libraries' pages; `process.py`). `TWOFOLD_MAINTENANCE_START
+    # =spawn` starts a fresh interpreter instead.
+    start = os.environ.get("TWOFOLD_MAINTENANCE_START", "fork")
+    if start not in ("fork", "spawn"):
+        raise ValueError(f"TWOFOLD_MAINTENANCE_START must be fork or spawn, got {start!r}")
+    replica = Replica(storage_url, runtimes, placement=placement,
+                      maintenance_start=start)  # type: ignore[arg-type]
     try:
+        # Started before this process touches storage: reading it runs polars, whose thread
+        # pool must not have started when the maintenance process is forked.
+        endpoint = await replica.start()
         own = storage_id(replica.storage(None))
     except BaseException:
-        replica.storage.close()
+        await replica.close()
         raise
     if runtimes == "two" and replica.latency_slice_us is not None:
         # This thread runs the event loop — network and multiplexer — so it is on every read's
         # path too. The process is the replica's own, so its main thread may take the hint.
         sched.apply(ThreadHints(slice_us=replica.latency_slice_us), "replica event loop")
-    endpoint = await replica.start()
     server = ReplicaServer(endpoint, host=host, port=port, token=token, ssl=ssl,
                            storage_id=own, storage=storage_url)
     try:

@@ -22,6 +22,7 @@ exits non-zero; the front's endpoint then raises.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import logging
 import os
@@ -234,6 +235,27 @@ def _apply(msg: wire.Message, worker: ComputeWorker, registry: SharingRegistry,
         raise DecodeError(f"unexpected message kind {kind!r} from the front")
 
 
+def prepare(parent: int, nice: int) -> None:
+    """The process's first steps, however it started: die with the front, lower priority."""
+    _die_with_parent(parent)
+    if nice:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0) + nice)
+        except OSError as e:
+            log.debug("cannot change the maintenance process's nice value: %s", e)
+
+
+def reset_inherited_signals() -> None:
+    """In a child forked from the front: signals as a fresh interpreter has them, and none
+    routed into the front's event loop (its wakeup descriptor)."""
+    with contextlib.suppress(ValueError):
+        signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as Python starts: EPIPE, not a signal
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="twofold-maintenance")
     parser.add_argument("--fd", type=int, required=True)
@@ -243,12 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nice", type=int, default=0)
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
-    _die_with_parent(args.parent)
-    if args.nice:
-        try:
-            os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0) + args.nice)
-        except OSError as e:
-            log.debug("cannot change the maintenance process's nice value: %s", e)
+    prepare(args.parent, args.nice)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="maintenance %(levelname)s %(name)s: %(message)s")
     sock = socket.socket(fileno=args.fd)
