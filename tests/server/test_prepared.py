@@ -220,3 +220,33 @@ def test_concurrent_lookups_share_a_peek(server: ServerHandle, name: str,
         return list(await asyncio.gather(*[stmt.execute([4]) for _ in range(8)]))
 
     assert all(r.rows == [("d", 4)] for r in server.call(write_then_read()))
+
+
+def test_pipelined_replies_go_out_in_one_write(server: ServerHandle, name: str) -> None:
+    from tests.server.wire import Raw, msg, query
+
+    raw = Raw(server.host, server.port)
+    before = set(server.server._live)
+    raw.login()
+    (conn,) = set(server.server._live) - before
+    writes: list[int] = []
+    real = conn.writer.write
+
+    def write(data: bytes) -> None:
+        writes.append(len(data))
+        real(data)
+
+    async def patch() -> None:
+        conn.writer.write = write
+
+    server.call(patch())
+    stmt = msg(b"P", b"s\0SELECT $1::bigint + 1\0" + b"\0\0")
+    execs = b"".join(msg(b"B", b"\0s\0" + b"\0\0" + b"\0\1" + len(str(i)).to_bytes(4, "big")
+                         + str(i).encode() + b"\0\0") + msg(b"E", b"\0\0\0\0\0")
+                     for i in range(20))
+    raw.send(stmt + execs + msg(b"S") + query("SELECT 2"))
+    got = raw.until(b"Z") + raw.until(b"Z")
+    rows = [body for kind, body in got if kind == b"D"]
+    assert len(rows) == 21 and rows[0].endswith(b"1") and rows[-1].endswith(b"2")
+    assert len(writes) <= 3, writes  # not one per message (there are 43 of them)
+    raw.sock.close()

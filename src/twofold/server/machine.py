@@ -85,6 +85,13 @@ class Machine:
     def receive_data(self, data: bytes) -> None:
         self._buf += data
 
+    def has_message(self) -> bool:
+        """Whether a whole message is received and not yet taken (the client pipelines)."""
+        buf = self._buf
+        if self.phase is Phase.STARTUP or len(buf) < 5:
+            return False
+        return len(buf) >= int(struct.unpack_from("!i", buf, 1)[0]) + 1
+
     def next_message(self) -> Frontend | None:
         while True:
             msg = self._frame()

@@ -40,12 +40,28 @@ class _Conn:
         self.task: asyncio.Task[Any] | None = None  # the running statement
         self.cancelled_by_key = False
         self.pid = 0
+        self._out: list[bytes] = []
+        self._out_size = 0
 
     def out(self, data: bytes) -> None:
-        self.writer.write(data)
+        self._out.append(data)
+        self._out_size += len(data)
+
+    def flush(self) -> None:
+        """Hand what `out` buffered to the socket, in one write."""
+        if self._out:
+            data = b"".join(self._out) if len(self._out) > 1 else self._out[0]
+            self._out.clear()
+            self._out_size = 0
+            self.writer.write(data)
 
     async def drain(self) -> None:
+        self.flush()
         await self.writer.drain()
+
+    def backlog(self) -> int:
+        """Bytes written and not yet sent (buffered here or in the transport)."""
+        return self._out_size + self.writer.transport.get_write_buffer_size()
 
     async def read(self) -> bytes:
         return await self.reader.read(READ_CHUNK)
@@ -80,6 +96,7 @@ class _Conn:
                 await self.session.close()
             self.server._keys.pop(self.pid, None)
             with contextlib.suppress(Exception):
+                self.flush()
                 self.writer.close()
 
     async def _serve(self) -> None:
@@ -108,7 +125,7 @@ class _Conn:
         self.machine.sent_auth_ok()
         self.pid, secret = self.server._new_key(self)
         session = Session(self.server.db, self.machine, self.out, self.drain, user,
-                          startup.params, self.pid)
+                          startup.params, self.pid, self.backlog)
         self.session = session
         for name in shims.REPORTED:
             self.out(m.encode_parameter_status(name, session.vars.values[name]))
@@ -162,6 +179,7 @@ class _Conn:
         while True:
             msg = self.machine.next_message()
             if msg is None:
+                self.flush()
                 if pending is None:
                     pending = self._pending = asyncio.ensure_future(self.read())
                 data = await pending
@@ -271,7 +289,7 @@ class Server:
 
     def write_buffered(self) -> int:
         """Bytes waiting in the sockets' write buffers (what slow readers cost)."""
-        return sum(c.writer.transport.get_write_buffer_size() for c in self._live)
+        return sum(c.backlog() for c in self._live)
 
     async def start(self, host: str = "127.0.0.1", port: int = 6875) -> Server:
         self._server = await asyncio.start_server(self._client, host, port, limit=READ_CHUNK)

@@ -33,16 +33,18 @@ from twofold.server.statements import split_statements
 from twofold.server.transaction import Transaction
 
 log = logging.getLogger(__name__)
+FLUSH_AT = 1 << 16  # replies buffered past this are sent even while more messages wait
 
 
 class Session:
     def __init__(self, db: Any, machine: Machine, out: Callable[[bytes], None],
                  drain: Callable[[], Awaitable[None]], user: str, startup: dict[str, str],
-                 pid: int) -> None:
+                 pid: int, backlog: Callable[[], int] = lambda: 0) -> None:
         self.db = db
         self.machine = machine
         self.out = out
         self.drain = drain
+        self.backlog = backlog  # bytes written and not yet sent
         self.user = user
         self.pid = pid
         self.vars = shims.Variables(user, startup)
@@ -99,7 +101,8 @@ class Session:
             self.error(SessionError(f"COPY from stdin failed: {msg.message}", "57014"))
             if self.machine.phase.name == "READY":
                 self.ready()
-        await self.drain()
+        if not self.machine.has_message() or self.backlog() > FLUSH_AT:
+            await self.drain()  # the replies to pipelined messages go out together
 
     def _guard(self, fn: Callable[[Any], None], msg: Any) -> None:
         try:
