@@ -112,4 +112,5 @@ def test_replicas_writers_and_controller_share_one_database_and_bucket(
             assert len(times) >= 40
             for ts in times[:: max(1, len(times) // 25)]:
                 assert sorted(index.collect(as_of=ts).rows) == expected_at(storage, ts), ts
-            assert r1.starts == 2 and r2.starts == 2 and checked > 5
+            # (a check after each kill and one at the end, at least)
+            assert r1.starts == 2 and r2.starts == 2 and checked >= 3

@@ -479,6 +479,74 @@ def test_reader_handles_release_and_fence(pg: Storage) -> None:
                                                  Frontier.at(25)) == Frontier.at(25)
 
 
+def test_a_listener_holds_since_at_what_it_has_delivered(pg: Storage) -> None:
+    backend = persist(pg)
+    shard = pg.create_shard("s", DESC)
+    shard.compare_and_append([([1, "a"], 3, 1)], 0, 10)
+    controller = CriticalReader(backend, "s", "controller", "t", Frontier.at(0))
+    listener = shard.listen(2)
+    controller.compare_and_downgrade_since("t", "t", Frontier.at(8))
+    assert shard.since == Frontier.at(2)  # the listener's lease holds it at its as_of
+    batches = listener.poll()
+    assert [u for b in batches for u in b.to_tuples()] == [([1, "a"], 3, 1)]
+    backend.leases.heartbeat()  # carries the listener's progress: it delivered up to 9
+    assert shard.since == Frontier.at(8)
+    controller.compare_and_downgrade_since("t", "t", Frontier.at(9))
+    assert shard.since == Frontier.at(9)
+    shard.compare_and_append([([2, "b"], 12, 1)], 10, 20)
+    controller.compare_and_downgrade_since("t", "t", Frontier.at(15))
+    assert shard.since == Frontier.at(9)  # held by the listener, which has not read past 9
+    assert [u for b in listener.poll() for u in b.to_tuples()] == [([2, "b"], 12, 1)]
+    listener.close()
+    backend.leases.heartbeat()  # the release is sent
+    controller.compare_and_downgrade_since("t", "t", Frontier.at(15))
+    assert shard.since == Frontier.at(15)
+    assert backend._head("s").data.readers.keys() == {"controller"}
+
+
+def test_a_listener_cannot_start_behind_since(pg: Storage) -> None:
+    shard = pg.create_shard("s", DESC)
+    shard.compare_and_append([], 0, 10)
+    shard.downgrade_since(5)
+    with pytest.raises(SinceViolation):
+        shard.listen(3)
+    assert persist(pg)._head("s").data.readers == {}  # its lease was given back at once
+
+
+def process_listen_and_hang(url: str, shard_id: str, ready: Any) -> None:
+    """Child process: listen from 2 under a short lease, deliver, then hang until killed."""
+    with open_storage(url) as storage:
+        backend = storage.backend
+        assert isinstance(backend, PersistBackend)
+        backend.leases.lease_seconds = 0.6
+        listener = storage.shard(shard_id).listen(2)
+        listener.poll()
+        ready.set()
+        time.sleep(3600)
+
+
+def test_a_listener_in_a_process_that_dies_stops_holding_once_its_lease_runs_out(
+    pg: Storage,
+) -> None:
+    backend = persist(pg)
+    shard = pg.create_shard("s", DESC)
+    shard.compare_and_append([], 0, 10)
+    controller = CriticalReader(backend, "s", "controller", "t", Frontier.at(0))
+    ready = SPAWN.Event()
+    proc = SPAWN.Process(target=process_listen_and_hang, args=(pg.url, "s", ready))
+    proc.start()
+    try:
+        assert ready.wait(timeout=60)
+        time.sleep(1.5)  # 2.5 leases: only heartbeats (carrying its progress, 9) keep it
+        assert controller.compare_and_downgrade_since("t", "t", Frontier.at(10)) == \
+            Frontier.at(9)
+    finally:
+        proc.kill()
+        proc.join(timeout=30)
+    time.sleep(0.8)  # no heartbeats now: the lease runs out
+    assert controller.compare_and_downgrade_since("t", "t", Frontier.at(10)) == Frontier.at(10)
+
+
 # -- time and frontiers ----------------------------------------------------------------------
 
 

@@ -121,6 +121,24 @@ class Backend(Protocol):
         ...
 
 
+class ListenerLease(Protocol):
+    """A listener's hold on its shard's since, in backends whose readers hold leases
+    (`postgres://`): `advance` as it delivers, `release` when done."""
+
+    def advance(self, since: Frontier) -> None: ...
+
+    def release(self, *, wait: bool = False) -> None: ...
+
+
+class LeasingBackend(Protocol):
+    """A backend whose listeners hold leases: `lease_listener(shard_id, as_of)` registers one
+    at `as_of` and returns it with the since it holds (past `as_of` if compaction got there
+    first). Memory and SQLite shards are not compacted behind their listeners' backs (nothing
+    but an explicit `downgrade_since` moves their since), so they have none."""
+
+    def lease_listener(self, shard_id: str, as_of: int) -> tuple[ListenerLease, Frontier]: ...
+
+
 class Notifier:
     """Wakes waiters when a shard changes in this process. Thread-safe.
 

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
 
@@ -28,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from twofold.protocol import MAX_TIME, Frontier, RelationDesc
-from twofold.storage.backend import Backend, Part
+from twofold.storage.backend import Backend, ListenerLease, Part
 from twofold.storage.compaction import plan_compaction
 from twofold.storage.errors import (
     BeyondUpper,
@@ -195,6 +196,11 @@ class Listener:
     consumers may alternate. Cancelling `anext_batch` loses nothing: fetched batches wait in a
     buffer for the next call. After the shard's upper becomes empty and that final batch is
     delivered, iteration ends.
+
+    On a backend whose readers hold leases (`LeasingBackend`: PostgreSQL), the listener holds
+    the shard's since at its last delivered time under a lease, from whatever process it runs
+    in, until `close()` (or until it is garbage-collected, or its process dies and the lease
+    runs out).
     """
 
     def __init__(self, shard: Shard, as_of: int) -> None:
@@ -203,12 +209,25 @@ class Listener:
         self._frontier = Frontier.empty() if as_of == MAX_TIME else Frontier.at(as_of + 1)
         self._buffer: deque[UpdateBatch] = deque()
         self._lock = threading.Lock()
-        since = shard.since
+        self._lease: ListenerLease | None = None
+        lease_listener = getattr(shard.backend, "lease_listener", None)
+        if lease_listener is not None:
+            self._lease, since = lease_listener(shard.shard_id, as_of)
+            self._release = weakref.finalize(self, self._lease.release)
+        else:
+            since = shard.since
         if not since.contains(as_of):
+            self.close()
             raise SinceViolation(
                 f"shard {shard.shard_id!r}: cannot listen from {as_of}, before since {since!r}",
                 shard_id=shard.shard_id, as_of=as_of, since=since, upper=shard.upper,
             )
+
+    def close(self) -> None:
+        """Release this listener's hold on since (idempotent; reads still work until since
+        passes them)."""
+        if self._lease is not None and self._release.detach() is not None:
+            self._lease.release(wait=True)
 
     @property
     def frontier(self) -> Frontier:
@@ -244,6 +263,10 @@ class Listener:
                 tile_batches(start, state.upper, parts, empty_updates(self.shard.desc), shard_id)
             )
             self._frontier = state.upper
+            if self._lease is not None:  # delivered before upper: hold only its last time
+                last = state.upper.step_back()
+                if last is not None:
+                    self._lease.advance(Frontier.at(last))
 
     def _check_since(self, since: Frontier, start: int) -> None:
         if not since.contains(start - 1):

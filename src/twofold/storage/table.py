@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final, TypeAlias
 
@@ -34,6 +35,7 @@ from twofold.storage.shard import Shard
 from twofold.storage.updates import DIFF, TIME, rows_table, to_update_table
 
 if TYPE_CHECKING:
+    from twofold.storage.holds import ControllerHolds
     from twofold.storage.storage import Storage
 
 TABLE_PREFIX: Final = "table/"
@@ -206,13 +208,16 @@ def _data_table(rows: RowsLike, desc: RelationDesc) -> pa.Table:
 
 class Ticker:
     """Advances the upper of every table of a storage to a fresh timestamp every `interval`
-    seconds, on a background thread owned by this object."""
+    seconds, on a background thread owned by this object; with `holds` (the controller's
+    critical readers, `twofold.storage.holds`), also moves them every `holds.every` seconds."""
 
-    def __init__(self, storage: Storage, interval: float = 0.1) -> None:
+    def __init__(self, storage: Storage, interval: float = 0.1,
+                 holds: ControllerHolds | None = None) -> None:
         if interval <= 0:
             raise ValueError(f"ticker interval must be positive, got {interval}")
         self._storage = storage
         self.interval = interval
+        self.holds = holds
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._ticked = threading.Condition()
@@ -235,9 +240,13 @@ class Ticker:
             return self._ticked.wait_for(lambda: self.ticks >= count, timeout)
 
     def _run(self) -> None:
+        next_hold = time.monotonic()
         while not self._stop.wait(self.interval):
             try:
                 self.tick()
+                if self.holds is not None and time.monotonic() >= next_hold:
+                    self.holds.step()
+                    next_hold = time.monotonic() + self.holds.every
             except StorageClosed:
                 return
             except Exception as e:  # a failed round must not stop time; the next one retries

@@ -46,6 +46,7 @@ from twofold.storage.persist.base import HEADS, now_ms
 from twofold.storage.persist.blob import BlobMissing, BlobStore
 from twofold.storage.persist.consensus import Consensus, ListeningNotifier
 from twofold.storage.persist.gc import GarbageCollection
+from twofold.storage.persist.leases import Lease, ListenerLeases
 from twofold.storage.persist.readers import ReaderCommands
 from twofold.storage.persist.state import PartRef
 from twofold.storage.updates import decode_ipc, encode_ipc, update_schema
@@ -103,6 +104,12 @@ class PersistBackend(ReaderCommands, GarbageCollection):
         self._advances = 0
         self.merge_below = MERGE_BELOW
         self.fault: Callable[[str], None] | None = None  # test hook (see Consensus.fault)
+        self.leases = ListenerLeases(self)
+
+    def lease_listener(self, shard_id: str, as_of: int) -> tuple[Lease, Frontier]:
+        """Hold `shard_id` at `as_of` for a listener in this process (`leases.py`); returns
+        the lease and the since it holds (past `as_of` if the shard was compacted already)."""
+        return self.leases.acquire(shard_id, Frontier.at(as_of))
 
     @property
     def sql_schema(self) -> str:
@@ -494,5 +501,6 @@ class PersistBackend(ReaderCommands, GarbageCollection):
         self.notifier.notify(shard_id)
 
     def close(self) -> None:
+        self.leases.close()
         self._listening.stop()
         self.consensus.close()

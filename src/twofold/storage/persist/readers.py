@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from twofold.storage.persist.backend import PersistBackend
 
 
+class ReaderFenced(StorageError):
+    """A critical reader's move named a token that is no longer the stored one: another
+    holder (a newer controller) took the hold over. Nothing changed."""
+
+
 class ReaderCommands:
     """The reader commands of `PersistBackend` (a mixin over `base.Core`): each one CAS."""
 
@@ -76,7 +81,7 @@ class ReaderCommands:
             if reader is None:
                 raise StorageError(f"shard {shard_id!r}: no live reader {reader_id!r}")
             if expected_token is not None and reader.token != expected_token:
-                raise StorageError(
+                raise ReaderFenced(
                     f"shard {shard_id!r}: reader {reader_id!r} is fenced: token "
                     f"{reader.token!r}, not {expected_token!r}"
                 )
