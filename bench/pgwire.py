@@ -11,12 +11,17 @@ timed operation is checked (the lookup returns the key's one row).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import random
+import re
+import signal
 import statistics
+import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +29,28 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bars import Verdicts
-from twofold.testing.pgwire import running_server
+
+
+@contextlib.contextmanager
+def twofold_serve() -> Iterator[str]:
+    """`twofold serve` in its own process (as PostgreSQL runs in its own): its DSN."""
+    argv = [sys.executable, "-c", "from twofold.cli.main import main; main()", "serve",
+            "--listen", "127.0.0.1:0"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        found = re.search(r"listening on ([\d.]+):(\d+)", line)
+        if found is None:
+            raise RuntimeError(f"twofold serve did not start: {line!r}")
+        yield f"host={found[1]} port={found[2]} user=twofold dbname=twofold"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -133,10 +159,10 @@ def main() -> int:
     results: dict[str, dict[int, tuple[float, float, float]]] = {"twofold": {}, "postgres": {}}
     copy_rate: dict[str, float] = {}
     sub: tuple[list[float], int] = ([], 0)
-    print(f"pgwire: {rows:,} rows, {seconds:g} s per arm, psycopg 3 prepared statements "
-          "(machine shared with other work: figures are indicative)")
-    with running_server(storage=None) as srv:
-        dsn = srv.dsn()
+    print(f"pgwire: {rows:,} rows, {seconds:g} s per arm, psycopg 3 prepared statements, "
+          "each server in its own process (machine shared with other work: figures are "
+          "indicative)")
+    with twofold_serve() as dsn:
         with psycopg.connect(dsn, autocommit=True) as c:
             c.execute("CREATE TABLE kv (k bigint PRIMARY KEY, v double precision, s text)")
         copy_rate["twofold"] = copy_in(dsn, "kv", rows)
