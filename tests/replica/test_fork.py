@@ -18,7 +18,7 @@ from tests.runtime.helpers import KV, Driver, sqlite_url
 from twofold.controller import Controller
 from twofold.protocol import GlobalId, InstanceConfig, PeekRows
 from twofold.replica import Replica
-from twofold.replica.process import fork_is_safe
+from twofold.replica.start import fork_is_safe
 from twofold.storage import open_storage
 
 pytestmark = pytest.mark.timeout(120)

@@ -32,7 +32,8 @@ from twofold.client import ComputeClient
 from twofold.engine import ArrangementSnapshot
 from twofold.multiplex import Multiplexer
 from twofold.protocol import ComputeCommand, ComputeResponse, Hello
-from twofold.replica.process import MaintenanceProcess, StartMethod
+from twofold.replica.process import MaintenanceProcess
+from twofold.replica.start import StartMethod
 from twofold.runtime import sched
 from twofold.runtime.introspection import ReplicaMetrics
 from twofold.runtime.registry import PublicationRegistry

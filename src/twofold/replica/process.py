@@ -1,8 +1,9 @@
 """The front process's side of a maintenance process (`spec/placement.md`).
 
 `MaintenanceProcess` is a `ComputeClient`: the multiplexer talks to it exactly as it talks to a
-runtime on a thread. `start()` spawns `python -m twofold.replica.maintenance` with one end of a
-Unix socket pair and then, on the event loop:
+runtime on a thread. `start()` starts the maintenance process (`python -m
+twofold.replica.maintenance`, or a fork of this process: `start.py`) with one end of a Unix
+socket pair and then, on the event loop:
 
 - sends commands as `C` messages, in order (`wire.py`);
 - applies what arrives, in order: responses go to `recv` behind the iteration fence (as for a
@@ -17,34 +18,17 @@ Unix socket pair and then, on the event loop:
 Shared fate: if the maintenance process dies or fails, `recv` raises `MaintenanceFailed` (the
 multiplexer, and `twofold replica`, end with it). Closing the client closes the socket, which
 ends the process (and the process also dies with the thread that started it).
-
-**How the process starts.** `spawn` (the default) runs a fresh interpreter, which imports numpy,
-polars and pyarrow again: ~50 MB of private memory before it holds a row (the modules' objects
-and the libraries' own allocations). `fork` instead copies the front process, whose pages the
-child then shares copy-on-write — what the child never writes stays one copy (the garbage
-collector is frozen around the fork so that it does not touch every inherited object). Forking
-is safe only in a process whose state we control and before the libraries have started their
-thread pools (a child forked after polars' pool started deadlocks on its first parallel
-operation), so `fork` is used by `twofold replica` (`serve_replica`) and falls back to `spawn`
-whenever `fork_is_safe()` sees such a thread; the embedded `twofold.open()` always spawns.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import os
-import re
-import signal
 import socket
-import subprocess
-import sys
 import threading
-import traceback
 from collections.abc import Callable
-from typing import Literal, Protocol
 
 from twofold.engine import ArrangementSnapshot
 from twofold.engine.batch import Batch
@@ -60,6 +44,7 @@ from twofold.protocol.codec import decode_response, encode
 from twofold.replica import wire
 from twofold.replica.metrics_sync import METRICS_INTERVAL, absorb_metrics, metrics_message
 from twofold.replica.shm import Layout, map_readonly, read_from
+from twofold.replica.start import ChildProcess, StartMethod, fork, fork_is_safe, spawn
 from twofold.runtime.introspection import ReplicaMetrics
 from twofold.runtime.registry import PublicationRegistry
 from twofold.runtime.thread import ITERATION_STARTED, FencedOutbox
@@ -71,83 +56,8 @@ CLOSE_TIMEOUT = 5.0
 
 _READS_PER_WAKEUP = 16
 
-StartMethod = Literal["spawn", "fork"]
-
-_POOL_THREADS = re.compile(r"polars-\d|tokio-rt-worker|async-executor")
-"""Names of library pool threads whose presence makes a fork unsafe (`fork_is_safe`): polars'
-compute pool (`polars-0`, ...; not its `polars-ooc-cleanup` thread, started at import) and its
-async runtimes. The allocator's background threads are fork-safe (jemalloc re-creates them)."""
-
-
 class MaintenanceFailed(ConnectionError):
     """The maintenance process died or its runtime failed: the replica fails with it."""
-
-
-class ChildProcess(Protocol):
-    """What the front needs of its child (`subprocess.Popen` is one)."""
-
-    @property
-    def pid(self) -> int: ...
-
-    @property
-    def returncode(self) -> int | None: ...
-
-    def poll(self) -> int | None: ...
-
-    def wait(self) -> int: ...
-
-    def kill(self) -> None: ...
-
-
-class ForkedChild:
-    """A child made by `os.fork`, with `Popen`'s interface (the front reaps it)."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.returncode: int | None = None
-
-    def _reaped(self, status: int) -> int:
-        self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid == self.pid:
-                self._reaped(status)
-        return self.returncode
-
-    def wait(self) -> int:
-        if self.returncode is None:
-            _, status = os.waitpid(self.pid, 0)
-            self._reaped(status)
-        assert self.returncode is not None
-        return self.returncode
-
-    def kill(self) -> None:
-        if self.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-
-
-def fork_is_safe() -> bool:
-    """Whether this process may fork a maintenance process: on Linux, with none of the
-    libraries' pool threads started yet (a forked child would wait for them forever)."""
-    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
-        return False
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return False
-    for tid in tasks:
-        try:
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                name = f.read().strip()
-        except OSError:
-            continue
-        if _POOL_THREADS.match(name):
-            return False
-    return True
 
 
 class MaintenanceProcess:
@@ -191,9 +101,13 @@ class MaintenanceProcess:
         front, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             if self.start_method == "fork" and fork_is_safe():
-                self.process, self.started_by = self._fork(front, child), "fork"
+                self.process = fork(front, child, self.storage_url,
+                                    poll_interval=self.poll_interval, nice=self.nice)
+                self.started_by = "fork"
             else:
-                self.process, self.started_by = self._spawn(child), "spawn"
+                self.process = spawn(child, self.storage_url, poll_interval=self.poll_interval,
+                                     nice=self.nice)
+                self.started_by = "spawn"
         finally:
             child.close()
         log.info("maintenance process %d started (%s)", self.process.pid, self.started_by)
@@ -203,43 +117,6 @@ class MaintenanceProcess:
         self.registry.add_hold_waker(self._on_hold)
         self._metrics_task = loop.create_task(self._sync_metrics())
         return self
-
-    def _spawn(self, child: socket.socket) -> ChildProcess:
-        args = [sys.executable, "-m", "twofold.replica.maintenance", "--fd", str(child.fileno()),
-                "--parent", str(os.getpid()), "--poll-interval", repr(self.poll_interval),
-                "--nice", str(self.nice),
-                "--log-level", logging.getLevelName(logging.getLogger().getEffectiveLevel())]
-        if self.storage_url is not None:
-            args += ["--storage", self.storage_url]
-        return subprocess.Popen(args, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL)
-
-    def _fork(self, front: socket.socket, child: socket.socket) -> ChildProcess:
-        from twofold.replica import maintenance
-
-        parent = os.getpid()
-        gc.collect()
-        gc.freeze()  # inherited objects stay out of the child's collections: pages stay shared
-        try:
-            pid = os.fork()
-        except BaseException:
-            gc.unfreeze()
-            raise
-        if pid == 0:  # the child: never returns into the front's code
-            code = 1
-            try:
-                front.close()
-                maintenance.reset_inherited_signals()
-                maintenance.prepare(parent, self.nice)
-                code = maintenance.serve(child, self.storage_url,
-                                         poll_interval=self.poll_interval)
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                with contextlib.suppress(BaseException):
-                    sys.stderr.flush()
-                os._exit(code)
-        gc.unfreeze()
-        return ForkedChild(pid)
 
     async def __aenter__(self) -> MaintenanceProcess:
         return await self.start()
