@@ -6,19 +6,36 @@ Contract: `run_demo(duration)` runs the same workload twice — on a replica wit
 for half of `duration` each, and returns a `DemoReport` with per-phase lookup latencies measured
 by the client, peek and step durations recorded by the replica (`ReplicaMetrics`), and counts.
 The workload: customers and a stream of orders (inserts, updates, deletes) with a churning
-maintained aggregate (revenue per customer, an index) and a revenue-per-region materialized
-view, while a reader does point lookups on the revenue index as fast as it can. Needs nothing
-but the installed package; everything lives in memory and is gone when it returns.
+maintained aggregate (revenue per customer, an index), a revenue-per-region materialized view
+and the largest open order per region (an index), while a reader does point lookups on the
+revenue index as fast as it can.
+
+The largest order per region is what makes maintenance expensive, on purpose: a `max` is kept
+by recomputing every group a step touches (the engine keeps no per-group order statistic), and
+with five regions every write touches all of them, so each step re-reads every open order. Sums
+and counts, by contrast, are maintained in time proportional to the write (exact incremental
+sums), which left one runtime's steps too short to show what two runtimes are for.
+
+The writes come from a process of their own, on a fixed schedule (`write_main`): a writer
+thread in the demo's process would share its interpreter lock with a reader that never yields
+it, and would manage a fraction of its writes in whichever phase reads fastest — the phases
+would no longer run the same workload. Needs nothing but the installed package; the database is
+a scratch SQLite file, removed when the phase ends.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import logging
 import random
+import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -27,6 +44,9 @@ from rich.text import Text
 
 import twofold
 from twofold import col, count, sum
+from twofold import max as max_of
+from twofold.storage import Table as StorageTable
+from twofold.storage import open_storage
 
 REGIONS = ("north", "south", "east", "west", "central")
 
@@ -69,15 +89,56 @@ class DemoReport:
         return next(p for p in self.phases if p.mode == mode)
 
 
-class Workload:
-    """Orders and customers with a churning aggregate; one instance per phase."""
+ORDERS_PER_CUSTOMER = 20
+"""Seed orders per customer: the open orders each step of the largest-order index re-reads."""
 
-    def __init__(self, db: twofold.AsyncDatabase, rng: random.Random, customers: int) -> None:
-        self.db = db
+Order = tuple[int, int, float, str]
+
+
+class Churn:
+    """The stream of order writes: new orders, some cancelled (updated), some deleted."""
+
+    def __init__(self, rng: random.Random, customers: int) -> None:
         self.rng = rng
         self.n_customers = customers
         self.next_order = 1
-        self.live: list[tuple[int, int, float, str]] = []
+        self.live: list[Order] = []
+
+    def new_orders(self, n: int) -> list[Order]:
+        rows = []
+        for _ in range(n):
+            rows.append((self.next_order, self.rng.randrange(self.n_customers),
+                         round(self.rng.uniform(1, 500), 2), "open"))
+            self.next_order += 1
+        self.live.extend(rows)
+        return rows
+
+    def churn(self, orders: StorageTable, batch: int) -> int:
+        """One write into `orders`: new orders, some cancelled (updated), some deleted — one
+        timestamp. Returns the rows written."""
+        new = self.new_orders(batch)
+        k = min(len(self.live) // 4, batch // 4)
+        picks = self.rng.sample(range(len(self.live)), 2 * k) if k else []
+        updated = [self.live[i] for i in picks[:k]]
+        deleted = [self.live[i] for i in picks[k:]]
+        cancelled = [(o, c, a, "cancelled") for o, c, a, _ in updated]
+        rows = [*new, *updated, *cancelled, *deleted]
+        diffs = [1] * len(new) + [-1] * len(updated) + [1] * len(cancelled) + [-1] * len(deleted)
+        orders.write([list(r) for r in rows], diffs)
+        gone = set(picks)
+        kept = [r for i, r in enumerate(self.live) if i not in gone]
+        kept.extend(cancelled)
+        self.live = kept
+        return len(rows)
+
+
+class Workload:
+    """Orders and customers with churning aggregates; one instance per phase."""
+
+    def __init__(self, db: twofold.AsyncDatabase, rng: random.Random, customers: int) -> None:
+        self.db = db
+        self.churn = Churn(rng, customers)
+        self.n_customers = customers
 
     async def setup(self, seed_orders: int) -> twofold.Index:
         db = self.db
@@ -88,7 +149,7 @@ class Workload:
             nullable=False)
         self.customers.insert([(i, f"customer-{i}", REGIONS[i % len(REGIONS)])
                                for i in range(self.n_customers)])
-        self.orders.insert(self.new_orders(seed_orders))
+        self.orders.insert(self.churn.new_orders(seed_orders))
         revenue = self.orders.filter(col("status") != "cancelled").group_by("customer").agg(
             sum("amount").alias("revenue"), count().alias("orders"))
         self.revenue = await db.create_index("revenue_by_customer", revenue, key="customer")
@@ -96,6 +157,11 @@ class Workload:
         by_region = (self.orders.join(self.customers, left_on="customer", right_on="id")
                      .group_by("region").agg(sum("amount").alias("revenue"), count()))
         view = await db.create_materialized_view("revenue_by_region", by_region)
+        # Expensive on purpose (see the module docstring): every write touches every region.
+        largest = (self.orders.filter(col("status") == "open")
+                   .join(self.customers, left_on="customer", right_on="id")
+                   .group_by("region").agg(max_of("amount").alias("largest")))
+        self.largest = await db.create_index("largest_order_by_region", largest, key="region")
         # Start the clock only once every maintained collection has caught up with the seed
         # data: the comparison is about steady-state churn, not the initial build.
         seeded = db.now()
@@ -103,36 +169,73 @@ class Workload:
         # that caught up first is not compacted past it meanwhile (the history kept is short,
         # and a first build can take seconds: with two runtimes, a process starts).
         await asyncio.gather(*(db.query(obj, as_of=seeded)
-                               for obj in (self.revenue, self.by_id, view)))
+                               for obj in (self.revenue, self.by_id, view, self.largest)))
         return self.revenue
 
-    def new_orders(self, n: int) -> list[tuple[int, int, float, str]]:
-        rows = []
-        for _ in range(n):
-            rows.append((self.next_order, self.rng.randrange(self.n_customers),
-                         round(self.rng.uniform(1, 500), 2), "open"))
-            self.next_order += 1
-        self.live.extend(rows)
-        return rows
 
-    def churn(self, batch: int) -> int:
-        """One write: new orders, some cancelled (updated), some deleted. Returns rows."""
-        new = self.new_orders(batch)
-        self.orders.insert(new)
-        k = min(len(self.live) // 4, batch // 4)
-        picks = self.rng.sample(range(len(self.live)), 2 * k) if k else []
-        updated = [self.live[i] for i in picks[:k]]
-        deleted = [self.live[i] for i in picks[k:]]
-        if updated:
-            cancelled = [(o, c, a, "cancelled") for o, c, a, _ in updated]
-            self.orders.update(updated, cancelled)
-        if deleted:
-            self.orders.delete(deleted)
-        gone = set(picks)
-        kept = [r for i, r in enumerate(self.live) if i not in gone]
-        kept.extend((o, c, a, "cancelled") for o, c, a, _ in updated)
-        self.live = kept
-        return len(new) + 2 * len(updated) + len(deleted)
+def write_main(argv: Sequence[str]) -> int:
+    """The demo's writer process: `python -m twofold.cli.demo write URL SEED CUSTOMERS SEED_ORDERS
+    BATCH INTERVAL SECONDS`. It replays the seed to know the live orders (the demo's process
+    wrote the same ones), prints `READY`, then writes one churn batch every INTERVAL seconds on
+    a fixed schedule — the load does not wait for the database — printing each write's rows."""
+    parser = argparse.ArgumentParser(prog="twofold-demo-writer")
+    parser.add_argument("url")
+    for name in ("seed", "customers", "seed_orders", "batch"):
+        parser.add_argument(name, type=int)
+    parser.add_argument("interval", type=float)
+    parser.add_argument("seconds", type=float)
+    args = parser.parse_args(argv)
+    churn = Churn(random.Random(args.seed), args.customers)
+    churn.new_orders(args.seed_orders)
+    storage = open_storage(args.url)
+    try:
+        orders = storage.table("orders")
+        print("READY", flush=True)
+        begin = time.monotonic()
+        i = 0
+        while (now := time.monotonic()) - begin < args.seconds:
+            due = begin + i * args.interval
+            if due > now:
+                time.sleep(due - now)  # a fixed schedule, whatever the database is doing
+            print(churn.churn(orders, args.batch), flush=True)
+            i += 1
+    finally:
+        storage.close()
+    return 0
+
+
+@contextlib.asynccontextmanager
+async def writer_process(url: str, stats: PhaseStats, *, seed: int, customers: int,
+                         seed_orders: int, batch: int, interval: float, seconds: float,
+                         ) -> AsyncIterator[None]:
+    """Run `write_main` for the phase, counting its writes into `stats`."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "twofold.cli.demo", "write", url, str(seed), str(customers),
+        str(seed_orders), str(batch), repr(interval), repr(seconds),
+        stdout=asyncio.subprocess.PIPE)
+    assert proc.stdout is not None
+    try:
+        ready = await proc.stdout.readline()
+        if not ready.startswith(b"READY"):
+            raise RuntimeError("the demo's writer process did not start")
+
+        async def count() -> None:
+            assert proc.stdout is not None
+            while line := await proc.stdout.readline():
+                stats.rows_written += int(line)
+                stats.writes += 1
+
+        counter = asyncio.create_task(count())
+        try:
+            yield
+        finally:
+            counter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await counter
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
 
 
 def _roles(mode: str) -> list[str]:
@@ -149,7 +252,7 @@ def snapshot(db: twofold.AsyncDatabase, stats: PhaseStats) -> None:
     now = db.now()
     stats.collections = []
     for name in ("orders", "customers", "revenue_by_customer", "customers_by_id",
-                 "revenue_by_region"):
+                 "revenue_by_region", "largest_order_by_region"):
         obj = db.get(name)
         kind = type(obj).__name__
         upper = db.frontier(obj).time
@@ -186,48 +289,59 @@ async def run_phase(mode: str, duration: float, *, customers: int, seed: int,
     """Run the workload for `duration` seconds on a replica with `mode` runtimes."""
     stats = PhaseStats(mode)
     rng = random.Random(seed)
+    seed_orders = customers * ORDERS_PER_CUSTOMER
     # Lookups read the latest complete time: they never wait for maintenance to catch up,
-    # which is exactly what two runtimes are for.
-    async with twofold.open_async(runtimes=mode, consistency="latest",  # type: ignore[arg-type]
-                                  tick_interval=0.02, timeout=30) as db:
-        work = Workload(db, rng, customers)
-        index = await work.setup(seed_orders=customers * 5)
-        stop = asyncio.Event()
-        start = time.perf_counter()
-
-        async def writer() -> None:
-            while not stop.is_set():
-                stats.rows_written += await asyncio.to_thread(work.churn, batch)
-                stats.writes += 1
-                await asyncio.sleep(write_interval)
-
-        async def reader() -> None:
-            keys = random.Random(seed + 1)
-            while not stop.is_set():
-                t0 = time.perf_counter()
-                await db.lookup(index, keys.randrange(customers))
-                stats.lookups.append(time.perf_counter() - t0)
-
-        tasks = [asyncio.create_task(writer()), asyncio.create_task(reader())]
-        try:
-            while (elapsed := time.perf_counter() - start) < duration:
-                stats.elapsed = elapsed
-                snapshot(db, stats)
-                if on_update is not None:
-                    on_update(stats)
-                await asyncio.sleep(0.25)
-        finally:
-            stop.set()
-            # A lookup stuck behind a long step would stretch the phase: cancel, don't wait.
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        stats.elapsed = time.perf_counter() - start
-        snapshot(db, stats)
-        for t in tasks:
-            if not t.cancelled() and t.exception() is not None:
-                raise t.exception()  # type: ignore[misc]
+    # which is exactly what two runtimes are for. Both phases keep the database in a scratch
+    # SQLite file, which the writer process opens too.
+    with tempfile.TemporaryDirectory(prefix="twofold-demo-") as tmp:
+        path = Path(tmp) / "demo.db"
+        async with twofold.open_async(path, runtimes=mode,  # type: ignore[arg-type]
+                                      consistency="latest", tick_interval=0.02,
+                                      timeout=30) as db:
+            work = Workload(db, rng, customers)
+            index = await work.setup(seed_orders=seed_orders)
+            async with writer_process(f"sqlite:///{path}", stats, seed=seed,
+                                      customers=customers, seed_orders=seed_orders,
+                                      batch=batch, interval=write_interval,
+                                      seconds=duration + 1):
+                await _read(db, index, stats, duration, customers=customers, seed=seed,
+                            on_update=on_update)
     return stats
+
+
+async def _read(db: twofold.AsyncDatabase, index: twofold.Index, stats: PhaseStats,
+                duration: float, *, customers: int, seed: int,
+                on_update: Callable[[PhaseStats], None] | None) -> None:
+    """The phase's reader, as fast as it can, for `duration` seconds."""
+    stop = asyncio.Event()
+    start = time.perf_counter()
+
+    async def reader() -> None:
+        keys = random.Random(seed + 1)
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            await db.lookup(index, keys.randrange(customers))
+            stats.lookups.append(time.perf_counter() - t0)
+
+    tasks = [asyncio.create_task(reader())]
+    try:
+        while (elapsed := time.perf_counter() - start) < duration:
+            stats.elapsed = elapsed
+            snapshot(db, stats)
+            if on_update is not None:
+                on_update(stats)
+            await asyncio.sleep(0.25)
+    finally:
+        stop.set()
+        # A lookup stuck behind a long step would stretch the phase: cancel, don't wait.
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    stats.elapsed = time.perf_counter() - start
+    snapshot(db, stats)
+    for t in tasks:
+        if not t.cancelled() and t.exception() is not None:
+            raise t.exception()  # type: ignore[misc]
 
 
 async def run_demo(duration: float = 30.0, *, customers: int = 1000, seed: int = 0,
@@ -275,3 +389,9 @@ def ratio_line(report: DemoReport) -> str:
             parts.append(f"{label} one/two = {a / b:.2f}x")
     return "lookup latency ratio (same run, same workload): " + (", ".join(parts) or "n/a")
 
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "write":
+        sys.exit(write_main(sys.argv[2:]))
+    sys.exit("usage: python -m twofold.cli.demo write ... (the demo's writer process)")
