@@ -29,8 +29,9 @@ def connect(server: ServerHandle, autocommit: bool = True) -> psycopg.Connection
     return psycopg.connect(server.dsn(), autocommit=autocommit, connect_timeout=10)
 
 
-def rows(c: psycopg.Connection, sql: str) -> list[tuple[object, ...]]:
-    return c.execute(sql).fetchall()
+def rows(c: psycopg.Connection, sql: str,
+         params: list[object] | None = None) -> list[tuple[object, ...]]:
+    return c.execute(sql, params).fetchall()
 
 
 def until(fn: object, want: object, timeout: float = 20.0) -> None:
@@ -326,3 +327,36 @@ def test_machine_invariants(ops: list[object]) -> None:
         assert not (t.writes and t.access in (Access.READ, Access.SUBSCRIBE))
         if action in (Action.READ_CHOOSE, Action.READ_AT):
             assert not t.writes and t.access is Access.READ
+
+
+def test_a_transaction_holds_its_timestamp(server: ServerHandle, name: str) -> None:
+    """The index a transaction reads stays readable at its timestamp longer than the index's
+    retained history (1 s), and compacts again once the transaction ends or its session goes."""
+    since = ("SELECT since FROM twofold_frontiers WHERE object = %s")
+    with connect(server, autocommit=False) as a, connect(server) as b:
+        b.execute(f"CREATE TABLE {name} (k bigint, v text)")
+        b.execute(f"INSERT INTO {name} VALUES (1, 'old'), (2, 'two')")
+        b.execute(f"CREATE INDEX {name}_k ON {name} (k)")
+        point = f"SELECT v FROM {name} WHERE k = 1"
+        until(lambda: rows(b, point), [("old",)])
+        assert rows(a, point) == [("old",)]  # chooses the timestamp, holds the index there
+        b.execute(f"UPDATE {name} SET v = 'new' WHERE k = 1")
+        until(lambda: rows(b, point), [("new",)])
+        time.sleep(1.5)  # the index's since would have passed the transaction's time by now
+        held = rows(b, since, [f"{name}_k"])[0][0]
+        time.sleep(0.3)
+        assert rows(b, since, [f"{name}_k"]) == [(held,)]  # it stopped there
+        assert rows(a, point) == [("old",)]
+        assert rows(a, f"SELECT k, v FROM {name} ORDER BY k") == [(1, "old"), (2, "two")]
+        a.commit()
+        until(lambda: rows(b, since, [f"{name}_k"])[0][0] > held, True)
+        assert rows(a, point) == [("new",)]
+        a.commit()
+        # A session that goes away mid-transaction releases its hold too.
+        with connect(server, autocommit=False) as c:
+            assert rows(c, point) == [("new",)]
+            time.sleep(1.2)
+            held = rows(b, since, [f"{name}_k"])[0][0]
+            time.sleep(0.3)
+            assert rows(b, since, [f"{name}_k"]) == [(held,)]
+        until(lambda: rows(b, since, [f"{name}_k"])[0][0] > held, True)

@@ -263,6 +263,20 @@ class InstanceDriver:
         self._check_open()
         self._apply(self.state.set_read_policy(id, policy))
 
+    def acquire_hold(self, id: GlobalId, timestamp: int) -> None:
+        """Keep `id` readable at `timestamp` (its since stays at or before it) until
+        `release_hold(id, timestamp)`. Raises `HoldError` if the since is already past it,
+        `UnknownCollection` for an unknown or dropped collection."""
+        self._check_open()
+        self._apply(self.state.acquire_hold(id, Frontier.at(timestamp)))
+
+    def release_hold(self, id: GlobalId, timestamp: int) -> None:
+        """Release a hold `acquire_hold` took (after close, or of a forgotten collection: a
+        no-op)."""
+        if self._closed:
+            return
+        self._apply(self.state.release_hold(id, Frontier.at(timestamp)))
+
     def frontier(self, id: GlobalId) -> Frontier:
         """The global write frontier of `id` (maximum over replicas; never regresses)."""
         return self.state.collection(id, "frontier").write_frontier

@@ -153,6 +153,22 @@ class CollectionTracker:
         self._advance_implied(c)
         return self._take()
 
+    def acquire_hold(self, id: GlobalId, frontier: Frontier) -> Effects:
+        """Hold `id` readable at `frontier` until `release_hold` (a session's transaction
+        reading at one time); `HoldError` if its since is already beyond it."""
+        c = self.collection(id, "hold")
+        if c.dropped:
+            raise UnknownCollection(id, "hold")
+        self._since_changed(c, c.holds.acquire(frontier))
+        return self._take()
+
+    def release_hold(self, id: GlobalId, frontier: Frontier) -> Effects:
+        """Release one hold `acquire_hold` took (a forgotten collection: nothing to do)."""
+        c = self.collections.get(id)
+        if c is not None:
+            self._since_changed(c, c.holds.release(frontier))
+        return self._take()
+
     def _ready(self, c: CollectionState) -> bool:
         t = c.as_of.time
         for dep in c.dependencies:

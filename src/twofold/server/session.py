@@ -218,7 +218,9 @@ class Session:
     # -- ending ---------------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Stop every subscription this session holds (its read holds go with them)."""
+        """Stop every subscription this session holds (its read holds go with them), and
+        release its transaction's read holds."""
+        staging.release(self)
         streams = self.extended.take_streams() + self.cursors.take_streams()
         for s in streams:
             try:

@@ -15,6 +15,11 @@ Contract:
   planned against the table's contents then, with the transaction's earlier writes applied;
   a key the write would duplicate fails the statement at once.
 - `insert_rows(s, table, rows)` is COPY FROM's write, staged the same way inside `BEGIN`.
+- The first read's timestamp is held: every index readable there gets a controller read hold
+  at it (Materialize holds back compaction the same way), released when the transaction ends
+  or the session does (`release(s)`), so later reads of those indexes stay possible however
+  long the transaction lasts. Tables and materialized views are read from storage, which is
+  not compacted under them.
 """
 
 from __future__ import annotations
@@ -75,10 +80,45 @@ async def control(s: Any, sql: str) -> Outcome | None:
         if tx.failed:
             raise TransactionError(ABORTED, "25P02")
         return None
-    done = tx.control(word, sql)
+    held = tx.held
+    try:
+        done = tx.control(word, sql)
+    finally:
+        if tx.held is not held:
+            _release(s.db, held)
     if done.writes:
         await _apply(s.db, done.writes)
     return Outcome(done.tag)
+
+
+def release(s: Any) -> None:
+    """The session ends: release what its transaction holds."""
+    tx: Transaction = s.tx
+    held, tx.held = tx.held, []
+    _release(s.db, held)
+
+
+def _hold(db: Any, tx: Transaction) -> None:
+    """Hold every index readable at the transaction's timestamp there."""
+    from twofold.controller import UnknownCollection
+    from twofold.controller.holds import HoldError
+
+    ts = tx.timestamp
+    assert ts is not None
+    ctl = db._ctl
+    for name in db.indexes():
+        idx = db.get(name)
+        try:
+            ctl.acquire_hold(idx.id, ts)
+        except (HoldError, UnknownCollection):
+            continue  # compacted past it already, or dropped: a read of it will say so
+        tx.held.append((idx.id, ts))
+
+
+def _release(db: Any, held: list[Any]) -> None:
+    ctl = db._ctl
+    for gid, ts in held:
+        ctl.release_hold(gid, ts)
 
 
 # -- statements ------------------------------------------------------------------------------
@@ -99,6 +139,7 @@ async def sql(s: Any, text: str, params: list[Any] | None) -> Any:
         ts = getattr(result, "timestamp", None)
         if isinstance(ts, int):
             tx.pin(ts)
+            _hold(s.db, tx)
         return result
     return await execute(_recording_db(s.db, tx), text, params or None)
 

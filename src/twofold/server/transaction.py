@@ -117,6 +117,9 @@ class Transaction:
         self.timestamp: int | None = None
         self.writes: list[Staged] = []
         self.savepoints: list[tuple[str, int]] = []
+        self.held: list[Any] = []
+        """What the IO side holds for this transaction (read holds at `timestamp`); a new list
+        when the transaction ends, so the IO side releases the old one's."""
 
     @property
     def status(self) -> str:
