@@ -225,8 +225,8 @@ def test_concurrent_lookups_share_a_peek(server: ServerHandle, name: str,
 def test_pipelined_replies_go_out_in_one_write(server: ServerHandle, name: str) -> None:
     from tests.server.wire import Raw, msg, query
 
-    raw = Raw(server.host, server.port)
     before = set(server.server._live)
+    raw = Raw(server.host, server.port)
     raw.login()
     (conn,) = set(server.server._live) - before
     writes: list[int] = []
@@ -250,3 +250,28 @@ def test_pipelined_replies_go_out_in_one_write(server: ServerHandle, name: str) 
     assert len(rows) == 21 and rows[0].endswith(b"1") and rows[-1].endswith(b"2")
     assert len(writes) <= 3, writes  # not one per message (there are 43 of them)
     raw.sock.close()
+
+
+def test_another_process_ddl_is_seen() -> None:
+    """DDL committed by another database on the same storage (as another process would) is
+    seen by the next execution of a kept lookup, batched or not."""
+    import twofold
+    from twofold.testing.pgwire import running_server
+
+    url = "memory://prepared-other-process"
+    with running_server(storage=url) as server, connect(server) as c:
+        c.execute("CREATE TABLE kv (k bigint, v text)")
+        c.execute("INSERT INTO kv VALUES (1, 'old')")
+        c.execute("CREATE INDEX kv_k ON kv (k)")
+        q = "SELECT v, k FROM kv WHERE k = %s"
+        for _ in range(3):
+            assert _get(c, q, [1]) == [("old", 1)]
+        with twofold.open(url) as other:
+            other.sql("DROP TABLE kv CASCADE")
+            other.sql("CREATE TABLE kv (k bigint, v text)")
+            other.sql("INSERT INTO kv VALUES (1, 'new')")
+            other.sql("CREATE INDEX kv_k ON kv (k)")
+            assert _get(c, q, [1]) == [("new", 1)]
+            other.sql("DROP TABLE kv CASCADE")
+            with pytest.raises(errors.UndefinedTable):
+                _get(c, q, [1])

@@ -20,11 +20,18 @@ lookup — index, key places, fused map/filter/project — and an execution is: 
 peek the index. A key value the lookup cannot take (out of range, NaN, zero float) runs the
 template's plan instead, as the unprepared path would.
 
-Every execution first brings the session's catalog up to date (one cached read of its version,
-which also notices another process's DDL); when the version moved — any CREATE, DROP or new
-index, here or in another process — every kept plan is discarded and the statement is planned
-afresh, so a kept plan never answers for a catalog it was not planned against. Other statements
-(DML, DDL, SUBSCRIBE, SHOW, EXPLAIN) run through `twofold.sql.execute` each time.
+Concurrent executions of a kept lookup that projects the index's columns (no filter or
+expression beyond the key) share one peek: the first starts at once, those arriving meanwhile
+go together in the next, one peek for all their distinct keys, each taking its key's rows; the
+batch reads at a time chosen when it starts, after each of its executions arrived, so each
+still reads its own earlier writes.
+
+Before a kept plan answers, the session's catalog is brought up to date (one cached read of its
+version — once per execution, or once per batch — which also notices another process's DDL);
+when the version moved — any CREATE, DROP or new index, here or in another process — every kept
+plan is discarded and the statement is planned afresh, so a kept plan never answers for a
+catalog it was not planned against. Other statements (DML, DDL, SUBSCRIBE, SHOW, EXPLAIN) run
+through `twofold.sql.execute` each time.
 `statement(db, text)` gives the one `PreparedStatement` per database and text (the most recent
 `CACHE_SIZE` texts are kept).
 """
@@ -249,6 +256,9 @@ def _template(db: Any, node: exp.Expr, kinds: tuple[type, ...],
     return template
 
 
+_STALE = object()  # a batch's answer when the catalog moved since its template was planned
+
+
 class _LookupBatch:
     """Concurrent executions of one template's lookup share one peek: the first starts it
     at once; those arriving while it runs wait and go together in the next, one peek for all
@@ -260,19 +270,21 @@ class _LookupBatch:
         self.index = index
         self.positions = positions
         self.project = project
+        self.epoch: int | None = None  # the catalog version the template was planned at
         self.waiting: list[tuple[tuple[Any, ...], asyncio.Future[Any]]] = []
         self.task: asyncio.Task[None] | None = None
 
-    async def rows(self, db: Any, relation: Relation, key: list[Any]) -> Result | None:
-        """`relation`'s rows for `key` (every column, before `visible`), or None when the
-        index cannot be read at the chosen time (the caller runs the filter path)."""
+    async def rows(self, db: Any, relation: Relation, key: list[Any]) -> Result | object:
+        """`relation`'s rows for `key` (every column, before `visible`); None when the
+        index cannot be read at the chosen time (the caller runs the filter path); `_STALE`
+        when the catalog moved since the template was planned (the caller plans again)."""
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.waiting.append((tuple(key), fut))
         if self.task is None:
             self.task = asyncio.ensure_future(self._run(db, relation))
         got = await fut
-        if got is None:
-            return None
+        if got is None or got is _STALE:
+            return got
         t, rows = got
         return Result(relation.schema, t, rows)
 
@@ -288,16 +300,23 @@ class _LookupBatch:
                             fut.set_exception(e)
                     continue
                 for k, fut in batch:
-                    if not fut.done():
-                        fut.set_result(None if got is None else (got[0], got[1].get(k, [])))
+                    if fut.done():
+                        continue
+                    if isinstance(got, tuple):
+                        fut.set_result((got[0], got[1].get(k, [])))
+                    else:
+                        fut.set_result(got)  # None or _STALE
         finally:
             self.task = None
 
     async def _peek(self, db: Any, relation: Relation, keys: list[tuple[Any, ...]]
-                    ) -> tuple[int, dict[tuple[Any, ...], list[tuple[Any, ...]]]] | None:
+                    ) -> tuple[int, dict[tuple[Any, ...], list[tuple[Any, ...]]]] | object:
         from twofold.api.errors import ReadBeforeSince
         from twofold.api.reads import translate
 
+        db._refresh()  # one cached read of the catalog's version; adopts another's DDL
+        if db._seen_version != self.epoch:
+            return _STALE
         await db._install()
         rel = db._check_relation(relation, "query")
         t = db._choose_time(rel, None)
@@ -381,33 +400,48 @@ class PreparedStatement:
             self._node = node
         return self._node
 
+    def _template_for(self, node: exp.Expr, kinds: tuple[type, ...],
+                      params: list[Any]) -> _Template | None:
+        version = int(self.db._seen_version)
+        if version != self._epoch:  # the catalog moved: no kept plan is valid
+            self._plans.clear()
+            self._epoch = version
+        if kinds not in self._plans:
+            template = _template(self.db, node, kinds, params)
+            if template is not None and template.batch is not None:
+                template.batch.epoch = version
+            self._plans[kinds] = template
+        return self._plans[kinds]
+
     async def execute(self, params: Sequence[Any] | None = None, *,
                       as_of: int | None = None) -> Any:
         from twofold.sql import execute
 
         try:
             node = self._parsed()
-            version = self._version()
         except Exception as e:
             raise _typed_errors(self.text, e) from e
         if not self._query:
             if as_of is None:
                 return await execute(self.db, self.text, params)
             return await execute(self.db, self.text, params, as_of=as_of)
-        if version != self._epoch:
-            self._plans.clear()
-            self._epoch = version
         values = list(params or ())
         try:
-            return await self._run_query(node, values, as_of)
+            for _ in range(3):  # a batch finding the catalog moved: planned again
+                result = await self._run_query(node, values, as_of, batch=True)
+                if result is not _STALE:
+                    return result
+            return await self._run_query(node, values, as_of, batch=False)
         except Exception as e:
             err = _typed_errors(self.text, e)
             if err is e:
                 raise
             raise err from e
 
-    async def _run_query(self, node: exp.Expr, params: list[Any], as_of: int | None) -> Any:
+    async def _run_query(self, node: exp.Expr, params: list[Any], as_of: int | None,
+                         batch: bool) -> Any:
         from twofold.sql import _as_of, compile_query
+        from twofold.sql.lookup import find_lookup
         from twofold.sql.parser import AsOf
         from twofold.sql.planner import Planner
 
@@ -415,21 +449,25 @@ class PreparedStatement:
             as_of = _as_of(Planner(self.db, params), node.expression)
             node = node.this
         kinds = tuple(type(p) for p in params)
-        if kinds not in self._plans:
-            self._plans[kinds] = _template(self.db, node, kinds, params)
-        template = self._plans[kinds]
+        template = self._template_for(node, kinds, params)
+        if batch and template is not None and template.batch is not None and as_of is None:
+            found = template.lookup_for(params)
+            if found is not None:  # the batch reads the catalog's version, once for all
+                relation = template.relation_for(params)
+                got = await template.batch.rows(self.db, relation, found.key)
+                if got is _STALE or got is None:
+                    return got if got is _STALE else await run_relation(
+                        self.db, relation, template.visible, None, as_of)
+                assert isinstance(got, Result)
+                return _visible(got, relation, template.visible)
+        if self._version() != self._epoch:  # one read of the catalog's version
+            template = self._template_for(node, kinds, params)
         if template is None:  # planned for these values only
             relation, visible = compile_query(self.db, node.copy(), params)
-            from twofold.sql.lookup import find_lookup
-
             return await run_relation(self.db, relation, visible,
                                       find_lookup(self.db, relation), as_of)
         relation = template.relation_for(params)
         found = None if template.lookup is None else template.lookup_for(params)
-        if found is not None and template.batch is not None and as_of is None:
-            result = await template.batch.rows(self.db, relation, found.key)
-            if result is not None:
-                return _visible(result, relation, template.visible)
         return await run_relation(self.db, relation, template.visible, found, as_of)
 
 
