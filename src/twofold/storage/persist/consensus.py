@@ -27,11 +27,13 @@ truncated only when it is old by count and by age, so the check always finds `n 
 cannot, the call fails rather than guess.
 
 After a version lands, the writer `NOTIFY`s the schema's channel with the shard id in a
-transaction of its own, so listeners in every process wake when a shard changes
-(`NotifyThread`). Not in the same transaction (as an insert trigger would): PostgreSQL
-serialises the commits of notifying transactions on one cluster-wide lock held across their WAL
-flush, which would stop concurrent compare-and-sets on different shards from sharing a flush
-(group commit); a transaction that only notifies writes no WAL to wait for.
+transaction of its own, from a background thread (`NotifySender`, which batches the shards of
+appends landing while it sends), so listeners in every process wake when a shard changes
+(`NotifyThread`) and the append does not wait for it. Not in the same transaction (as an
+insert trigger would): PostgreSQL serialises the commits of notifying transactions on one
+cluster-wide lock held across their WAL flush, which would stop concurrent compare-and-sets on
+different shards from sharing a flush (group commit); a transaction that only notifies writes
+no WAL to wait for.
 """
 
 from __future__ import annotations
@@ -102,6 +104,7 @@ class Consensus:
         self._connections: list[psycopg.Connection[Any]] = []
         self._closed = False
         self.fault: Callable[[str], None] | None = None  # test hook: called at named points
+        self.sender = NotifySender(self)
         self._initialise()
 
     # -- connections ------------------------------------------------------------------------
@@ -205,6 +208,7 @@ class Consensus:
             )
 
     def close(self) -> None:
+        self.sender.stop()  # sends what is pending first
         with self._lock:
             self._closed = True
             connections, self._connections = self._connections, []
@@ -278,7 +282,7 @@ class Consensus:
                 outcome = self._resolve(shard, expected, token)
                 if outcome is not None:
                     if outcome:
-                        self.notify([shard])
+                        self.sender.send(shard)
                     return outcome
                 continue  # nothing landed: try again with the same token
             except psycopg.Error as e:
@@ -289,7 +293,7 @@ class Consensus:
                 # A mismatch after an uncertain attempt may be that attempt having landed.
                 won = bool(self._resolve(shard, expected, token))
             if won:
-                self.notify([shard])
+                self.sender.send(shard)
             return won
 
     def _resolve(self, shard: str, expected: int, token: uuid.UUID) -> bool | None:
@@ -314,6 +318,53 @@ class Consensus:
                 f"writer's: it was already truncated"
             )
         return None
+
+
+class NotifySender:
+    """Sends the `NOTIFY`s of landed versions from a daemon thread of its own (with its own
+    connection), all shards pending at once in one statement."""
+
+    def __init__(self, consensus: Consensus) -> None:
+        self._consensus = consensus
+        self._lock = threading.Lock()
+        self._pending: set[str] = set()
+        self._wake = threading.Event()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    def send(self, shard: str) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            self._pending.add(shard)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="twofold-pg-notify",
+                                                daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def _flush(self) -> None:
+        with self._lock:
+            shards, self._pending = sorted(self._pending), set()
+        self._consensus.notify(shards)
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            self._flush()
+            with self._lock:
+                if self._stopped and not self._pending:
+                    return
+
+    def stop(self) -> None:
+        """Send what is pending, then stop (idempotent)."""
+        with self._lock:
+            self._stopped = True
+            thread = self._thread
+        self._wake.set()
+        if thread is not None:
+            thread.join(timeout=5)
 
 
 class NotifyThread:
