@@ -163,6 +163,24 @@ def test_duplicate_keys_fail_the_insert_or_the_commit(server: ServerHandle, name
         assert rows(b, f"SELECT k, v FROM {name} ORDER BY k") == [(1, "a"), (5, "theirs")]
 
 
+def test_insert_select_in_a_transaction(server: ServerHandle, name: str) -> None:
+    with connect(server) as c:
+        c.execute(f"CREATE TABLE {name} (k bigint, v bigint)")
+        c.execute(f"INSERT INTO {name} VALUES (1, 10), (2, 20)")
+        c.execute("BEGIN")
+        # As the first write, its query reads the table as it is now; the rows wait for COMMIT.
+        assert c.execute(f"INSERT INTO {name} SELECT k + 10, v FROM {name}").rowcount == 2
+        # After it, another one could not see the transaction's own rows: refused, not wrong.
+        with pytest.raises(errors.FeatureNotSupported, match="own writes"):
+            c.execute(f"INSERT INTO {name} SELECT k + 100, v FROM {name}")
+        c.execute("ROLLBACK")
+        c.execute("BEGIN")
+        c.execute(f"INSERT INTO {name} SELECT k + 10, v FROM {name}")
+        c.execute(f"INSERT INTO {name} VALUES (3, 30)")
+        c.execute("COMMIT")
+        assert rows(c, f"SELECT k FROM {name} ORDER BY k") == [(1,), (2,), (3,), (11,), (12,)]
+
+
 def test_mixing_reads_writes_and_tables_is_refused(server: ServerHandle, name: str) -> None:
     with connect(server) as c:
         c.execute(f"CREATE TABLE {name} (k bigint)")

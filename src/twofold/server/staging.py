@@ -13,7 +13,9 @@ Contract:
   writes are staged — run through the SQL layer against a stand-in of the database whose
   tables record their writes instead of making them. The count an `UPDATE`/`DELETE` reports is
   planned against the table's contents then, with the transaction's earlier writes applied;
-  a key the write would duplicate fails the statement at once.
+  a key the write would duplicate fails the statement at once. An `INSERT ... SELECT` reading
+  a relation stages the rows its query gives then; after another staged write it is refused
+  (`0A000`): its query could not see the transaction's own writes.
 - `insert_rows(s, table, rows)` is COPY FROM's write, staged the same way inside `BEGIN`.
 - The first read's timestamp is held: every index readable there gets a controller read hold
   at it (Materialize holds back compaction the same way), released when the transaction ends
@@ -141,7 +143,18 @@ async def sql(s: Any, text: str, params: list[Any] | None) -> Any:
             tx.pin(ts)
             _hold(s.db, tx)
         return result
+    if tx.writes and _insert_query(text):
+        raise FeatureNotSupported("INSERT ... SELECT after another write in a transaction block "
+                                  "is not supported: its query would not see the "
+                                  "transaction's own writes; run it first, or on its own")
     return await execute(_recording_db(s.db, tx), text, params or None)
+
+
+def _insert_query(text: str) -> bool:
+    """Whether `text` is an `INSERT` whose rows come from a query that reads a relation."""
+    node = parse(text)
+    source = node.expression if isinstance(node, exp.Insert) else None
+    return source is not None and source.find(exp.Table) is not None
 
 
 async def insert_rows(s: Any, table: str, rows: list[tuple[Any, ...]]) -> int:
