@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import struct
 from typing import Any
 
 import psycopg
@@ -14,7 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg import errors
+from tests.server.wire import Raw, msg, query
 
+from twofold.server import extended
 from twofold.sql import prepared
 from twofold.testing.pgwire import ServerHandle
 from twofold.testing.profiles import examples
@@ -223,8 +226,6 @@ def test_concurrent_lookups_share_a_peek(server: ServerHandle, name: str,
 
 
 def test_pipelined_replies_go_out_in_one_write(server: ServerHandle, name: str) -> None:
-    from tests.server.wire import Raw, msg, query
-
     before = set(server.server._live)
     raw = Raw(server.host, server.port)
     raw.login()
@@ -275,3 +276,34 @@ def test_another_process_ddl_is_seen() -> None:
             other.sql("DROP TABLE kv CASCADE")
             with pytest.raises(errors.UndefinedTable):
                 _get(c, q, [1])
+
+
+def test_inferred_parameter_types_follow_ddl(server: ServerHandle, name: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real = extended.infer_param_types
+
+    def infer(db: Any, sql: str, given: tuple[int, ...]) -> tuple[int, ...]:
+        calls.append(sql)
+        return real(db, sql, given)
+
+    monkeypatch.setattr(extended, "infer_param_types", infer)
+    raw = Raw(server.host, server.port)
+    raw.login()
+    sql = f"SELECT * FROM {name} WHERE k = $1".encode()
+
+    def param_oids() -> tuple[int, ...]:
+        raw.send(msg(b"P", b"\0" + sql + b"\0\0\0") + msg(b"D", b"S\0") + msg(b"S"))
+        (desc,) = [body for kind, body in raw.until(b"Z") if kind == b"t"]
+        (n,) = struct.unpack_from("!h", desc)
+        return struct.unpack_from(f"!{n}i", desc, 2)
+
+    with connect(server) as c:
+        c.execute(f"CREATE TABLE {name} (k bigint)")
+        assert param_oids() == (20,)
+        assert param_oids() == (20,)  # the unnamed statement parsed again: types kept
+        assert len(calls) == 1
+        c.execute(f"DROP TABLE {name}")
+        c.execute(f"CREATE TABLE {name} (k text)")
+        assert param_oids() == (25,)
+    raw.sock.close()

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from twofold.server import messages as m
@@ -27,6 +29,31 @@ if TYPE_CHECKING:
     from twofold.server.session import Session
 
 _DUMMY = {"int": 0, "float": 0.0, "str": "", "bool": False, "bytes": b""}
+_TYPES_KEPT = 512
+_param_types_kept: weakref.WeakKeyDictionary[
+    Any, collections.OrderedDict[tuple[str, tuple[int, ...]], tuple[int, tuple[int, ...]]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _param_types(db: Any, sql: str, given: tuple[int, ...]) -> tuple[int, ...]:
+    """`infer_param_types`, kept per database, statement and given types until the catalog's
+    version moves (a driver parses its unnamed statement again for every execution)."""
+    kept = _param_types_kept.get(db)
+    if kept is None:
+        kept = _param_types_kept[db] = collections.OrderedDict()
+    with contextlib.suppress(Exception):  # a catalog that cannot be read: errors at Execute
+        db._refresh()  # one cached read of the catalog's version
+    version = int(db._seen_version)
+    key = (sql, given)
+    hit = kept.get(key)
+    if hit is not None and hit[0] == version:
+        kept.move_to_end(key)
+        return hit[1]
+    oids = infer_param_types(db, sql, given)
+    kept[key] = (version, oids)
+    if len(kept) > _TYPES_KEPT:
+        kept.popitem(last=False)
+    return oids
 
 
 class Extended:
@@ -44,7 +71,7 @@ class Extended:
             raise SessionError("cannot insert multiple commands into a prepared statement",
                                "42601")
         sql = stmts[0] if stmts else ""
-        oids = infer_param_types(self.s.db, sql, msg.param_oids)
+        oids = _param_types(self.s.db, sql, msg.param_oids)
         self.statements[msg.name] = Prepared(sql, oids)
         self.s.out(m.PARSE_COMPLETE)
 
