@@ -221,3 +221,25 @@ async def test_an_inline_answer_before_a_hello_never_reaches_the_new_iteration()
         await rt.send(new)
         r = await rt.recv()
         assert isinstance(r, PeekResponse) and r.uuid == new.uuid
+
+
+# -- wakeups ---------------------------------------------------------------------------------------
+
+
+def test_a_publication_wakes_the_interactive_runtime_only_if_something_waits(
+        world: World) -> None:
+    w = world.workers
+    woken: list[int] = []
+    w.interactive.set_activator(lambda: woken.append(1))
+    assert w.registry is not None
+    snap = w.registry.lookup(IDX)
+    assert snap is not None
+    w.registry.publish(IDX, snap)  # nothing pending: the publisher's thread is not disturbed
+    assert woken == []
+    waiting = Peek(uuid.uuid4(), IndexTarget(IDX), world.times[-1] + 10_000,
+                   literal_constraints=[[1]])
+    w.send(waiting)
+    w.deliver(INTER)
+    assert waiting.uuid not in w.check.peek_results
+    w.registry.publish(IDX, snap)
+    assert woken == [1]

@@ -124,6 +124,13 @@ class ComputeWorker:
 
     def _on_published(self, gid: GlobalId) -> None:
         # Runs on the other runtime's thread: record and wake, nothing else.
+        if self.role == "interactive" and not self.peeks and not self.order:
+            # Nothing here waits for a publication: no pending peek, no peek dataflow. (A peek
+            # joins the book before its first attempt reads the registry, and a dataflow joins
+            # `order` before it steps, so one that arrives meanwhile sees this publication.)
+            # Waking anyway would cost the publisher's thread an interpreter-lock handoff per
+            # publication — on the front's event loop, the read path.
+            return
         self._dirty.append(gid)
         self._activate()
 
