@@ -1,6 +1,6 @@
-"""COPY over the wire: `COPY t FROM STDIN` (a table's columns, then the data the client sends,
-inserted in one write) and `COPY (query) TO STDOUT` (a query's rows), in the text, csv or
-binary format.
+"""COPY over the wire: `COPY t [(cols)] FROM STDIN` (a table's columns, then the data the
+client sends, inserted in one write; columns left out are NULL) and `COPY (query) TO STDOUT`
+(a query's rows), in the text, csv or binary format.
 
 Contract: `copy_statement(db, copy, params, sql)` checks a COPY against the catalog and gives
 the Outcome the session sends (for FROM STDIN: the columns the data carries; for TO STDOUT: the
@@ -26,7 +26,7 @@ from twofold.server.output import copy_rows
 from twofold.server.portals import Column, Outcome, SessionError, table_columns
 from twofold.server.statements import CopyStatement, parse_copy_rows
 from twofold.server.types import OIDS, TEXT, InvalidParameterValue, decode, encode
-from twofold.sql.errors import FeatureNotSupported
+from twofold.sql.errors import FeatureNotSupported, NotNullViolation
 
 SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
 HEADER = SIGNATURE + struct.pack("!ii", 0, 0)
@@ -48,12 +48,18 @@ async def copy_statement(db: Any, copy: CopyStatement, params: list[Any],
             if missing:
                 raise SessionError(f"column {missing[0]!r} of relation {copy.table!r} "
                                    "does not exist", "42703")
-            if sorted(copy.columns) != sorted(by):
-                raise FeatureNotSupported("COPY FROM STDIN needs every column of the table")
+            if len(set(copy.columns)) != len(copy.columns):
+                raise SessionError(f"a column of relation {copy.table!r} is named twice in "
+                                   "COPY", "42701")
+            for n, t in getattr(obj, "schema", ()):
+                if n not in copy.columns and not t.nullable:
+                    raise NotNullViolation(f"COPY {copy.table} leaves out column {n!r}, which "
+                                           "is NOT NULL")
             cols = [(c, by[c]) for c in copy.columns]
         return Outcome("COPY", cols, copy=copy)
-    if copy.csv or copy.delimiter != "\t":
-        raise FeatureNotSupported("COPY TO STDOUT writes the text or binary format only")
+    if not copy.csv and copy.delimiter != "\t":
+        raise FeatureNotSupported("COPY TO STDOUT in the text format writes tab-delimited "
+                                  "rows; use FORMAT csv for another DELIMITER")
     query = copy.query if copy.query is not None else f"SELECT * FROM {copy.table}"
     run = sql or (lambda text, p: db.sql(text, p or None))
     o = Outcome.of(query, await run(query, params))
@@ -84,8 +90,8 @@ class CopyIn:
         names = [n for n, _ in cols]
         order = [n for n, _ in table_columns(db, copy.table or "")]
         if names != order:
-            idx = [names.index(n) for n in order]
-            rows = [tuple(r[i] for i in idx) for r in rows]
+            at = {n: i for i, n in enumerate(names)}
+            rows = [tuple(r[at[n]] if n in at else None for n in order) for r in rows]
         assert copy.table is not None
         return await insert(copy.table, rows)
 
@@ -144,11 +150,16 @@ class CopyOut:
     the file header goes in the first tuple's CopyData (as PostgreSQL sends it; clients parse
     the first message as header and tuple), or the trailer's when there are no rows."""
 
-    def __init__(self, copy: CopyStatement, scalars: list[str]) -> None:
+    def __init__(self, copy: CopyStatement, scalars: list[str],
+                 names: list[str] | None = None) -> None:
+        self.copy = copy
         self.binary = copy.binary
         self.scalars = scalars
         self.count = 0
         self._header = HEADER if copy.binary else b""
+        if copy.csv and copy.header:
+            self._header = self._csv_line(list(names or [f"column{i + 1}" for i in
+                                                         range(len(scalars))]))
 
     def start(self) -> bytes:
         return m.encode_copy_response(b"H", len(self.scalars), self.binary)
@@ -157,7 +168,26 @@ class CopyOut:
         head, self._header = self._header, b""
         return head
 
+    def _csv_line(self, fields: list[str | None]) -> bytes:
+        c = self.copy
+        out = []
+        for f in fields:
+            if f is None:
+                out.append(c.null)
+            elif f == c.null or f == "\\." or any(ch in f for ch in (c.delimiter, '"', "\n",
+                                                                      "\r")):
+                out.append('"' + f.replace('"', '""') + '"')
+            else:
+                out.append(f)
+        return (c.delimiter.join(out) + "\n").encode("utf-8")
+
     def rows(self, rows: Iterable[tuple[Any, ...]]) -> bytes:
+        if self.copy.csv:
+            out = [m.encode_copy_data(self._head() + self._csv_line(
+                [None if (b := encode(v, s, False)) is None else b.decode("utf-8")
+                 for v, s in zip(row, self.scalars, strict=True)])) for row in rows]
+            self.count += len(out)
+            return b"".join(out)
         if not self.binary:
             data, n = copy_rows(rows, self.scalars)
             self.count += n
@@ -175,5 +205,7 @@ class CopyOut:
         return b"".join(out)
 
     def finish(self) -> bytes:
-        return (m.encode_copy_data(self._head() + TRAILER) if self.binary else b"") + \
-            m.COPY_DONE
+        if self.binary:
+            return m.encode_copy_data(self._head() + TRAILER) + m.COPY_DONE
+        head = self._head()  # a CSV header over no rows
+        return (m.encode_copy_data(head) if head else b"") + m.COPY_DONE

@@ -156,7 +156,7 @@ class Session:
             return
         if o.copy is not None:  # COPY ... TO STDOUT
             assert o.columns is not None
-            copy_out = CopyOut(o.copy, [s for _, s in o.columns])
+            copy_out = CopyOut(o.copy, [s for _, s in o.columns], [n for n, _ in o.columns])
             self.out(copy_out.start())
             if o.stream is not None:
                 await self._stream(o.stream, lambda rows: self.out(copy_out.rows(rows)))

@@ -10,8 +10,6 @@ form it does not run). `parse_copy_rows` decodes COPY text or CSV data into Pyth
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from typing import Any
 
@@ -162,11 +160,9 @@ def parse_copy_rows(data: bytes, copy: CopyStatement,
     text = data.decode("utf-8")
     raw: list[list[str | None]] = []
     if copy.csv:
-        reader = csv.reader(io.StringIO(text), delimiter=copy.delimiter)
-        for rec in reader:
-            if not rec:
-                continue
-            raw.append([None if f == copy.null else f for f in rec])
+        # A field is NULL when it is the NULL string unquoted: `""` is an empty string.
+        for rec in csv_records(text, copy.delimiter):
+            raw.append([None if f == copy.null and not quoted else f for f, quoted in rec])
     else:
         for line in text.split("\n"):
             if line.endswith("\r"):
@@ -188,6 +184,50 @@ def parse_copy_rows(data: bytes, copy: CopyStatement,
         except ValueError as e:
             raise InvalidParameterValue(f"COPY line {lineno}: {e}") from None
     return rows
+
+
+def csv_records(text: str, delimiter: str) -> list[list[tuple[str, bool]]]:
+    """CSV records as (field, was it quoted) — PostgreSQL's CSV: `"` quotes, `""` inside quotes
+    is a quote, quoted fields may span lines; blank lines and a `\\.` line are skipped."""
+    records: list[list[tuple[str, bool]]] = []
+    fields: list[tuple[str, bool]] = []
+    cur: list[str] = []
+    quoted = in_quotes = False
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if in_quotes:
+            if ch == '"':
+                if i + 1 < n and text[i + 1] == '"':
+                    cur.append('"')
+                    i += 1
+                else:
+                    in_quotes = False
+            else:
+                cur.append(ch)
+        elif ch == '"':
+            in_quotes = quoted = True
+        elif text.startswith(delimiter, i):
+            fields.append(("".join(cur), quoted))
+            cur, quoted = [], False
+            i += len(delimiter) - 1
+        elif ch in "\r\n":
+            if ch == "\r" and i + 1 < n and text[i + 1] == "\n":
+                i += 1
+            fields.append(("".join(cur), quoted))
+            if fields not in ([("", False)], [("\\.", False)]):
+                records.append(fields)
+            fields, cur, quoted = [], [], False
+        else:
+            cur.append(ch)
+        i += 1
+    if in_quotes:
+        raise InvalidParameterValue("COPY csv: unterminated quoted field at the end of the data")
+    if cur or quoted or fields:
+        fields.append(("".join(cur), quoted))
+        if fields not in ([("", False)], [("\\.", False)]):
+            records.append(fields)
+    return records
 
 
 def copy_text_row(values: list[bytes | None]) -> bytes:
