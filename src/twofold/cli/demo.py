@@ -89,7 +89,7 @@ class DemoReport:
         return next(p for p in self.phases if p.mode == mode)
 
 
-ORDERS_PER_CUSTOMER = 20
+ORDERS_PER_CUSTOMER = 5
 """Seed orders per customer: the open orders each step of the largest-order index re-reads."""
 
 Order = tuple[int, int, float, str]
