@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import re
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ from twofold.protocol import Literal, MapFilterProject
 from twofold.sql.errors import FeatureNotSupported, InternalError, SqlError
 
 CACHE_SIZE = 256
+_QUERY_START = re.compile(r"^[\s(]*(select|with|values|table)\b", re.I)
 _QUERIES = (exp.Select, exp.SetOperation, exp.Values, exp.Subquery)
 
 # Stand-in values per parameter position: distinct across positions and between the two sets.
@@ -221,13 +223,17 @@ def _template(db: Any, node: exp.Expr, kinds: tuple[type, ...],
     sa = [_stand_in(k, 0, i, v) for i, (k, v) in enumerate(zip(kinds, params, strict=True))]
     sb = [_stand_in(k, 1, i, v) for i, (k, v) in enumerate(zip(kinds, params, strict=True))]
     rel_a, visible = compile_query(db, node.copy(), sa)
-    rel_b, visible_b = compile_query(db, node.copy(), sb)
     holes: list[tuple[Path, int]] = []
-    if (visible != visible_b or rel_a.schema != rel_b.schema or rel_a.order != rel_b.order
-            or rel_a.inputs != rel_b.inputs or rel_a.views != rel_b.views
-            or not _diff(rel_a.plan, rel_b.plan, sa, sb, (), holes)):
-        return None
-    found_a, found_b = find_lookup(db, rel_a), find_lookup(db, rel_b)
+    if sa == sb:  # no parameter takes a stand-in (none, or all NULL): nothing varies
+        rel_b, found_b = rel_a, find_lookup(db, rel_a)
+        found_a = found_b
+    else:
+        rel_b, visible_b = compile_query(db, node.copy(), sb)
+        if (visible != visible_b or rel_a.schema != rel_b.schema or rel_a.order != rel_b.order
+                or rel_a.inputs != rel_b.inputs or rel_a.views != rel_b.views
+                or not _diff(rel_a.plan, rel_b.plan, sa, sb, (), holes)):
+            return None
+        found_a, found_b = find_lookup(db, rel_a), find_lookup(db, rel_b)
     key: list[_KeyPart] = []
     scalars: list[str] = []
     mfp_holes: list[tuple[Path, int]] = []
@@ -390,9 +396,16 @@ class PreparedStatement:
         db._refresh()  # one cached read of the catalog's version; adopts another's DDL
         return int(db._seen_version)
 
-    def _parsed(self) -> exp.Expr:
+    def _parsed(self) -> exp.Expr | None:
+        """The parsed query, or None for a statement that is not one (left to `execute`)."""
+        if self._query is False:
+            return None
         if self._node is None:
             from twofold.sql.parser import AsOf, parse
+
+            if not _QUERY_START.match(self.text):
+                self._query = False  # DDL, DML, SHOW, ...: parsed by `execute` each time
+                return None
 
             node = parse(self.text)
             self._query = isinstance(node, _QUERIES) or (
@@ -421,7 +434,7 @@ class PreparedStatement:
             node = self._parsed()
         except Exception as e:
             raise _typed_errors(self.text, e) from e
-        if not self._query:
+        if node is None or not self._query:
             if as_of is None:
                 return await execute(self.db, self.text, params)
             return await execute(self.db, self.text, params, as_of=as_of)
