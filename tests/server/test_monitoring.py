@@ -105,3 +105,16 @@ def test_peek_and_step_durations_per_runtime(server: ServerHandle, name: str) ->
         buckets = c.execute("SELECT le_us FROM twofold_peek_durations WHERE runtime = %s",
                             ["interactive"]).fetchall()
         assert buckets and all(b & (b - 1) == 0 for (b,) in buckets)  # powers of two
+
+
+def test_monitoring_relations_from_psql(server: ServerHandle, name: str) -> None:
+    from tests.server.test_psql import psql
+
+    with connect(server) as c:
+        setup(c, name, n=3)
+    out = psql(server, "SELECT f.object, f.type, l.local_lag_ms >= 0 AS caught_up FROM "
+                       "twofold_frontiers f JOIN twofold_lag l USING (object) WHERE f.object "
+                       f"= '{name}_k'", "SELECT count(*) > 0 AS ok FROM twofold_step_durations"
+               ).stdout
+    lines = [" ".join(line.split()) for line in out.splitlines()]
+    assert f"{name}_k | index | t" in lines and "t" in lines
