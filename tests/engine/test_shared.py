@@ -1,4 +1,4 @@
-"""Shared subplans and cached map/filter/project compilation (`render.Renderer`, `CompiledMfp`).
+"""Shared subplans, single-time state and cached map/filter/project compilation (`render`).
 
 A plan that repeats a subplan (SQL's decorrelated subqueries do) renders it once behind a
 `SharedOp`, stepped once per time. Property: over random histories and random plans `P`
@@ -14,21 +14,29 @@ from collections import Counter
 from typing import Any
 
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, given, settings
 from plangen import Scenario, scenarios
 
-from twofold.engine import render
+from twofold.engine import dataflow, render
+from twofold.engine.dataflow import Dataflow
 from twofold.engine.expr import CompiledMfp
 from twofold.engine.join import JoinOp
 from twofold.engine.operator import UnionOp
+from twofold.engine.reduce import KeyedOp
 from twofold.engine.render import Renderer, SharedOp
+from twofold.engine.state import WholeState
 from twofold.engine.testing import run_plan_at_times
 from twofold.protocol import (
     Aggregate,
+    BuildDesc,
     ColumnType,
+    DataflowDescription,
     Distinct,
+    Frontier,
     Get,
     GlobalId,
+    IndexDesc,
     Join,
     Literal,
     MapFilterProject,
@@ -36,6 +44,7 @@ from twofold.protocol import (
     Negate,
     Reduce,
     RelationDesc,
+    SourceImport,
     UnionAll,
 )
 from twofold.testing.profiles import examples
@@ -44,6 +53,7 @@ SETTINGS = settings(max_examples=examples(40), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 INT = ColumnType("int", True)
 A = GlobalId.user(1)
+B = GlobalId.transient(2)
 DESC = RelationDesc(["x", "y"], [INT, INT])
 
 
@@ -105,3 +115,39 @@ def test_cached_mfp_compilation_keeps_literal_types_apart() -> None:
     assert outs[:4] == outs[4:]
     assert outs[:4] == [("Int64", ["1", "1"]), ("Float64", ["1.0", "1.0"]),
                         ("Boolean", ["True", "True"]), ("Float64", ["-0.0", "-0.0"])]
+
+
+def _whole_state_renderer(known: Any, as_of: int, *, single_time: bool = False) -> Renderer:
+    return Renderer(known, as_of, single_time=True)
+
+
+@SETTINGS
+@given(scenarios(max_depth=3))
+def test_whole_state_operators_match_keyed_state_ones_at_every_time(s: Scenario,
+                                                                    ) -> None:
+    """A peek dataflow's operators keep `WholeState` (lookups answer with every row). That is
+    correct at any number of times, only slower, so forcing it on multi-time histories must
+    give exactly the keyed answers."""
+    want = run_plan_at_times(s.plan, s.inputs, s.times)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dataflow, "Renderer", _whole_state_renderer)
+        got = run_plan_at_times(s.plan, s.inputs, s.times)
+    assert got == want
+
+
+def test_a_peek_dataflow_renders_single_time_state() -> None:
+    plan = Join(Distinct(Get(A)), Get(A), [0], [0])
+    df = Dataflow(DataflowDescription(
+        debug_name="peek", source_imports={A: SourceImport(shard="a", desc=DESC)},
+        objects_to_build=[BuildDesc(B, plan)],
+        index_exports={B: (IndexDesc(B, [0]), RelationDesc(["a", "b", "c", "d"], [INT] * 4))},
+        as_of=Frontier.at(5), until=Frontier.at(6)))
+    op = df._ops[0][1]
+    assert isinstance(op, JoinOp) and isinstance(op.lstate, WholeState)
+    assert isinstance(op.left, SharedOp) and isinstance(op.left.inner, KeyedOp)
+    assert isinstance(op.left.inner.state, WholeState)
+    df.push(A, [([1, 2], 3, 1), ([1, 2], 4, 1), ([None, 2], 5, 1), ([2, 7], 6, 1)])
+    df.advance_source(A, Frontier.at(7))
+    df.step()
+    rows = sorted(df.export(B).snapshot().read_rows(5), key=repr)
+    assert rows == [([1, 2, 1, 2], 2)]

@@ -98,7 +98,10 @@ class Dataflow:
         self._indexes = {gid: _IndexInput(i.relation) for gid, i in desc.index_imports.items()}
         for gid, snap in snaps.items():
             self.update_index(gid, snap)
-        renderer = Renderer(self.known, self.as_of)  # one per dataflow: subplans shared
+        # One renderer per dataflow: subplans shared. A single-time dataflow (a peek's: until
+        # is as_of + 1) steps as_of only, so its operators need no keyed state.
+        renderer = Renderer(self.known, self.as_of,
+                            single_time=self.until.time == self.as_of + 1)
         self._ops: list[tuple[GlobalId, Operator]] = [
             (b.id, renderer.top(b.plan)) for b in desc.objects_to_build
         ]

@@ -15,20 +15,24 @@ import polars as pl
 
 from twofold.engine.frames import DIFF
 from twofold.engine.operator import Delta, Operator, concat_errors, empty_delta
-from twofold.engine.state import KeyedState, distinct_keys
+from twofold.engine.state import KeyedState, WholeState, distinct_keys
 from twofold.protocol import GlobalId
 
 
 class JoinOp(Operator):
     def __init__(
-        self, left: Operator, right: Operator, left_key: list[int], right_key: list[int]
+        self, left: Operator, right: Operator, left_key: list[int], right_key: list[int],
+        *, single_time: bool = False,
     ) -> None:
+        """`single_time`: the dataflow steps one time only, so each side's state is the
+        frames seen (`WholeState`), not an arrangement by key."""
         self.left, self.right = left, right
         self.lk, self.rk = left_key, right_key
         self.types = [*left.types, *right.types]
         self.nl = len(left.types)
-        self.lstate = KeyedState.of(left.types, left_key)
-        self.rstate = KeyedState.of(right.types, right_key)
+        state = WholeState if single_time else KeyedState
+        self.lstate: KeyedState | WholeState = state.of(left.types, left_key)
+        self.rstate: KeyedState | WholeState = state.of(right.types, right_key)
         # Columns compared as floats because the other side's key column is a float.
         self.lfloat = [
             a
@@ -37,15 +41,18 @@ class JoinOp(Operator):
         ]
 
     def _probe(
-        self, delta: pl.DataFrame, key: list[int], other_key: list[int], other: KeyedState
+        self, delta: pl.DataFrame, key: list[int], other_key: list[int],
+        other: KeyedState | WholeState,
     ) -> pl.DataFrame | None:
+        if isinstance(other, WholeState):
+            return other.lookup_unconsolidated(None)  # all of it: the join checks the keys
         if not key:
             # A cross join: every accumulated row of the other side matches.
             whole = other.accumulated()
             return whole if whole.height else None
         keys = distinct_keys(delta, [f"c{k}" for k in key]).drop_nulls()
         if self.lfloat:
-            casts = {f"k{j}": other.spine.sch[f"c{k}"] for j, k in enumerate(other_key)}
+            casts = {f"k{j}": other.sch[f"c{k}"] for j, k in enumerate(other_key)}
             keys = keys.cast(casts, strict=False).drop_nulls()  # type: ignore[arg-type]
         return other.lookup_unconsolidated(keys)
 

@@ -25,7 +25,15 @@ from twofold.engine.operator import (
     Operator,
     UnionOp,
 )
-from twofold.engine.reduce import DistinctOp, GlobalReduceOp, ReduceOp, ThresholdOp, TopKOp
+from twofold.engine.reduce import (
+    DistinctOp,
+    GlobalReduceOp,
+    KeyedOp,
+    ReduceOp,
+    ThresholdOp,
+    TopKOp,
+)
+from twofold.engine.state import KeyedState, WholeState
 from twofold.engine.typecheck import typecheck_plan
 from twofold.protocol import (
     Constant,
@@ -67,9 +75,14 @@ class Renderer:
     """Renders the plans of one dataflow, sharing structurally equal subplans (module
     docstring). `render` may be called for several plans; they share subplans too."""
 
-    def __init__(self, known: Mapping[GlobalId, RelationDesc], as_of: int) -> None:
+    def __init__(self, known: Mapping[GlobalId, RelationDesc], as_of: int, *,
+                 single_time: bool = False) -> None:
+        """`single_time`: the dataflow steps `as_of` only (a peek dataflow), so stateful
+        operators keep their input as the frames seen (`WholeState`) instead of arranging it
+        by key for later steps that never come. Correct either way; only cost differs."""
         self.known = known
         self.as_of = as_of
+        self.single_time = single_time
         self._shared: dict[bytes, Operator] = {}
 
     def top(self, plan: Plan) -> Operator:
@@ -86,6 +99,14 @@ class Renderer:
         return op
 
     def _render(self, plan: Plan) -> Operator:
+        op = self._operator(plan)
+        if self.single_time:
+            for keyed in (op, getattr(op, "inner", None)):  # GlobalReduceOp wraps its reduce
+                if isinstance(keyed, KeyedOp) and isinstance(keyed.state, KeyedState):
+                    keyed.state = WholeState.like(keyed.state)  # type: ignore[assignment]
+        return op
+
+    def _operator(self, plan: Plan) -> Operator:
         known, as_of, render = self.known, self.as_of, self.render
         match plan:
             case Constant(rows=rows):
@@ -94,7 +115,8 @@ class Renderer:
                 child = render(inp)
                 return MfpOp(child, MapFilterProject(map=maps, filter=filters, project=project))
             case Join(left=left, right=right, left_key=lk, right_key=rk):
-                return JoinOp(render(left), render(right), list(lk), list(rk))
+                return JoinOp(render(left), render(right), list(lk), list(rk),
+                              single_time=self.single_time)
             case Reduce(input=inp, group_key=gk, aggregates=aggs):
                 types = typecheck_plan(plan, known).types
                 child = render(inp)

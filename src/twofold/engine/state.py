@@ -78,6 +78,56 @@ class KeyedState:
         return None if found is None else found[0].drop(TIME)
 
 
+class WholeState:
+    """`KeyedState`'s interface over the accumulated collection kept as the frames inserted:
+    every lookup answers with all of it (valid candidates: operators tolerate rows of other
+    keys), O(state) per lookup. For dataflows that step one time only — a peek dataflow —
+    where arranging the state by key is work no later step reads."""
+
+    def __init__(self, sch: dict[str, pl.DataType], key_cols: Sequence[str]) -> None:
+        self.sch = dict(sch)
+        self.cols = list(sch)
+        self.key_cols = list(key_cols)
+        self._target = {**self.sch, DIFF: pl.Int64()}
+        self._parts: list[pl.DataFrame] = []
+
+    @classmethod
+    def of(cls, types: Sequence[ColumnType], key: Sequence[int]) -> WholeState:
+        return cls(schema(types), [f"c{i}" for i in key])
+
+    @classmethod
+    def like(cls, state: KeyedState) -> WholeState:
+        return cls(state.sch, state.key_cols)
+
+    def __len__(self) -> int:
+        return sum(p.height for p in self._parts)
+
+    def insert(self, t: int, delta: pl.DataFrame) -> None:
+        if delta.height:
+            if dict(delta.schema) != self._target:
+                delta = delta.cast(self._target)  # type: ignore[arg-type]
+            self._parts.append(delta.select([*self.cols, DIFF]))
+
+    def _whole(self) -> pl.DataFrame | None:
+        parts = self._parts
+        if not parts:
+            return None
+        if len(parts) > 1:
+            self._parts = parts = [pl.concat(parts, how="vertical")]
+        return parts[0]
+
+    def lookup(self, keys: pl.DataFrame) -> pl.DataFrame:
+        whole = self._whole() if keys.height else None
+        return empty(self._target) if whole is None else consolidate(whole, self.cols)
+
+    def accumulated(self) -> pl.DataFrame:
+        whole = self._whole()
+        return empty(self._target) if whole is None else consolidate(whole, self.cols)
+
+    def lookup_unconsolidated(self, keys: pl.DataFrame | None) -> pl.DataFrame | None:
+        return self._whole() if keys is None or keys.height else None
+
+
 def distinct_keys(frame: pl.DataFrame, key_cols: Sequence[str]) -> pl.DataFrame:
     """The distinct key tuples of `frame`, as columns `k0..`."""
     return frame.select([pl.col(c).alias(f"k{j}") for j, c in enumerate(key_cols)]).unique()
