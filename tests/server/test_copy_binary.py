@@ -89,7 +89,7 @@ _value = {"int": st.integers(-(2**63), 2**63 - 1), "float": st.floats(allow_nan=
 _scalars = list(_value)
 
 
-@settings(max_examples=examples(100), deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(st.tuples(*[st.none() | _value[s] for s in _scalars]), max_size=20))
 def test_binary_rows_round_trip(rows: list[tuple[object, ...]]) -> None:
     """What `CopyOut` encodes, `parse_binary_rows` decodes to the same rows (COPY TO's

@@ -286,7 +286,7 @@ _ops = st.lists(st.one_of(
     st.tuples(st.sampled_from(list(Kind)), st.sampled_from(["a", "b"]))), max_size=30)
 
 
-@settings(max_examples=examples(200), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(_ops)
 def test_machine_invariants(ops: list[object]) -> None:
     """Whatever the statements: COMMIT hands back exactly the writes staged since BEGIN (less
