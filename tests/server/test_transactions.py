@@ -378,3 +378,40 @@ def test_a_transaction_holds_its_timestamp(server: ServerHandle, name: str) -> N
             time.sleep(0.3)
             assert rows(b, since, [f"{name}_k"]) == [(held,)]
         until(lambda: rows(b, since, [f"{name}_k"])[0][0] > held, True)
+
+
+def test_asyncpg_transactions(server: ServerHandle, name: str) -> None:
+    import asyncio
+
+    import asyncpg
+
+    async def main() -> None:
+        a = await asyncpg.connect(host=server.host, port=server.port, user="twofold",
+                                  database="twofold")
+        b = await asyncpg.connect(host=server.host, port=server.port, user="twofold",
+                                  database="twofold")
+        try:
+            await a.execute(f"CREATE TABLE {name} (k bigint, v text)")
+            async with a.transaction():  # staged, applied together at COMMIT
+                await a.executemany(f"INSERT INTO {name} VALUES ($1, $2)",
+                                    [(1, "one"), (2, "two"), (3, "three")])
+                assert await b.fetchval(f"SELECT count(*) FROM {name}") == 0
+            assert await b.fetchval(f"SELECT count(*) FROM {name}") == 3
+            with pytest.raises(RuntimeError):
+                async with a.transaction():  # an exception rolls it back: nothing written
+                    await a.execute(f"DELETE FROM {name} WHERE k = $1", 1)
+                    raise RuntimeError("abandon")
+            stmt = await a.prepare(f"SELECT v FROM {name} WHERE k = $1")
+            async with a.transaction(readonly=True):
+                assert await stmt.fetchval(1) == "one"
+                await b.execute(f"UPDATE {name} SET v = 'uno' WHERE k = 1")
+                assert await b.fetchval(f"SELECT v FROM {name} WHERE k = 1") == "uno"
+                assert await stmt.fetchval(1) == "one"  # the transaction's timestamp
+                with pytest.raises(asyncpg.ReadOnlySQLTransactionError):
+                    await a.execute(f"INSERT INTO {name} VALUES (9, 'nine')")
+            assert await stmt.fetchval(1) == "uno"
+        finally:
+            await a.close()
+            await b.close()
+
+    asyncio.run(main())

@@ -254,17 +254,22 @@ def test_truncation_deletes_the_rows_of_replaced_inlined_parts(pg: Storage) -> N
     assert snapshot_counter(shard, 5) == Counter({(0, "x"): 3, (1, "x"): 3})
 
 
-def test_many_small_appends_spill_inlined_parts_into_blobs(pg: Storage) -> None:
+def test_many_small_appends_fold_inlined_parts_and_spill_them_into_blobs(pg: Storage) -> None:
     # since never moves, so nothing compacts: the state must stay small anyway, and every read
     # must be exactly what was appended.
     shard = pg.create_shard("s", DESC)
     updates: list[Any] = []
     for t in range(120):
-        batch = [([t % 5, f"row-{t}-{i}"], t, 1 if i else -1) for i in range(4)]
+        batch = [([t % 5, f"row-{t}-{i}-" + "x" * 60], t, 1 if i else -1) for i in range(4)]
         shard.compare_and_append(batch, t, t + 1)
         updates += batch
+        if t == 40:  # folds so far: inlined parts, not one per append
+            parts = persist(pg)._head("s").data.parts
+            assert all(p.inline is not None for p in parts) and len(parts) <= 16
+            assert max(p.count for p in parts) > 4
     data = persist(pg)._head("s").data
-    assert S.inline_bytes(data) <= 16 * 1024 and 1 <= len(blob_keys(pg)) < 40
+    assert S.inline_bytes(data) <= 64 * 1024 and 1 <= len(blob_keys(pg)) < 20
+    assert len(data.parts) <= 24
     assert sum(p.count for p in data.parts) == len(updates)
     for t in (0, 17, 63, 64, 119):
         assert snapshot_counter(shard, t) == reference_at(updates, t)

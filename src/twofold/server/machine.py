@@ -12,6 +12,7 @@ sends an 08P01 error and closes that connection). The server tells the machine w
 | AUTH     | Password                                         | READY (auth ok)                |
 | READY    | Query, Parse..Sync, Flush, Terminate             | EXTENDED, COPY_IN, CLOSED      |
 | EXTENDED | Parse, Bind, Describe, Execute, Close, Flush, Sync | READY (Sync), FAILED (error) |
+|          | Query (as PostgreSQL: it runs, like any simple query) | READY                     |
 | FAILED   | everything is read and dropped until Sync        | READY (Sync)                   |
 | COPY_IN  | CopyData, CopyDone, CopyFail, Flush, Sync        | the phase COPY began in        |
 
@@ -66,7 +67,7 @@ _ACCEPTS: dict[Phase, tuple[type, ...]] = {
     Phase.STARTUP: (Startup, SslRequest, GssEncRequest, CancelRequest),
     Phase.AUTH: (Password, Terminate),
     Phase.READY: (Query, *_EXTENDED, Sync, Flush, Terminate),
-    Phase.EXTENDED: (*_EXTENDED, Sync, Flush, Terminate),
+    Phase.EXTENDED: (*_EXTENDED, Sync, Flush, Terminate, Query),
     Phase.FAILED: (*_EXTENDED, Sync, Flush, Terminate, Query),
     Phase.COPY_IN: (CopyData, CopyDone, CopyFail, Flush, Sync, Terminate),
     Phase.CLOSED: (),
@@ -147,6 +148,10 @@ class Machine:
             return None
         if phase is Phase.READY and isinstance(msg, _EXTENDED):
             self.phase = Phase.EXTENDED
+        elif phase is Phase.EXTENDED and isinstance(msg, Query):
+            # asyncpg's prepare() ends with a Flush, not a Sync, and its next message may be a
+            # simple query; PostgreSQL runs it (ReadyForQuery follows), and so do we.
+            self.phase = Phase.READY
         if isinstance(msg, CancelRequest):
             self.phase = Phase.CLOSED
         elif isinstance(msg, Startup):

@@ -5,7 +5,7 @@ reads each source shard from the dataflow's `as_of`, advanced to its exports' co
 frontiers), and reads use recent times (by default the latest complete one). So the controller
 needs, of each shard, the times from the earliest such `as_of` on, and from a window behind the
 upper (its read policy's lag) on. `hold_target` is that decision, pure; `ControllerHolds` keeps
-one critical reader per shard at it, on backends whose readers drive since (PostgreSQL: see
+one critical reader per table shard at it, on backends whose readers drive since (PostgreSQL: see
 `persist/state.py`), and compacts what it releases. Everything else still holding the shard —
 listeners in any process, under leases — keeps since back too: since is the meet of them all.
 
@@ -52,9 +52,13 @@ def hold_target(upper: Frontier, need: Frontier | None, window: int) -> Frontier
 
 
 class ControllerHolds:
-    """The controller's critical reader on each table shard and each shard a dataflow reads;
-    `step()` moves each one to `hold_target` and compacts behind it (see the module
-    docstring). Call it from one thread (the ticker's)."""
+    """The controller's critical reader on each table shard; `step()` moves each one to
+    `hold_target` and compacts behind it (see the module docstring). Call it from one thread
+    (the ticker's).
+
+    Only tables: a materialized view's shard is written by the sinks of every replica, and a
+    sink that falls behind (a replica restarting) corrects the shard by reading it from where
+    it last wrote, however long ago; so view shards keep their history."""
 
     def __init__(self, storage: Storage, needs: Callable[[], Mapping[str, Frontier]], *,
                  window: int, every: float = 1.0) -> None:
@@ -77,7 +81,6 @@ class ControllerHolds:
         backend = self.storage.backend
         needs = dict(self.needs())
         shards = {s for s in self.storage.list_shards() if s.startswith(TABLE_PREFIX)}
-        shards |= needs.keys()
         out: dict[str, Frontier] = {}
         for shard_id in sorted(shards):
             try:

@@ -389,6 +389,26 @@ def encode_ipc(table: pa.Table) -> bytes:
     return bytes(sink.getvalue())
 
 
+def encode_batch(table: pa.Table) -> bytes:
+    """Serialise a non-empty update table as one Arrow IPC record batch message, without the
+    schema (the reader supplies it): a fraction of `encode_ipc`'s size and cost for the few
+    rows of a small append."""
+    (batch,) = table.combine_chunks().to_batches()  # one chunk per column: one batch
+    return batch.serialize().to_pybytes()  # type: ignore[no-any-return]
+
+
+def decode_batch(data: bytes, schema: pa.Schema, what: str) -> pa.Table:
+    """Read an update table written by `encode_batch` with `schema`; `CorruptStorage` if the
+    bytes are not such a batch."""
+    try:
+        batch = pa.ipc.read_record_batch(pa.py_buffer(data), schema)
+        batch.validate()
+    except (pa.ArrowInvalid, pa.ArrowException, OSError, ValueError) as e:
+        raise CorruptStorage(f"{what}: stored batch is not a valid Arrow record batch: {e}") \
+            from None
+    return pa.Table.from_batches([batch])
+
+
 def decode_ipc(data: bytes, schema: pa.Schema, what: str) -> pa.Table:
     """Read an update table written by `encode_ipc`; `CorruptStorage` if it is not one."""
     try:

@@ -9,14 +9,15 @@ head and reruns (an append whose `lower` is no longer the upper reports the actu
 Writes order their effects so a crash anywhere is harmless: a part larger than `INLINE_BYTES`
 is PUT to the blob store under a fresh key *before* the CAS that references it; a writer killed
 in between leaks a blob nobody references, which `collect_garbage` deletes once it is older than
-its grace period. Smaller parts are inlined: their bytes go into the `parts` table by the same
-statement as the CAS (the state holds only their metadata), so a small append costs one
-statement that writes a small state; when the inlined parts would pass `INLINE_TOTAL`, the
-append instead PUTs the newest run of them together with its own updates as one blob part
-(same updates, same times) and CASes the state that swaps them, so the inlined bytes stay
-bounded however long since stays put; and small blob parts are merged newest-first,
-geometrically and without changing any time (`state.plan_tail_merge`), so their number stays
-logarithmic too. Compaction
+its grace period. Smaller parts are inlined: their bytes (one Arrow record batch, without the
+schema the shard already has) go into the `parts` table by the same statement as the CAS, and
+the state holds only their metadata, so a small append costs one statement that writes a small
+state. When `INLINE_RUN` inlined parts collect at the end, the append folds them and its own
+updates into one part (the same updates, the same times) and CASes the state that swaps them:
+an inlined part while it stays under `INLINE_MERGED` bytes, else a blob; so the number of parts
+and the inlined bytes stay bounded however long since stays put. Small blob parts are merged
+newest-first, geometrically and without changing any time (`state.plan_tail_merge`), so their
+number stays logarithmic too. Compaction
 (`replace_parts`) is a CAS too; the blobs it replaces stay until the versions that reference
 them are truncated, and a reader that finds a blob gone rereads the head (which no longer
 references it) instead of failing.
@@ -28,6 +29,7 @@ and garbage collection in `gc.py`; both are mixed into `PersistBackend`.
 from __future__ import annotations
 
 import contextlib
+import os
 import uuid
 from collections.abc import Callable
 from typing import Any, Final
@@ -49,10 +51,24 @@ from twofold.storage.persist.gc import GarbageCollection
 from twofold.storage.persist.leases import Lease, ListenerLeases
 from twofold.storage.persist.readers import ReaderCommands
 from twofold.storage.persist.state import PartRef
-from twofold.storage.updates import decode_ipc, encode_ipc, update_schema
+from twofold.storage.updates import (
+    decode_batch,
+    decode_ipc,
+    encode_batch,
+    encode_ipc,
+    update_schema,
+)
 
 INLINE_BYTES: Final = 4096
-INLINE_TOTAL: Final = 16 * 1024
+"""A part this small (encoded) is inlined."""
+INLINE_RUN: Final = 16
+"""The newest inlined parts are folded into one when this many collect."""
+INLINE_MERGED: Final = 16 * 1024
+"""A folded part stays inlined up to this size; past it the run goes to a blob."""
+INLINE_TOTAL: Final = 64 * 1024
+"""The inlined bytes one state may reference."""
+MIN_ROW_BYTES: Final = 16
+"""An encoded update is at least its time and diff."""
 MERGE_BELOW: Final = 100_000
 """Blob parts smaller than this (updates) are merged, newest first, geometrically."""
 TRUNCATE_EVERY: Final = 64
@@ -250,32 +266,45 @@ class PersistBackend(ReaderCommands, GarbageCollection):
                since: int) -> tuple[PartRef, tuple[str, bytes] | None]:
         """Encode a part; PUT it to the blob store unless it is small enough to inline, in
         which case its `parts` row `(key, bytes)` is returned for the CAS to insert."""
-        data = encode_ipc(updates)
-        if len(data) <= INLINE_BYTES:
-            key = uuid.uuid4().hex
-            return S.PartRef(0, lower, S.enc(upper), since, updates.num_rows, inline=key,
-                             size=len(data)), (key, data)
+        count = updates.num_rows
+        if count * MIN_ROW_BYTES <= INLINE_BYTES:  # else it cannot fit: skip encoding it
+            data = encode_batch(updates)
+            if len(data) <= INLINE_BYTES:
+                key = os.urandom(8).hex()
+                return S.PartRef(0, lower, S.enc(upper), since, count, inline=key,
+                                 size=len(data)), (key, data)
         key = self.blobs.new_key(shard_id)
-        self.blobs.put(key, data)
-        return S.PartRef(0, lower, S.enc(upper), since, updates.num_rows, key=key), None
+        self.blobs.put(key, encode_ipc(updates))
+        return S.PartRef(0, lower, S.enc(upper), since, count, key=key), None
 
     def _fits_inline(self, data: S.StateData, part: PartRef) -> bool:
         if part.inline is None:
             return True
-        return S.inline_bytes(data) + part.size <= INLINE_TOTAL
+        return (len(S.inline_suffix(data)) < INLINE_RUN
+                and S.inline_bytes(data) + part.size <= INLINE_TOTAL)
 
-    def _spilled(self, shard_id: str, data: S.StateData, part: PartRef,
-                 updates: pa.Table) -> tuple[S.StateData, PartRef]:
-        """When the inlined parts are full: PUT the newest run of them plus this append as one
-        blob part (the same updates, the same times), and the state referencing it."""
+    def _folded(self, shard_id: str, data: S.StateData, part: PartRef, updates: pa.Table
+                ) -> tuple[S.StateData, PartRef, tuple[str, bytes] | None]:
+        """When the newest inlined parts are many (or too big): the state with them and this
+        append folded into one part holding the same updates at the same times — inlined (its
+        row returned for the CAS) while small enough, else a blob, PUT here."""
         suffix = S.inline_suffix(data)
         tables = [p.updates for p in self._load_all(shard_id, suffix)] + [updates]
         merged = pa.concat_tables(tables)
+        lower = suffix[0].lower if suffix else part.lower
+        rest = S.inline_bytes(data) - sum(p.size for p in suffix)
+        encoded = (encode_batch(merged) if merged.num_rows * MIN_ROW_BYTES <= INLINE_MERGED
+                   else None)
+        if encoded is not None and len(encoded) <= INLINE_MERGED \
+                and rest + len(encoded) <= INLINE_TOTAL:
+            key = os.urandom(8).hex()
+            ref = S.PartRef(0, lower, part.upper, 0, merged.num_rows, inline=key,
+                            size=len(encoded))
+            return S.spill(data, suffix, ref), ref, (key, encoded)
         key = self.blobs.new_key(shard_id)
         self.blobs.put(key, encode_ipc(merged))
-        lower = suffix[0].lower if suffix else part.lower
         ref = S.PartRef(0, lower, part.upper, 0, merged.num_rows, key=key)
-        return S.spill(data, suffix, ref), ref
+        return S.spill(data, suffix, ref), ref, None
 
     def compare_and_append(
         self, shard_id: str, lower: Frontier, new_upper: Frontier, updates: pa.Table | None
@@ -301,9 +330,10 @@ class PersistBackend(ReaderCommands, GarbageCollection):
                     data, row = S.append_part(head.data, part), inline
                 else:
                     assert updates is not None
-                    data, spilled = self._spilled(shard_id, head.data, part, updates)
+                    data, spilled, row = self._folded(shard_id, head.data, part, updates)
             if self._commit(shard_id, head, new_upper, data, token, row):
-                added_blob = spilled is not None or (part is not None and part.key is not None)
+                added_blob = (spilled is not None and spilled.key is not None) or (
+                    part is not None and part.key is not None)
                 part = None
                 self.notifier.notify(shard_id)
                 if added_blob:
@@ -411,12 +441,12 @@ class PersistBackend(ReaderCommands, GarbageCollection):
         what = f"shard {shard_id!r} part {ref.id}"
         raw: bytes | memoryview
         if ref.inline is not None:
-            raw = inline[ref.inline]
+            table = decode_batch(inline[ref.inline], self._schema(shard_id), what)
         elif ref.key is not None:
             raw = self.blobs.get(ref.key)
+            table = decode_ipc(raw, self._schema(shard_id), what)  # type: ignore[arg-type]
         else:
             raise CorruptStorage(f"{what}: neither inlined nor in a blob")
-        table = decode_ipc(raw, self._schema(shard_id), what)  # type: ignore[arg-type]
         if table.num_rows != ref.count:
             raise CorruptStorage(f"{what}: holds {table.num_rows} updates, recorded {ref.count}")
         return Part(ref.id, ref.lower, S.dec(ref.upper), ref.since, ref.count, table)
