@@ -23,8 +23,9 @@ template's plan instead, as the unprepared path would.
 Concurrent executions of a kept lookup that projects the index's columns (no filter or
 expression beyond the key) share one peek: the first starts at once, those arriving meanwhile
 go together in the next, one peek for all their distinct keys, each taking its key's rows; the
-batch reads at a time chosen when it starts, after each of its executions arrived, so each
-still reads its own earlier writes.
+batch reads where `db.lookup` does — the index's latest complete time when it starts, never
+before the database's latest write — so each execution reads the writes made before it
+arrived, without waiting for the index to catch up with the table's next tick.
 
 Before a kept plan answers, the session's catalog is brought up to date (one cached read of its
 version — once per execution, or once per batch — which also notices another process's DDL);
@@ -269,8 +270,8 @@ class _LookupBatch:
     """Concurrent executions of one template's lookup share one peek: the first starts it
     at once; those arriving while it runs wait and go together in the next, one peek for all
     their keys, each taking the rows of its own key (projected as its query does). A batch
-    reads at the time chosen when it starts — later than each of its executions' arrival, so
-    every one still reads its own earlier writes."""
+    reads at the index's latest complete time when it starts, never before the database's
+    latest write, so every execution reads the writes made before it arrived."""
 
     def __init__(self, index: Any, positions: list[int], project: list[int]) -> None:
         self.index = index
@@ -317,7 +318,6 @@ class _LookupBatch:
 
     async def _peek(self, db: Any, relation: Relation, keys: list[tuple[Any, ...]]
                     ) -> tuple[int, dict[tuple[Any, ...], list[tuple[Any, ...]]]] | object:
-        from twofold.api.errors import ReadBeforeSince
         from twofold.api.reads import translate
 
         db._refresh()  # one cached read of the catalog's version; adopts another's DDL
@@ -325,11 +325,9 @@ class _LookupBatch:
             return _STALE
         await db._install()
         rel = db._check_relation(relation, "query")
-        t = db._choose_time(rel, None)
-        try:
-            db._choose_time(self.index, t)
-        except ReadBeforeSince:
-            return None
+        # At the index's latest complete time (never before the database's latest write), as
+        # `db.lookup` reads: no wait for the index to catch up with the table's next tick.
+        t = db._choose_time(self.index, None)
         with translate(db._name_of(rel)):
             found = await db._ctl.peek(self.index.id, timestamp=t,
                                        literal_constraints=[list(k) for k in keys],
