@@ -415,3 +415,32 @@ def test_asyncpg_transactions(server: ServerHandle, name: str) -> None:
             await b.close()
 
     asyncio.run(main())
+
+
+def test_read_only_characteristics(server: ServerHandle, name: str) -> None:
+    with connect(server) as c:
+        c.execute(f"CREATE TABLE {name} (k bigint)")
+        c.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+        c.execute("BEGIN")
+        with pytest.raises(errors.ReadOnlySqlTransaction):
+            c.execute(f"INSERT INTO {name} VALUES (1)")
+        c.execute("ROLLBACK")
+        c.execute("BEGIN READ WRITE")  # an explicit mode wins over the session's
+        c.execute(f"INSERT INTO {name} VALUES (1)")
+        c.execute("COMMIT")
+        c.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE")
+        c.execute("BEGIN")
+        c.execute("SET TRANSACTION READ ONLY")
+        with pytest.raises(errors.ReadOnlySqlTransaction):
+            c.execute(f"DELETE FROM {name}")
+        c.execute("ROLLBACK")
+        c.execute("BEGIN READ ONLY")
+        c.execute(f"SELECT * FROM {name}")
+        with pytest.raises(errors.ActiveSqlTransaction, match="before any query"):
+            c.execute("SET TRANSACTION READ WRITE")
+        c.execute("ROLLBACK")
+        assert rows(c, f"SELECT k FROM {name}") == [(1,)]
+    with psycopg.connect(server.dsn(), connect_timeout=10) as c:  # psycopg's own read_only
+        c.read_only = True
+        with pytest.raises(errors.ReadOnlySqlTransaction):
+            c.execute(f"INSERT INTO {name} VALUES (2)")

@@ -84,6 +84,7 @@ async def control(s: Any, sql: str) -> Outcome | None:
     if word is None:
         if tx.failed:
             raise TransactionError(ABORTED, "25P02")
+        tx.characteristics(sql)  # SET TRANSACTION READ ONLY ...: then answered as a SET
         return None
     held = tx.held
     try:

@@ -21,6 +21,10 @@ The rules are Materialize's (`docs/pgwire.md`, "Transactions"):
   `ROLLBACK` and `ROLLBACK TO SAVEPOINT` is `25P02` until then; `COMMIT` then reports
   `ROLLBACK` and discards the staged writes. `SAVEPOINT` marks the staged writes;
   `ROLLBACK TO` drops those staged after the mark and clears a failure; `RELEASE` forgets it.
+- `SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY` (what JDBC's `setReadOnly` and
+  SQLAlchemy's `postgresql_readonly` send) makes every later `BEGIN` read-only (`READ WRITE`
+  undoes it); `SET TRANSACTION READ ONLY` makes the current one read-only; `SET TRANSACTION
+  READ WRITE` after the transaction has read is `25001`, as in PostgreSQL.
 
 `status` is what ReadyForQuery reports: `I` idle, `T` in a transaction block, `E` failed.
 Every refusal is a `TransactionError` carrying its SQLSTATE; the machine does no IO.
@@ -91,6 +95,8 @@ class Commit:
 
 _READ_ONLY = re.compile(r"\bread\s+only\b", re.I)
 _READ_WRITE = re.compile(r"\bread\s+write\b", re.I)
+_CHARACTERISTICS = re.compile(r"^\s*set\s+(session\s+characteristics\s+as\s+)?transaction\b",
+                              re.I)
 _SAVEPOINT = re.compile(r"^\s*(?:savepoint|release(?:\s+savepoint)?|rollback\s+(?:work\s+|"
                         r"transaction\s+)?to(?:\s+savepoint)?)\s+\"?(\w+)\"?", re.I)
 
@@ -108,6 +114,7 @@ class Transaction:
         self._reset()
         self.explicit = False
         self.failed = False
+        self.default_read_only = False  # SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY
 
     def _reset(self) -> None:
         self.explicit = False
@@ -140,7 +147,8 @@ class Transaction:
             if not self.explicit:
                 self._reset()
                 self.explicit = True
-                self.read_only = bool(_READ_ONLY.search(sql)) and not _READ_WRITE.search(sql)
+                self.read_only = bool(_READ_ONLY.search(sql)) or (
+                    self.default_read_only and not _READ_WRITE.search(sql))
             return Commit("BEGIN")
         if word == "ROLLBACK" and _SAVEPOINT.match(sql):
             return self._rollback_to(sql)
@@ -185,6 +193,24 @@ class Transaction:
         if not self.writes and self.access is Access.WRITE:
             self.access = Access.NONE
         return Commit("ROLLBACK")
+
+    def characteristics(self, sql: str) -> bool:
+        """`SET [SESSION CHARACTERISTICS AS] TRANSACTION ...`: apply its access mode; whether
+        `sql` was one (the caller still answers it as a SET)."""
+        m = _CHARACTERISTICS.match(sql)
+        if m is None:
+            return False
+        ro, rw = bool(_READ_ONLY.search(sql)), bool(_READ_WRITE.search(sql))
+        if m.group(1):
+            if ro or rw:
+                self.default_read_only = ro
+            return True
+        if rw and self.explicit and self.read_only and self.access is not Access.NONE:
+            raise TransactionError("transaction read-write mode must be set before any query",
+                                   "25001")
+        if self.explicit and (ro or rw):
+            self.read_only = ro
+        return True
 
     # -- statements -------------------------------------------------------------------------
 
