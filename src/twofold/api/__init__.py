@@ -54,7 +54,7 @@ from twofold.api.expr import (
     sum,
     when,
 )
-from twofold.api.objects import Index, MaterializedView, Table, Written
+from twofold.api.objects import Index, MaterializedView, Table, View, Written
 from twofold.api.reads import AsyncSubscription
 from twofold.api.relation import GroupBy, Relation
 from twofold.api.results import Batch, Result
@@ -98,6 +98,7 @@ __all__ = [
     "TypeMismatch",
     "UniqueViolation",
     "UnknownObject",
+    "View",
     "Written",
     "coalesce",
     "col",

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, cast
 
 from twofold.api.errors import CatalogConflict, TwofoldError, UnknownObject
 from twofold.api.inputs import Inputs
-from twofold.api.objects import Index, MaterializedView, Table
+from twofold.api.objects import Index, MaterializedView, Table, View
 from twofold.api.reads import translate
 from twofold.api.relation import Input, Relation
 from twofold.api.schema import Schema
@@ -46,11 +46,12 @@ from twofold.protocol import (
     SinkDesc,
 )
 from twofold.storage import StorageError
+from twofold.storage.table import TABLE_PREFIX
 
 if TYPE_CHECKING:
     from twofold.api.session import AsyncDatabase
 
-CatalogObject = Table | Index | MaterializedView
+CatalogObject = Table | Index | MaterializedView | View
 
 
 class CatalogSync(Inputs):
@@ -81,8 +82,11 @@ class CatalogSync(Inputs):
         """Open the storage's catalog, adopt tables older than it, restore every entry."""
         try:
             self._store = Catalog(self._storage)
+            # Only a catalog never written to adopts: afterwards every table has an entry
+            # before its shard, and a shard without one is a dropped table's (garbage).
+            state = self._store.state()
             legacy = [n for n in self._storage.list_tables()
-                      if n not in self._store.state().entries]
+                      if n not in state.entries] if state.version == 0 else []
             if legacy:
                 self._adopt_tables(legacy)
         except (CatalogError, StorageError) as e:
@@ -160,11 +164,14 @@ class CatalogSync(Inputs):
         db = self._db
         if entry.kind == "table":
             try:
-                t = self._storage.create_table(entry.name, entry.desc, exist_ok=True)
+                t = self._storage.create_table(table_storage_name(entry), entry.desc,
+                                               exist_ok=True)
             except StorageError as e:
                 raise TwofoldError(f"cannot restore table {entry.name!r}: {e}") from e
             return Table(db, entry.name, entry.id, t, entry.primary_key or None)
         rel = self._relation_for(entry)
+        if entry.kind == "view":
+            return View(db, entry.name, entry.id, rel, entry.sql)
         if entry.kind == "index":
             assert entry.build_id is not None
             return Index(db, entry.name, entry.id, entry.build_id, list(entry.key), rel.schema,
@@ -186,7 +193,14 @@ class CatalogSync(Inputs):
             if obj is None or ref.id not in obj.inputs:
                 raise UnknownObject(ref.name, f"input of {entry.label()}", sorted(self._catalog))
             inputs[ref.id] = obj.inputs[ref.id]
-        return Relation(self._db, entry.plan, Schema.of(entry.desc), inputs)
+        views = {}
+        for ref in entry.views:
+            view = self._catalog.get(ref.name)
+            if not isinstance(view, View) or view.id != ref.id:
+                raise UnknownObject(ref.name, f"view read by {entry.label()}",
+                                    sorted(self._catalog))
+            views.update(view.views)
+        return Relation(self._db, entry.plan, Schema.of(entry.desc), inputs, views)
 
     async def _install(self) -> None:
         """Create the queued dataflows and drop the queued ones (on the loop thread), one
@@ -268,3 +282,11 @@ class CatalogSync(Inputs):
 
     def _conflict(self, e: StoreConflict) -> CatalogConflict:
         return CatalogConflict(f"catalog of {self.url!r}: {e}")
+
+
+def table_storage_name(entry: Entry) -> str:
+    """The storage table (`Storage.table(name)`) holding a table entry's rows: `table/<name>`,
+    or the fresh shard of a table created again after a drop."""
+    if entry.shard is None:
+        return entry.name
+    return entry.shard.removeprefix(TABLE_PREFIX)

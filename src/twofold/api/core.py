@@ -16,7 +16,7 @@ from collections.abc import Coroutine
 from typing import Any, Literal, TypeVar
 
 from twofold.api.errors import DatabaseClosed, TwofoldError
-from twofold.api.objects import Index, MaterializedView, Table
+from twofold.api.objects import Index, MaterializedView, Table, View
 from twofold.api.portal import run_blocking
 from twofold.controller import Controller
 from twofold.storage import Storage
@@ -36,7 +36,7 @@ class SessionCore:
     retain_history: float
     storage: Storage | None
     controller: Controller | None
-    _catalog: dict[str, Table | Index | MaterializedView]
+    _catalog: dict[str, Table | Index | MaterializedView | View]
     _last_write: int
     _write_lock: threading.Lock
     _portal: asyncio.AbstractEventLoop | None

@@ -1,4 +1,4 @@
-"""`Definitions`: creating, listing and dropping the catalog's objects (tables, indexes,
+"""`Definitions`: creating, listing and dropping the catalog's objects (tables, views, indexes,
 materialized views) and the dataflows that maintain them.
 
 Contract: every create and drop is first a change of the durable catalog (`twofold.catalog`,
@@ -9,7 +9,10 @@ match (the existing object is returned); otherwise the error says how they diffe
 view is created as one dataflow on every replica, at the latest time its inputs are complete
 (if that fails, the entry is removed again). `drop` refuses while other objects read the target
 (`DependencyError` naming them) unless `cascade=True`, which drops them too. Ids come from the
-catalog's allocator and are never reused. Tables live in storage and cannot be dropped.
+catalog's allocator and are never reused. A view (`create_view`) is only a catalog entry: a
+named query whose plan is inlined where it is read. Dropping a table removes its entry; its
+shard is left in storage as garbage (storage cannot delete a shard), and a table created again
+under that name gets a fresh shard (`table/<name>/<id>`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import msgspec
 
 from twofold.api.catalog_sync import CatalogObject, CatalogSync
 from twofold.api.errors import DependencyError, InvalidArgument, ObjectExists, UnknownObject
-from twofold.api.objects import Index, MaterializedView, Table, primary_key_schema
+from twofold.api.objects import Index, MaterializedView, Table, View, primary_key_schema
 from twofold.api.relation import Relation
 from twofold.api.schema import DType, Schema, parse_schema
 from twofold.catalog import (
@@ -38,6 +41,7 @@ from twofold.catalog import (
 )
 from twofold.protocol import Frontier, GlobalId
 from twofold.storage import StorageError
+from twofold.storage.table import TABLE_PREFIX
 
 _UNSET: Final = GlobalId.user(0)
 """The id of a requested entry before the catalog allocates its ids."""
@@ -76,8 +80,8 @@ class Definitions(CatalogSync):
     # -- listing --------------------------------------------------------------------------------
 
     def objects(self) -> list[tuple[str, str]]:
-        """Every object as `(name, kind)`, kind `"table"`, `"index"` or `"materialized view"`,
-        sorted by name."""
+        """Every object as `(name, kind)`, kind `"table"`, `"view"`, `"index"` or
+        `"materialized view"`, sorted by name."""
         self._refresh()
         return sorted((n, e.kind) for n, e in self._entries.items())
 
@@ -93,22 +97,26 @@ class Definitions(CatalogSync):
         return self._named("index")
 
     def views(self) -> list[str]:
-        """The names of the materialized views."""
-        return self._named("materialized view")
+        """The names of the views, materialized (`create_materialized_view`) or not
+        (`create_view`), sorted."""
+        return [n for n, k in self.objects() if k in ("view", "materialized view")]
 
-    def get(self, name: str) -> Table | Index | MaterializedView:
-        """The table, index or materialized view called `name`."""
+    def get(self, name: str) -> Table | Index | MaterializedView | View:
+        """The table, view, index or materialized view called `name`."""
         self._refresh()
         obj = self._catalog.get(name)
         if obj is None:
             raise UnknownObject(name, "table, index or view", sorted(self._catalog))
         return obj
 
-    def frontier(self, obj: Table | Index | MaterializedView | str) -> Frontier:
-        """The write frontier (`upper`) of a table, index or view: every earlier time is
-        complete."""
+    def frontier(self, obj: Table | Index | MaterializedView | View | str) -> Frontier:
+        """The write frontier (`upper`) of a table, index or materialized view: every earlier
+        time is complete. A (non-materialized) view has none: `InvalidArgument`."""
         if isinstance(obj, str):
             obj = self.get(obj)
+        if isinstance(obj, View):
+            raise InvalidArgument(f"frontier: {obj.name!r} is a view (a named query, not "
+                                  "maintained); it has no frontier of its own")
         if isinstance(obj, Index):
             return self._ctl.frontier(obj.id)
         if isinstance(obj, Table):
@@ -123,6 +131,24 @@ class Definitions(CatalogSync):
 
     def _refs(self, rel: Relation) -> list[InputRef]:
         return [InputRef(name=i.name, id=gid) for gid, i in sorted(rel.inputs.items())]
+
+    def _view_refs(self, rel: Relation) -> list[InputRef]:
+        return [InputRef(name=n, id=gid) for n, gid in sorted(rel.views.items())]
+
+    def create_view(self, name: str, relation: Relation, *, exist_ok: bool = False,
+                    sql: str | None = None) -> View:
+        """Name `relation` as a view: a query, not maintained, planned inline wherever it is
+        read (as SQL's `CREATE VIEW`). It is durable (a later `twofold.open` of the same
+        storage has it) and readable from SQL by name. `exist_ok=True` returns an existing
+        view of the same definition. `sql` is the statement text `SHOW CREATE` gives."""
+        self._check_name(name)
+        rel = self._check_relation(relation, "create_view")
+        request = Entry(name=name, kind="view", id=_UNSET, desc=rel.schema.desc(),
+                        plan=rel.plan, inputs=self._refs(rel), views=self._view_refs(rel),
+                        sql=sql)
+        obj = self._create(request, exist_ok, "create_view")
+        assert isinstance(obj, View)
+        return obj
 
     async def create_index(self, name: str, relation: Relation, key: str | Sequence[str], *,
                            retain_history: float | None = None,
@@ -141,7 +167,7 @@ class Definitions(CatalogSync):
             rel.schema.index(k, "create_index")
         request = Entry(name=name, kind="index", id=_UNSET, desc=rel.schema.desc(),
                         plan=rel.plan, inputs=self._refs(rel), key=keys,
-                        retain_history=retain_history)
+                        retain_history=retain_history, views=self._view_refs(rel))
         obj = await self._create_maintained(request, exist_ok, "create_index")
         assert isinstance(obj, Index)
         return obj
@@ -157,7 +183,7 @@ class Definitions(CatalogSync):
         as_of = self._as_of_for(rel).time
         request = Entry(name=name, kind="materialized view", id=_UNSET,
                         desc=rel.schema.desc(), plan=rel.plan, inputs=self._refs(rel),
-                        as_of=as_of)
+                        as_of=as_of, views=self._view_refs(rel))
         obj = await self._create_maintained(request, exist_ok, "create_materialized_view")
         assert isinstance(obj, MaterializedView)
         return obj
@@ -203,11 +229,12 @@ class Definitions(CatalogSync):
                 if exist_ok and not diffs:
                     return
                 raise EntryExists(name, existing.kind, diffs)
-            missing = [r.name for r in request.inputs
+            missing = [r.name for r in [*request.inputs, *request.views]
                        if r.name not in entries or r.id not in _read_ids(entries[r.name])]
             if missing:
                 raise MissingDependency(name, missing)
-            change.add(_with_ids(request, change))
+            stored = self._storage.list_tables() if request.kind == "table" else []
+            change.add(_with_ids(request, change, stored))
 
         try:
             _, state = self._cat.transact(build)
@@ -231,26 +258,26 @@ class Definitions(CatalogSync):
 
     # -- drop -----------------------------------------------------------------------------------
 
-    async def drop(self, obj: Index | MaterializedView | str, *, cascade: bool = False) -> None:
-        """Stop maintaining an index or view and remove it from the catalog, durably. Refused
-        (`DependencyError`, naming them) while other indexes or views read it, unless
-        `cascade=True`, which drops those too. Tables cannot be dropped."""
+    async def drop(self, obj: Table | Index | MaterializedView | View | str, *,
+                   cascade: bool = False) -> None:
+        """Remove a table, view, index or materialized view from the catalog, durably (and
+        stop maintaining it). Refused (`DependencyError`, naming them) while other objects read
+        it, unless `cascade=True`, which drops those too. A dropped table's rows stay in
+        storage, unreachable (its shard is garbage); its name can be used again."""
         name = obj if isinstance(obj, str) else getattr(obj, "name", None)
         if not isinstance(name, str):
-            raise InvalidArgument(f"drop: expected a name, Index or MaterializedView, got {obj!r}")
+            raise InvalidArgument(f"drop: expected a name, Table, View, Index or "
+                                  f"MaterializedView, got {obj!r}")
         await self._refresh_async()
         target = self._catalog.get(name)
         if target is None or (not isinstance(obj, str) and target is not obj):
-            raise UnknownObject(name, "index or view", sorted(self._catalog))
-        if isinstance(target, Table):
-            raise InvalidArgument(f"drop: {name!r} is a table; tables live in storage and "
-                                  "cannot be dropped")
+            raise UnknownObject(name, "object", sorted(self._catalog))
         try:
             _, state = self._cat.transact(lambda change: change.drop(name, cascade=cascade))
         except HasDependents as e:
             raise DependencyError(f"drop: {e}") from None
         except UnknownEntry:
-            raise UnknownObject(name, "index or view (dropped by another process?)",
+            raise UnknownObject(name, "object (dropped by another process?)",
                                 sorted(self._catalog)) from None
         except CatalogConflict as e:
             raise self._conflict(e) from None
@@ -263,10 +290,15 @@ def _read_ids(entry: Entry) -> set[GlobalId]:
     return {entry.id} if entry.read_id is None else {entry.read_id}
 
 
-def _with_ids(request: Entry, change: Change) -> Entry:
-    """`request` with fresh ids from the catalog's allocator."""
-    if request.kind == "table":
-        return msgspec.structs.replace(request, id=change.allocate())
+def _with_ids(request: Entry, change: Change, stored_tables: Sequence[str]) -> Entry:
+    """`request` with fresh ids from the catalog's allocator (and a table a fresh shard when
+    `table/<name>` is a dropped table's, still in `stored_tables`)."""
+    if request.kind in ("table", "view"):
+        gid = change.allocate()
+        shard = None
+        if request.kind == "table" and request.name in stored_tables:
+            shard = f"{TABLE_PREFIX}{request.name}/{gid}"
+        return msgspec.structs.replace(request, id=gid, shard=shard)
     if request.kind == "index":
         build = change.allocate()
         return msgspec.structs.replace(request, id=change.allocate(), build_id=build)

@@ -30,6 +30,10 @@ class Inputs(SessionCore):
             if obj is None or inp.id not in obj.inputs:
                 raise UnknownObject(inp.name, f"{inp.kind} (was it dropped?)",
                                     sorted(self._catalog))
+        for name, gid in rel.views.items():
+            view = self._catalog.get(name)
+            if view is None or getattr(view, "id", None) != gid:
+                raise UnknownObject(name, "view (was it dropped?)", sorted(self._catalog))
         return rel
 
     def _imports(self, rel: Relation) -> tuple[dict[GlobalId, IndexImport],

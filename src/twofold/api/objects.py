@@ -6,7 +6,9 @@ its later reads see the write (read-your-writes). Writes that read the table are
 serialised (`twofold.api.writes`). Rows that do not fit the schema raise `InvalidRows`, a
 duplicate primary key `UniqueViolation`; either way nothing is written.
 An `Index` is a maintained arrangement on the replicas, read by key with `lookup`. A
-`MaterializedView` is maintained into its own shard (`mv/<name>`) and reads like a table.
+`MaterializedView` is maintained into its own shard (`mv/<name>`) and reads like a table. A
+`View` is a named query, not maintained: reading it (or defining an object over it) runs its
+plan inline. A `Table` that was dropped refuses writes (`UnknownObject`).
 """
 
 from __future__ import annotations
@@ -18,13 +20,21 @@ import polars as pl
 import pyarrow as pa
 
 from twofold.api.binding import bind, output_name
-from twofold.api.errors import InvalidArgument, InvalidRows, InvalidSchema, TypeMismatch
+from twofold.api.errors import (
+    InvalidArgument,
+    InvalidRows,
+    InvalidSchema,
+    TypeMismatch,
+    UnknownObject,
+)
 from twofold.api.expr import NULL, Expr, _operand
 from twofold.api.relation import Input, Relation
 from twofold.api.schema import Schema
 from twofold.api.writes import Compiled, TableWriter, Written
 from twofold.engine.expr import compile_expr
-from twofold.protocol import ColumnType, Frontier, Get, GlobalId, IndexDesc
+from twofold.protocol import Call, Column, ColumnType, Frontier, Get, GlobalId, IndexDesc
+from twofold.protocol import Expr as PExpr
+from twofold.protocol import Literal as PLiteral
 from twofold.storage import StorageError
 from twofold.storage import Table as StorageTable
 from twofold.storage.table import conform_rows
@@ -36,7 +46,9 @@ if TYPE_CHECKING:
 RowsLike: TypeAlias = (Sequence[Sequence[Any] | Mapping[str, Any]] | pl.DataFrame | pa.Table
                        | pa.RecordBatch)
 
-__all__ = ["Index", "MaterializedView", "Table", "Written", "primary_key_schema"]
+_PROTOCOL_EXPRS = (Column, PLiteral, Call)
+
+__all__ = ["Index", "MaterializedView", "Table", "View", "Written", "primary_key_schema"]
 
 
 class Table(Relation):
@@ -162,6 +174,8 @@ class Table(Relation):
         db = self._db
         assert db is not None
         db._check_open()
+        if db._catalog.get(self.name) is not self:
+            raise UnknownObject(self.name, "table (it was dropped)", sorted(db._catalog))
         try:
             written = write()
         except StorageError as e:
@@ -223,6 +237,38 @@ class Table(Relation):
             raise InvalidArgument(f"update on table {self.name!r}: {old.height} old rows but "
                                   f"{new.height} new rows; give one new row per old row")
         return self._run("update", lambda: self._writer.update_rows(old, new))
+
+    def update_compiled(self, set: Mapping[str, PExpr], where: PExpr | None = None) -> Written:
+        """`update(set=, where=)` with protocol expressions (`twofold.protocol.Expr`, over
+        this table's columns: `Column(index=i)` is column `i`), for front ends that bind and
+        type expressions themselves (the SQL layer's `UPDATE`). The caller guarantees each
+        `set` expression yields its column's type (an int may feed a float column) and `where`
+        a bool (a NULL or false row is not updated). Checked and serialised like `update`;
+        an expression's error (division by zero...) fails the write and nothing is written."""
+        if not isinstance(set, Mapping) or not set:
+            raise InvalidArgument(f"update on table {self.name!r}: set= takes a non-empty "
+                                  f"mapping of column name to expression, got {set!r}")
+        sets = {}
+        for name, value in set.items():
+            self.schema.type_of(name, "update")
+            sets[name] = self._compile_protocol(value, "update", f"set {name!r}")
+        pred = None if where is None else self._compile_protocol(where, "update", "where")
+        nullable = {n: t.nullable for n, t in self.schema}
+        return self._run("update", lambda: self._writer.update_where(sets, pred, nullable))
+
+    def delete_compiled(self, where: PExpr) -> Written:
+        """`delete(where=)` with a protocol expression over this table's columns (see
+        `update_compiled`): deletes every row for which `where` is true (`Literal(value=True)`
+        deletes all rows). Returns how many were deleted."""
+        pred = self._compile_protocol(where, "delete", "where")
+        return self._run("delete", lambda: self._writer.delete_where(pred))
+
+    def _compile_protocol(self, expr: PExpr, operation: str, label: str) -> Compiled:
+        if not isinstance(expr, _PROTOCOL_EXPRS):
+            raise InvalidArgument(f"{operation} on table {self.name!r}: {label} must be a "
+                                  f"twofold.protocol expression, got {expr!r}")
+        value, error = compile_expr(expr, list(self.schema.types))
+        return Compiled(value, error, label)
 
     def upsert(self, rows: RowsLike) -> Written:
         """Insert `rows`, replacing the row already held for each primary key. A key given
@@ -305,3 +351,22 @@ class MaterializedView(Relation):
 
     def __repr__(self) -> str:
         return f"<MaterializedView {self.name!r} {self.schema.as_dict()}>"
+
+
+class View(Relation):
+    """A named query (`db.create_view`, SQL `CREATE VIEW`): not maintained, and durable like
+    every catalog object. Reading it, or defining an index or view over it, runs its plan
+    inline; objects defined over it depend on it (see `Relation.views`)."""
+
+    def __init__(self, db: AsyncDatabase, name: str, id: GlobalId, definition: Relation,
+                 sql: str | None = None) -> None:
+        super().__init__(db, definition.plan, definition.schema, definition.inputs,
+                         {**definition.views, name: id})
+        self.name = name
+        self.id = id
+        """The view's catalog id (nothing reads it as a collection)."""
+        self.sql = sql
+        """The SQL statement that created it, or `None` (created with the DSL)."""
+
+    def __repr__(self) -> str:
+        return f"<View {self.name!r} {self.schema.as_dict()}>"

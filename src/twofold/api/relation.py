@@ -97,13 +97,17 @@ class Relation:
     """An immutable query over tables, views and indexes of one database."""
 
     def __init__(self, db: AsyncDatabase | None, plan: Plan, schema: Schema,
-                 inputs: Mapping[GlobalId, Input]) -> None:
+                 inputs: Mapping[GlobalId, Input],
+                 views: Mapping[str, GlobalId] | None = None) -> None:
         self._db = db
         self.plan = plan
         """The protocol plan computing this relation."""
         self.schema = schema
         self.inputs = dict(inputs)
         """The stored collections this relation reads, by id."""
+        self.views = dict(views or {})
+        """The (non-materialized) views this relation is built over, by name and catalog id:
+        their plans are inlined in `plan`; an object defined over it depends on them."""
         self.order: list[OrderKey] = []
         """How reads of this relation order their rows (set by `sort`). `select`, `filter`,
         `with_columns`, `rename` and `limit` keep it (as polars does; one that drops or replaces
@@ -121,8 +125,10 @@ class Relation:
         return f"<Relation {self.schema.as_dict()} reading {reads or 'nothing'}>"
 
     def _derive(self, plan: Plan, schema: Schema,
-                inputs: Mapping[GlobalId, Input] | None = None) -> Relation:
-        return Relation(self._db, plan, schema, self.inputs if inputs is None else inputs)
+                inputs: Mapping[GlobalId, Input] | None = None,
+                views: Mapping[str, GlobalId] | None = None) -> Relation:
+        return Relation(self._db, plan, schema, self.inputs if inputs is None else inputs,
+                        self.views if views is None else views)
 
     def _bind_all(self, exprs: Sequence[IntoExpr], operation: str) -> list[Bound]:
         if not exprs:
@@ -262,10 +268,11 @@ class Relation:
                 raise TypeMismatch("join", f"key {an!r} is {ta} on the left but {bn!r} is {tb} "
                                    "on the right; cast one side so the keys share a type", an)
         inputs = {**self.inputs, **other.inputs}
+        views = {**self.views, **other.views}
         if how in ("semi", "anti"):
             lower = semi_join if how == "semi" else anti_join
             plan: Plan = lower(self.plan, other.plan, lk, rk, len(self.schema))
-            return self._derive(plan, self.schema, inputs)
+            return self._derive(plan, self.schema, inputs, views)
         if how == "inner":
             plan = Join(left=self.plan, right=other.plan, left_key=lk, right_key=rk)
         else:
@@ -301,7 +308,7 @@ class Relation:
         elif len(keep_right) != len(other.schema):
             project = [*range(left_n), *(left_n + j for j in keep_right)]
             plan = Mfp(input=plan, project=project)
-        return self._derive(plan, Schema(tuple(names), tuple(types)), inputs)
+        return self._derive(plan, Schema(tuple(names), tuple(types)), inputs, views)
 
     # -- aggregation, ranking, set operations -----------------------------------------------
 
@@ -341,6 +348,7 @@ class Relation:
             raise InvalidArgument("union: needs at least one other relation")
         types = list(self.schema.types)
         inputs = dict(self.inputs)
+        views = dict(self.views)
         for j, o in enumerate(others, 1):
             self._same_db(o, "union")
             if len(o.schema) != len(self.schema):
@@ -354,8 +362,9 @@ class Relation:
                                        self.schema.names[c])
                 types[c] = ColumnType(ta.scalar, ta.nullable or tb.nullable)
             inputs.update(o.inputs)
+            views.update(o.views)
         plan = UnionAll(inputs=[self.plan, *(o.plan for o in others)])
-        return self._derive(plan, Schema(self.schema.names, tuple(types)), inputs)
+        return self._derive(plan, Schema(self.schema.names, tuple(types)), inputs, views)
 
     def _order_keys(self, by: str | Sequence[str], descending: bool | Sequence[bool],
                     nulls_last: bool, operation: str) -> list[OrderKey]:
@@ -400,13 +409,13 @@ class Relation:
         u = self.union(other)
         assert isinstance(u.plan, UnionAll)
         plan = Threshold(input=UnionAll(inputs=[self.plan, Negate(input=other.plan)]))
-        return self._derive(plan, u.schema, u.inputs)
+        return self._derive(plan, u.schema, u.inputs, u.views)
 
     def intersect_all(self, other: Relation) -> Relation:
         """Rows of both relations, each `min(count here, count there)` times (SQL `INTERSECT
         ALL`); `.distinct()` after it is SQL's `INTERSECT`."""
         u = self.union(other)
-        return self._derive(intersect_all(self.plan, other.plan), u.schema, u.inputs)
+        return self._derive(intersect_all(self.plan, other.plan), u.schema, u.inputs, u.views)
 
     def _same_db(self, other: Relation, operation: str) -> None:
         if not isinstance(other, Relation):

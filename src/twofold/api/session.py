@@ -47,7 +47,7 @@ from typing import Any
 from twofold.api.core import DEFAULT_TIMEOUT, Consistency
 from twofold.api.definitions import Definitions
 from twofold.api.errors import ConnectError, InvalidArgument
-from twofold.api.objects import Index, MaterializedView, Table
+from twofold.api.objects import Index, MaterializedView, Table, View
 from twofold.api.queries import Queries
 from twofold.api.remote import DEFAULT_CONNECT_TIMEOUT, connect_replicas, remote_factory
 from twofold.catalog import Catalog, Entry
@@ -148,7 +148,7 @@ class AsyncDatabase(Definitions, Queries):
         """The in-process replica (embedded mode), e.g. for its `metrics`."""
         self.controller: Controller | None = None
         self.ticker: Ticker | None = None
-        self._catalog: dict[str, Table | Index | MaterializedView] = {}
+        self._catalog: dict[str, Table | Index | MaterializedView | View] = {}
         self._store: Catalog | None = None
         self._seen_version = -1
         self._entries: dict[str, Entry] = {}

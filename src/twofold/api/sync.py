@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from twofold.api.errors import DatabaseClosed
-from twofold.api.objects import Index, MaterializedView, Table
+from twofold.api.objects import Index, MaterializedView, Table, View
 from twofold.api.portal import run_blocking
 from twofold.api.reads import AsyncSubscription
 from twofold.api.relation import Relation
@@ -150,13 +150,19 @@ class Database:
 
     objects.__doc__ = AsyncDatabase.objects.__doc__
 
-    def get(self, name: str) -> Table | Index | MaterializedView:
+    def get(self, name: str) -> Table | Index | MaterializedView | View:
         return self.core.get(name)
+
+    def create_view(self, name: str, relation: Relation, *, exist_ok: bool = False,
+                    sql: str | None = None) -> View:
+        return self.core.create_view(name, relation, exist_ok=exist_ok, sql=sql)
+
+    create_view.__doc__ = AsyncDatabase.create_view.__doc__
 
     def now(self) -> int:
         return self.core.now()
 
-    def frontier(self, obj: Table | Index | MaterializedView | str) -> Frontier:
+    def frontier(self, obj: Table | Index | MaterializedView | View | str) -> Frontier:
         result: Frontier = self._call(_sync_in_loop(self.core.frontier, obj))
         return result
 
@@ -175,7 +181,8 @@ class Database:
 
     create_materialized_view.__doc__ = AsyncDatabase.create_materialized_view.__doc__
 
-    def drop(self, obj: Index | MaterializedView | str, *, cascade: bool = False) -> None:
+    def drop(self, obj: Table | Index | MaterializedView | View | str, *,
+             cascade: bool = False) -> None:
         self._call(self.core.drop(obj, cascade=cascade))
 
     drop.__doc__ = AsyncDatabase.drop.__doc__

@@ -3,7 +3,9 @@
 Contract: an `Entry` is a frozen protocol-style value holding everything needed to re-create an
 object in a new process — its name, kind, id (and auxiliary ids), schema, definition (the plan
 and the inputs it reads, by name and id), index key, retention, a table's primary key, a
-materialized view's shard and first time. It is stored as protocol-codec MessagePack, so any
+materialized view's shard and first time; for a (non-materialized) view, the views a definition
+was written over (`views`: their plans are inlined in `plan`, but it depends on them) and the SQL
+text it was created from. It is stored as protocol-codec MessagePack, so any
 process decodes it the same way. `differences(old, new)` says in words how a requested
 definition differs from the stored one (empty when they match), never dumping a struct.
 """
@@ -17,8 +19,8 @@ import msgspec
 from twofold.protocol import GlobalId, Plan, RelationDesc
 from twofold.protocol.codec import encode, value_decoder
 
-ObjectKind = Literal["table", "index", "materialized view"]
-KINDS: Final[tuple[ObjectKind, ...]] = ("table", "index", "materialized view")
+ObjectKind = Literal["table", "index", "materialized view", "view"]
+KINDS: Final[tuple[ObjectKind, ...]] = ("table", "index", "materialized view", "view")
 
 
 class InputRef(msgspec.Struct, frozen=True):
@@ -44,15 +46,23 @@ class Entry(msgspec.Struct, frozen=True):
     read_id: GlobalId | None = None
     """The id a view is read by as a storage collection."""
     shard: str | None = None
+    """A materialized view's shard; a table's when it is not `table/<name>` (a table created
+    again after one of that name was dropped gets a fresh shard)."""
     key: list[str] = msgspec.field(default_factory=list)
     retain_history: float | None = None
     primary_key: list[str] = msgspec.field(default_factory=list)
     as_of: int | None = None
     """The first time a materialized view is defined at."""
+    views: list[InputRef] = msgspec.field(default_factory=list)
+    """The views (kind "view", by name and id) the definition reads: their plans are inlined
+    in `plan`, so they are not `inputs`, but dropping one drops (or is refused by) this."""
+    sql: str | None = None
+    """The SQL statement a view was created by, if any (`SHOW CREATE VIEW`)."""
 
     @property
     def dependencies(self) -> list[str]:
-        return [i.name for i in self.inputs]
+        names = [i.name for i in self.inputs]
+        return names + [v.name for v in self.views if v.name not in names]
 
     def label(self) -> str:
         return f"{self.kind} {self.name!r}"
@@ -96,7 +106,7 @@ def differences(old: Entry, new: Entry) -> list[str]:
                    f"{new.primary_key or 'none'}")
     if sorted(old.dependencies) != sorted(new.dependencies):
         out.append(f"it reads {sorted(old.dependencies)}, not {sorted(new.dependencies)}")
-    elif old.plan != new.plan or old.inputs != new.inputs:
+    elif old.plan != new.plan or old.inputs != new.inputs or old.views != new.views:
         out.append("its definition (the query it maintains) is different")
     if old.retain_history != new.retain_history:
         out.append(f"it retains {old.retain_history} s of history, not {new.retain_history}")

@@ -12,8 +12,8 @@ Contract of `execute(db, text, params)` (what `db.sql` runs), one statement per 
   `Result` as the DSL's `db.query` — rows, column names, types, `.to_polars()` — ordered by its
   ORDER BY;
 - `INSERT`/`UPDATE`/`DELETE` return the number of rows written;
-- `CREATE TABLE|VIEW|MATERIALIZED VIEW|INDEX` return the created object (`Table`, `SqlView`,
-  `MaterializedView`, `Index`); `DROP` returns 0;
+- `CREATE TABLE|VIEW|MATERIALIZED VIEW|INDEX` return the created object (`Table`, `View`,
+  `MaterializedView`, `Index`), each a durable catalog object; `DROP` returns 0;
 - `SUBSCRIBE` returns an `AsyncSubscription` (a `SyncSubscription` from `Database.sql`);
   `subscribe_rows(batch)` gives a batch as Materialize's rows `(mz_timestamp, mz_diff, *cols)`;
 - `SHOW ...` and `EXPLAIN ...` return a `Result` of text rows;
@@ -48,9 +48,8 @@ from twofold.sql.flatten import flatten_plan
 from twofold.sql.parser import AsOf, CreateIndex, Explain, Show, Subscribe, parse
 from twofold.sql.planner import Planned, Planner
 from twofold.sql.show import subscribe_rows
-from twofold.sql.statements import SqlView
 
-__all__ = ["SqlError", "SqlView", "compile_query", "execute", "parse", "sqlstate_of",
+__all__ = ["SqlError", "compile_query", "execute", "parse", "sqlstate_of",
            "subscribe_rows"]
 
 _QUERIES = (exp.Select, exp.SetOperation, exp.Values, exp.Subquery)
@@ -72,13 +71,14 @@ def compile_query(db: Any, node: exp.Expr, params: Any = None) -> tuple[Relation
     """A query tree as a `Relation` of `db` (its read order set) and how many of its leading
     columns are visible (the rest order the read and are dropped from results)."""
     planner = Planner(db, params)
-    return _relation(db, planner.plan_top(node))
+    return _relation(db, planner, planner.plan_top(node))
 
 
-def _relation(db: Any, planned: Planned) -> tuple[Relation, int]:
+def _relation(db: Any, planner: Planner, planned: Planned) -> tuple[Relation, int]:
     rel = planned.rel
     schema = Schema(tuple(c.name for c in rel.cols), tuple(c.column_type for c in rel.cols))
-    relation = Relation(db, flatten_plan(rel.plan, rel.inputs), schema, rel.inputs)
+    relation = Relation(db, flatten_plan(rel.plan, rel.inputs), schema, rel.inputs,
+                        planner.views_read)
     relation.order = list(planned.order)
     return relation, planned.visible
 
@@ -86,7 +86,7 @@ def _relation(db: Any, planned: Planned) -> tuple[Relation, int]:
 async def run_query(db: Any, planner: Planner, node: exp.Expr, as_of: int | None) -> Result:
     from twofold.sql.lookup import find_lookup, run_lookup
 
-    relation, visible = _relation(db, planner.plan_top(node))
+    relation, visible = _relation(db, planner, planner.plan_top(node))
     found = find_lookup(db, relation)
     fast = None if found is None else await run_lookup(db, relation, found, as_of)
     result: Result = fast if fast is not None else await db.query(relation, as_of=as_of)

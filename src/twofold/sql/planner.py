@@ -19,7 +19,16 @@ from typing import Any
 from sqlglot import exp
 
 from twofold.api.joins import intersect_all, typed_null
-from twofold.protocol import Constant, Distinct, Mfp, Negate, OrderKey, Threshold, UnionAll
+from twofold.protocol import (
+    Constant,
+    Distinct,
+    GlobalId,
+    Mfp,
+    Negate,
+    OrderKey,
+    Threshold,
+    UnionAll,
+)
 from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
 from twofold.sql.errors import FeatureNotSupported, SqlSyntaxError, UndefinedTable
@@ -49,7 +58,9 @@ class Planner:
         self.db = db
         self.params = params
         self.ctes: dict[str, Rel] = {}
-        self.views: dict[str, Any] = getattr(db, "_sql_views", {})
+        self.views_read: dict[str, GlobalId] = {}
+        """Every view (kind "view") the statement read, by name and id: inlined, but what
+        an object defined by the statement depends on (`Relation.views`)."""
         self._objects: dict[str, Any] = {}  # catalog lookups of this statement
 
     # -- helpers the binder uses ------------------------------------------------------------
@@ -244,9 +255,6 @@ class Planner:
         """The table, view, materialized view, index or CTE called `name`."""
         if name in self.ctes:
             return self.ctes[name]
-        view = self.views.get(name)
-        if view is not None:
-            return view.plan(self)  # type: ignore[no-any-return]
         from twofold.api.errors import UnknownObject
 
         obj = self._objects.get(name)
@@ -255,6 +263,7 @@ class Planner:
                 obj = self._objects[name] = self.db.get(name)
             except UnknownObject:
                 raise UndefinedTable(f"relation {name!r} does not exist") from None
+        self.views_read.update(obj.views)
         cols = [Col(n, t.scalar, t.nullable, qual=name) for n, t in obj.schema]
         return Rel(obj.plan, cols, dict(obj.inputs))
 

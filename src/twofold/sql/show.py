@@ -45,8 +45,6 @@ def _settings(db: Any) -> dict[str, str]:
 
 
 def show(db: Any, node: Show) -> Result:
-    from twofold.sql.statements import views
-
     what = node.this
     table = node.args.get("table")
     name = table.name if table is not None else None
@@ -57,18 +55,16 @@ def show(db: Any, node: Show) -> Result:
         return _result(db, ["name"], [(n,) for n, k in sorted(objects.items())
                                       if k == "materialized view"])
     if what == "VIEWS":
-        return _result(db, ["name"], [(n,) for n in sorted(views(db))])
+        return _result(db, ["name"], [(n,) for n, k in sorted(objects.items()) if k == "view"])
     if what == "OBJECTS":
-        pairs = [(n, k) for n, k in sorted(objects.items())]
-        pairs += [(n, "view") for n in sorted(views(db))]
-        return _result(db, ["name", "type"], sorted(pairs))
+        return _result(db, ["name", "type"], sorted(objects.items()))
     if what == "INDEXES":
         rows: list[tuple[Any, ...]] = []
         for n, k in sorted(objects.items()):
             if k != "index":
                 continue
             idx = db.get(n)
-            on = getattr(getattr(idx, "source", None), "name", None) or ""
+            on = indexed_object(db, idx) or ""
             if name is not None and on != name:
                 continue
             rows.append((n, on, ", ".join(idx.key)))
@@ -77,20 +73,66 @@ def show(db: Any, node: Show) -> Result:
         if name is None:
             raise FeatureNotSupported(f"SHOW {what} needs an object name")
         planner = Planner(db)
-        rel = planner.relation(name) if name in views(db) or name in objects else None
+        rel = planner.relation(name) if name in objects else None
         if rel is None:
             raise UndefinedTable(f"relation {name!r} does not exist")
         if what == "COLUMNS":
             return _result(db, ["name", "nullable", "type"], [
                 (c.name, "true" if c.nullable else "false", type_name(c.column_type.scalar))
                 for c in rel.cols if not c.hidden])
-        if name in views(db):
-            return _result(db, ["name", "create_sql"], [(name, views(db)[name].text)])
-        return _result(db, ["name", "create_sql"], [(name, repr(db.get(name)))])
+        return _result(db, ["name", "create_sql"], [(name, create_sql(db, db.get(name)))])
     value = _settings(db).get(what, _DEFAULTS.get(what))
     if value is None:
         raise UndefinedObject(f"unrecognized configuration parameter {what.lower()!r}")
     return _result(db, [what.lower()], [(value,)])
+
+
+def create_sql(db: Any, obj: Any) -> str:
+    """A statement that creates `obj` again: a view's own text; a table's and an index's
+    `CREATE` from their schema and key; otherwise (a materialized view, a DSL-made view) a
+    description of the object."""
+    from twofold.api.objects import Index, Table
+
+    sql: str | None = getattr(obj, "sql", None)
+    if sql:
+        return sql
+    if isinstance(obj, Table):
+        cols = [f"{_ident(n)} {type_name(t.scalar)}{'' if t.nullable else ' NOT NULL'}"
+                for n, t in obj.schema]
+        if obj.primary_key:
+            cols.append(f"PRIMARY KEY ({', '.join(_ident(k) for k in obj.primary_key)})")
+        return f"CREATE TABLE {_ident(obj.name)} ({', '.join(cols)})"
+    if isinstance(obj, Index):
+        on = indexed_object(db, obj)
+        if on is not None:
+            keys = ", ".join(_ident(k) for k in obj.key)
+            return f"CREATE INDEX {_ident(obj.name)} ON {_ident(on)} ({keys})"
+    return repr(obj)
+
+
+def indexed_object(db: Any, index: Any) -> str | None:
+    """The name of the table or view an index arranges as it is, or None (an index of a
+    query)."""
+    from twofold.protocol import Get
+
+    source = index.source
+    name: str | None = getattr(source, "name", None)
+    if name is not None:
+        return name
+    if isinstance(source.plan, Get) and source.plan.id in source.inputs:
+        return str(source.inputs[source.plan.id].name)
+    for view in source.views:  # a view's plan is inlined: the view whose plan it is
+        obj = db.get(view)
+        if obj.plan == source.plan and obj.schema == source.schema:
+            return str(view)
+    return None
+
+
+def _ident(name: str) -> str:
+    """`name` as a SQL identifier (quoted unless it reads back as itself unquoted)."""
+    if name.isidentifier() and name == name.lower() and name.isascii():
+        return name
+    return '"' + name.replace('"', '""') + '"'
 
 
 def set_variable(db: Any, node: exp.Set) -> int:

@@ -4,10 +4,12 @@ Contract, per statement kind (`twofold.sql.execute` dispatches here):
 
 - `CREATE TABLE` → `db.create_table(name, schema, nullable=, primary_key=)`, returns the
   `Table`; `IF NOT EXISTS` → `exist_ok=True`.
-- `CREATE VIEW` → a named query kept by this SQL layer (not maintained; planned inline where it
-  is read); `CREATE MATERIALIZED VIEW` → `db.create_materialized_view`; `CREATE [DEFAULT]
-  INDEX` → `db.create_index` keyed by the named columns (every column for `DEFAULT`).
-- `DROP ... [IF EXISTS] name [CASCADE]` → `db.drop`.
+- `CREATE VIEW` → `db.create_view` (a durable named query, not maintained; planned inline
+  where it is read, the statement's text kept for `SHOW CREATE`); `CREATE MATERIALIZED VIEW` →
+  `db.create_materialized_view`; `CREATE [DEFAULT] INDEX` → `db.create_index` keyed by the
+  named columns (every column for `DEFAULT`).
+- `DROP TABLE|VIEW|MATERIALIZED VIEW|INDEX [IF EXISTS] name [CASCADE]` → `db.drop` (without
+  `CASCADE` refused with `2BP01` naming the objects that read it).
 - `INSERT INTO t [(cols)] VALUES ... | query` → `Table.insert` (missing columns are NULL);
   `UPDATE t SET c = e [WHERE p]` → `Table.update(set=, where=)`; `DELETE FROM t [WHERE p]` →
   `Table.delete(where=)`: the table's checked, serialised writes; each returns the row count.
@@ -18,14 +20,12 @@ change, and the writes themselves are atomic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
 from twofold.api.errors import ObjectExists, TwofoldError, UnknownObject
-from twofold.api.writes import Compiled
-from twofold.engine.expr import compile_expr
+from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
 from twofold.sql.errors import (
     DatatypeMismatch,
@@ -45,28 +45,6 @@ from twofold.sql.types import sql_type, type_name
 
 if TYPE_CHECKING:
     from twofold.api.session import AsyncDatabase
-
-
-@dataclass(frozen=True)
-class SqlView:
-    """A view created with `CREATE VIEW`: a named query, planned where it is read."""
-
-    name: str
-    query: exp.Expr
-    text: str
-    columns: list[str] | None = None
-
-    def plan(self, planner: Planner) -> Rel:
-        return planner.plan_query(self.query).with_qual(self.name, self.columns)
-
-
-def views(db: Any) -> dict[str, SqlView]:
-    """The SQL views of `db` (kept on the database object)."""
-    found: dict[str, SqlView] | None = getattr(db, "_sql_views", None)
-    if found is None:
-        found = {}
-        db._sql_views = found
-    return found
 
 
 def _name(node: exp.Expr) -> str:
@@ -147,7 +125,8 @@ def _relation_of(planner: Planner, rel: Rel, visible: int, what: str) -> Any:
     from twofold.sql.flatten import flatten_plan
 
     return Relation(planner.db, flatten_plan(plan, rel.inputs),
-                    Schema(tuple(names), tuple(c.column_type for c in cols)), rel.inputs)
+                    Schema(tuple(names), tuple(c.column_type for c in cols)), rel.inputs,
+                    planner.views_read)
 
 
 async def create_view(db: AsyncDatabase, node: exp.Create, text: str, params: Any) -> Any:
@@ -159,10 +138,12 @@ async def create_view(db: AsyncDatabase, node: exp.Create, text: str, params: An
     materialized = props is not None and any(isinstance(p, exp.MaterializedProperty)
                                              for p in props.expressions)
     exists = bool(node.args.get("exists"))
-    taken = name in views(db) or _exists(db, name)
-    if taken:
+    if _exists(db, name):
         if exists:
-            return db.get(name) if _exists(db, name) else views(db)[name]
+            return db.get(name)
+        if node.args.get("replace"):
+            raise FeatureNotSupported(f"CREATE OR REPLACE of an existing object ({name!r}) is "
+                                      "not supported; DROP it, then CREATE it")
         raise DuplicateObject(f"relation {name!r} already exists")
     alias_cols = None
     if isinstance(node.this, exp.Schema):
@@ -172,11 +153,12 @@ async def create_view(db: AsyncDatabase, node: exp.Create, text: str, params: An
     if alias_cols:
         rel = rel.with_qual(None, alias_cols)
     relation = _relation_of(planner, rel, len(rel.cols), f"CREATE VIEW {name}")
-    if materialized:
-        return await db.create_materialized_view(name, relation)
-    view = SqlView(name, query, text, alias_cols)
-    views(db)[name] = view
-    return view
+    try:
+        if materialized:
+            return await db.create_materialized_view(name, relation)
+        return db.create_view(name, relation, sql=text.strip().rstrip(";").strip())
+    except ObjectExists as e:  # created by another session meanwhile
+        raise DuplicateObject(f"relation {name!r} already exists") from e
 
 
 def _exists(db: AsyncDatabase, name: str) -> bool:
@@ -220,22 +202,17 @@ async def drop(db: AsyncDatabase, node: exp.Drop) -> int:
         raise FeatureNotSupported("DROP takes one object at a time")
     name = _name(tables[0])
     cascade = bool(node.args.get("cascade"))
-    if name in views(db) and kind == "VIEW":
-        del views(db)[name]
-        return 0
     if not _exists(db, name):
         if node.args.get("exists"):
             return 0
         kind_name = {"INDEX": "index"}.get(kind, "relation")
         raise UndefinedTable(f"{kind_name} {name!r} does not exist")
     obj = db.get(name)
-    actual = {"Table": "TABLE", "Index": "INDEX", "MaterializedView": "MATERIALIZED VIEW"}.get(
-        type(obj).__name__, "")
+    actual = {"Table": "TABLE", "Index": "INDEX", "MaterializedView": "MATERIALIZED VIEW",
+              "View": "VIEW"}.get(type(obj).__name__, "")
     if kind and actual and kind != actual and not (kind == "VIEW" and actual ==
                                                       "MATERIALIZED VIEW"):
         raise WrongObjectType(f"{name!r} is not a {kind.lower()} (it is a {actual.lower()})")
-    if actual == "TABLE":
-        raise FeatureNotSupported("DROP TABLE is not supported: tables live in storage")
     await db.drop(name, cascade=cascade)
     return 0
 
@@ -331,8 +308,9 @@ def _check_types(table: Any, positions: list[int], scalars: list[str]) -> None:
                                    f"{type_name(s)}")
 
 
-def _compiled(planner: Planner, table: Any, node: exp.Expr, label: str,
-              want: str | None = None) -> tuple[Compiled, str]:
+def _bound(planner: Planner, table: Any, node: exp.Expr, label: str,
+           want: str | None = None) -> PExpr:
+    """`node` bound over `table`'s columns as a protocol expression of scalar `want`."""
     rel = Rel(table.plan, [Col(n, t.scalar, t.nullable, qual=table.name) for n, t in
                            table.schema])
     binder = Binder(planner, Scope(rel), clause=label)
@@ -345,8 +323,7 @@ def _compiled(planner: Planner, table: Any, node: exp.Expr, label: str,
         else:
             raise DatatypeMismatch(f"{label} is of type {type_name(s)}, expected "
                                    f"{type_name(want)}")
-    value, error = compile_expr(e, list(table.schema.types))
-    return Compiled(value, error, label), s
+    return e
 
 
 async def update(db: AsyncDatabase, node: exp.Update, params: Any) -> int:
@@ -354,32 +331,29 @@ async def update(db: AsyncDatabase, node: exp.Update, params: Any) -> int:
     planner = Planner(db, params)
     if node.args.get("from_") or node.args.get("from"):
         raise FeatureNotSupported("UPDATE ... FROM is not supported")
-    sets: dict[str, Compiled] = {}
+    sets: dict[str, PExpr] = {}
     for a in node.expressions:
         if not isinstance(a, exp.EQ) or not isinstance(a.this, exp.Column):
             raise SqlSyntaxError(f"expected column = expression in SET, got {a.sql()}")
         col = a.this.name
         if col not in table.schema.names:
             raise UndefinedColumn(f"column {col!r} of relation {table.name!r} does not exist")
+        if col in sets:
+            raise SqlSyntaxError(f"multiple assignments to same column {col!r}")
         want = table.schema.type_of(col, "update").scalar
-        sets[col], _ = _compiled(planner, table, a.expression, f"SET {col}", want)
+        sets[col] = _bound(planner, table, a.expression, f"SET {col}", want)
     where = node.args.get("where")
-    pred = _compiled(planner, table, where.this, "WHERE", "bool")[0] if where else None
-    nullable = {n: t.nullable for n, t in table.schema}
-    written = table._run("update", lambda: table._writer.update_where(sets, pred, nullable))
-    return int(written.count)
+    pred = _bound(planner, table, where.this, "WHERE", "bool") if where else None
+    return int(table.update_compiled(sets, pred).count)
 
 
 async def delete(db: AsyncDatabase, node: exp.Delete, params: Any) -> int:
     table = _table(db, node.this)
     planner = Planner(db, params)
     where = node.args.get("where")
-    if where is None:
-        pred, _ = _compiled(planner, table, exp.true(), "WHERE", "bool")
-    else:
-        pred, _ = _compiled(planner, table, where.this, "WHERE", "bool")
-    written = table._run("delete", lambda: table._writer.delete_where(pred))
-    return int(written.count)
+    pred = _bound(planner, table, where.this if where is not None else exp.true(), "WHERE",
+                  "bool")
+    return int(table.delete_compiled(pred).count)
 
 
 def translate_write_error(e: TwofoldError) -> TwofoldError:
