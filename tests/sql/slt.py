@@ -1,4 +1,5 @@
-"""A sqllogictest runner: the SQLite project's record format, run against twofold or DuckDB.
+"""A sqllogictest runner: the SQLite project's record format, run against twofold, DuckDB or
+PostgreSQL (a throwaway cluster, `twofold.testing.pgcluster`).
 
 Records are separated by blank lines (`#` starts a comment line):
 
@@ -172,7 +173,40 @@ class DuckEngine:
         self.con.close()
 
 
-ENGINES: dict[str, Callable[[], Any]] = {"twofold": TwofoldEngine, "duckdb": DuckEngine}
+class PostgresEngine:
+    """A fresh database in a throwaway PostgreSQL cluster (`twofold.testing.pgcluster`),
+    autocommit; SQLSTATEs are checked against PostgreSQL's own."""
+
+    name = "postgres"
+
+    def __init__(self) -> None:
+        import psycopg
+
+        from twofold.testing.pgcluster import PgCluster
+
+        self.cluster = PgCluster(fsync=False)
+        try:
+            self.con = psycopg.connect(self.cluster.url, autocommit=True)
+        except BaseException:
+            self.cluster.close()
+            raise
+
+    def statement(self, sql: str) -> None:
+        self.con.execute(sql)  # type: ignore[arg-type]
+
+    def query(self, sql: str) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in self.con.execute(sql).fetchall()]  # type: ignore[arg-type]
+
+    def sqlstate(self, e: BaseException) -> str | None:
+        return getattr(e, "sqlstate", None)
+
+    def close(self) -> None:
+        self.con.close()
+        self.cluster.close()
+
+
+ENGINES: dict[str, Callable[[], Any]] = {"twofold": TwofoldEngine, "duckdb": DuckEngine,
+                                         "postgres": PostgresEngine}
 
 
 def run_file(path: Path | str, engine: str = "twofold") -> Report:

@@ -150,6 +150,16 @@ class ReduceOp(KeyedOp):
                         else (c * pl.col(DIFF).cast(pl.Float64)).sum()
                     )
                     exprs.append(pl.when(nonnull).then(total).otherwise(None).alias(name))
+            elif agg.func == "string_agg":
+                assert agg.separator is not None
+                keep = pos & c.is_not_null()
+                vals = c.filter(keep)
+                if not agg.distinct:
+                    vals = vals.repeat_by(pl.col(DIFF).filter(keep)).explode()
+                else:
+                    vals = vals.unique()
+                joined = vals.sort(descending=agg.desc).str.join(agg.separator)
+                exprs.append(pl.when(keep.any()).then(joined).otherwise(None).alias(name))
             else:
                 vals = c.filter(pos)
                 exprs.append((vals.min() if agg.func == "min" else vals.max()).alias(name))

@@ -217,6 +217,13 @@ def typecheck_plan(
                             f"({desc.names[agg.column]}) of type {ct.scalar}"
                         )
                     types.append(ColumnType(ct.scalar, ct.nullable or not gk))
+                elif agg.func == "string_agg":
+                    if ct.scalar != "str":
+                        raise PlanError(
+                            f"{here}.aggregates[{j}]: string_agg of column {agg.column} "
+                            f"({desc.names[agg.column]}) of type {ct.scalar}"
+                        )
+                    types.append(ColumnType("str", ct.nullable or not gk))
                 else:
                     # No group key: the row over no input has NULL here.
                     types.append(ColumnType(ct.scalar, ct.nullable or not gk))

@@ -37,15 +37,23 @@ class OrderKey(Value, frozen=True):
 
 
 class Aggregate(Value, frozen=True):
-    """`func` over `column` (`count` with `column=None` counts rows)."""
+    """`func` over `column` (`count` with `column=None` counts rows). `string_agg` joins a
+    text column's non-NULL values (each as often as it occurs, in ascending order, or
+    descending with `desc`) with `separator` between them; NULL when there are none."""
 
-    func: TypeLiteral["count", "sum", "min", "max"]
+    func: TypeLiteral["count", "sum", "min", "max", "string_agg"]
     column: int | None = None
     distinct: bool = False
+    separator: str | None = None
+    """`string_agg`'s separator (required there, unused elsewhere)."""
+    desc: bool = False
+    """`string_agg`: join in descending order."""
 
     def __post_init__(self) -> None:
         if self.column is None and self.func != "count":
             raise ValueError(f"aggregate {self.func} needs a column")
+        if (self.func == "string_agg") != (self.separator is not None):
+            raise ValueError("string_agg (and only string_agg) takes a separator")
         if self.column is not None:
             _check_indexes("Aggregate.column", [self.column])
 

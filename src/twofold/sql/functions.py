@@ -3,9 +3,10 @@
 Contract: the same as `twofold.sql.exprs` — each method binds one node kind to `(expr, scalar,
 nullable)` or raises a typed `SqlError`. PostgreSQL's rules: CASE branches unify (int with
 float makes float, a NULL takes the others' type); COALESCE/NULLIF/GREATEST/LEAST unify their
-arguments, GREATEST/LEAST ignore NULLs and `concat()` skips them; `abs`/`floor`/`ceil` keep an
-int an int, `round` works on doubles (an int without digits stays itself); string functions
-take text.
+arguments, GREATEST/LEAST ignore NULLs and `concat()`/`concat_ws()` skip them; `abs`/`floor`/
+`ceil` keep an int an int, `round` works on doubles (an int without digits stays itself);
+string functions take text; `left`/`right`/`starts_with` are spelled with `substr`/`length`
+(a negative count drops that many characters from the other end, as in PostgreSQL).
 """
 
 from __future__ import annotations
@@ -187,6 +188,54 @@ class FunctionBinders:
         for p in parts:
             out = call("concat", out, call("coalesce", p, PLiteral(value="")))
         return out, "str", False
+
+    def _ConcatWs(self, node: exp.ConcatWs) -> B:
+        bs = [self.bind(a) for a in node.expressions]
+        if len(bs) < 2:
+            raise UndefinedFunction("function concat_ws() needs a separator and a value")
+        parts = [b[0] if b[1] in ("str", NULL) else self.planner.cast_expr(b[0], b[1], "str")
+                 for b in bs]
+        sep, values = parts[0], parts[1:]
+        # PostgreSQL's concat_ws skips NULL values; a NULL separator makes the result NULL.
+        acc: PExpr = typed_null("str")
+        for v in values:
+            joined = call("if", call("is_null", acc), v, call("concat", call("concat", acc, sep),
+                                                               v))
+            acc = call("if", call("is_null", v), acc, joined)
+        out = call("if", call("is_null", sep), typed_null("str"),
+                   call("coalesce", acc, PLiteral(value="")))
+        return out, "str", bs[0][2]
+
+    def _text_and_count(self, node: exp.Expr, func: str) -> tuple[B, B]:
+        s, n = self.bind(node.this), self.bind(node.expression)
+        if s[1] not in ("str", NULL) or n[1] not in ("int", NULL):
+            raise UndefinedFunction(f"function {func}({type_name(s[1])}, {type_name(n[1])}) "
+                                    "does not exist")
+        return s, n
+
+    def _Left(self, node: exp.Left) -> B:
+        (s, _, sn), (n, _, nn) = self._text_and_count(node, "left")
+        zero = PLiteral(value=0)
+        rest = call("add", call("length", s), n)  # n < 0: all but the last -n characters
+        count = call("if", call("ge", n, zero), n,
+                     call("if", call("lt", rest, zero), zero, rest))
+        return call("substr", s, PLiteral(value=1), count), "str", sn or nn
+
+    def _Right(self, node: exp.Right) -> B:
+        (s, _, sn), (n, _, nn) = self._text_and_count(node, "right")
+        one = PLiteral(value=1)
+        last = call("substr", s, call("add", call("sub", call("length", s), n), one), n)
+        # n < 0: all but the first -n characters.
+        rest = call("substr", s, call("sub", one, n), PLiteral(value=2**62))
+        return call("if", call("ge", n, PLiteral(value=0)), last, rest), "str", sn or nn
+
+    def _StartsWith(self, node: exp.StartsWith) -> B:
+        s, p = self.bind(node.this), self.bind(node.expression)
+        if s[1] not in ("str", NULL) or p[1] not in ("str", NULL):
+            raise UndefinedFunction(f"function starts_with({type_name(s[1])}, "
+                                    f"{type_name(p[1])}) does not exist")
+        prefix = call("substr", s[0], PLiteral(value=1), call("length", p[0]))
+        return call("eq", prefix, p[0]), "bool", s[2] or p[2]
 
     def _Anonymous(self, node: exp.Anonymous) -> B:
         name = node.name.lower()

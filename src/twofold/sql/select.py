@@ -8,7 +8,9 @@ aggregates and no GROUP BY returns exactly one row even over no input (`count` 0
 NULL): the engine's Reduce gives that row; inside a correlated subquery the aggregate is
 left-joined to the distinct outer bindings, so `(SELECT count(*) ... WHERE t.a = outer.a)` is
 0 where nothing matches. `avg` is `sum / count` as a double; `bool_and`/`bool_or` are
-`min`/`max` of booleans.
+`min`/`max` of booleans. `string_agg(x, sep)` joins the non-NULL values in ascending order (a
+valid order for PostgreSQL's unspecified one); `ORDER BY x [DESC]` inside it is honoured, an
+order by anything else is refused.
 `ORDER BY` takes positions, output names and expressions (computed as hidden columns, dropped
 after the read); ASC sorts NULLs last and DESC first unless `NULLS FIRST|LAST` says otherwise.
 `LIMIT`/`OFFSET` become a `TopK` (per correlation binding inside a subquery).
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from twofold.api.joins import left_join_on, nullsafe_key
+from twofold.api.joins import left_join_on, nullsafe_key, typed_null
 from twofold.protocol import Aggregate, Column, Constant, Distinct, Mfp, OrderKey, Reduce, TopK
 from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
@@ -52,6 +54,8 @@ def output_name(node: exp.Expr) -> str:
         sel = node.this
         if isinstance(sel, exp.Select) and len(sel.expressions) == 1:
             return output_name(sel.expressions[0])
+    if isinstance(node, exp.Filter):
+        return output_name(node.this)
     if isinstance(node, exp.GroupConcat):
         return "string_agg"
     if isinstance(node, exp.Func) and not isinstance(node, exp.Anonymous):
@@ -72,6 +76,9 @@ def _aggregates(nodes: list[exp.Expr]) -> list[exp.Expr]:
 
     def walk(n: exp.Expr) -> None:
         if isinstance(n, exp.Subquery | exp.Exists | exp.Select):
+            return
+        if isinstance(n, exp.Filter) and isinstance(n.this, AGGREGATES):
+            out.setdefault(node_key(n), n)
             return
         if isinstance(n, AGGREGATES) and not isinstance(n, exp.Window):
             out.setdefault(node_key(n), n)
@@ -110,6 +117,8 @@ def _col_nodes(scope: Scope, idx: list[int]) -> list[exp.Expr]:
 
 def _agg_input(binder: Binder, node: exp.Expr) -> tuple[exp.Expr | None, bool]:
     arg = node.this
+    if isinstance(arg, exp.Order):
+        arg = arg.this
     distinct = False
     if isinstance(arg, exp.Distinct):
         distinct = True
@@ -119,6 +128,57 @@ def _agg_input(binder: Binder, node: exp.Expr) -> tuple[exp.Expr | None, bool]:
     if isinstance(arg, exp.Star):
         return None, distinct
     return arg, distinct
+
+
+def _fold_filter(node: exp.Expr) -> exp.Expr:
+    """`agg(x) FILTER (WHERE p)` as `agg(CASE WHEN p THEN x END)` — every aggregate ignores
+    NULLs, so this is PostgreSQL's meaning (`count(*)` counts `CASE WHEN p THEN 1 END`)."""
+    if not isinstance(node, exp.Filter):
+        return node
+    where = node.expression
+    cond = where.this if isinstance(where, exp.Where) else where
+    agg: exp.Expr = node.this.copy()
+    arg = agg.this
+    order = arg if isinstance(arg, exp.Order) else None
+    if order is not None:
+        arg = order.this
+    distinct = isinstance(arg, exp.Distinct)
+    inner = arg.expressions[0] if distinct and len(arg.expressions) == 1 else arg
+    if isinstance(inner, exp.Star):
+        inner = exp.Literal.number(1)
+    if inner is None or (distinct and len(arg.expressions) != 1):
+        return agg  # refused where the aggregate is planned
+    guarded: exp.Expr = exp.Case(ifs=[exp.If(this=cond.copy(), true=inner.copy())])
+    new_arg: exp.Expr = exp.Distinct(expressions=[guarded]) if distinct else guarded
+    if order is not None:
+        keys = [k.copy() for k in order.expressions]
+        for k in keys:
+            if node_key(k.this) == node_key(inner):
+                k.set("this", guarded.copy())
+        new_arg = exp.Order(this=new_arg, expressions=keys)
+    agg.set("this", new_arg)
+    return agg
+
+
+def _string_agg_options(binder: Binder, node: exp.GroupConcat, arg: exp.Expr
+                        ) -> tuple[str, bool]:
+    """`string_agg`'s separator (a text constant or parameter) and whether its ORDER BY is
+    descending (it may only order by the aggregated value itself)."""
+    sep_node = node.args.get("separator")
+    if sep_node is None:
+        raise SqlSyntaxError("string_agg takes two arguments: string_agg(value, separator)")
+    sep, scalar, _ = binder.bind(sep_node)
+    if not isinstance(sep, PLiteral) or scalar not in ("str", NULL):
+        raise FeatureNotSupported("string_agg's separator must be a text constant")
+    desc = False
+    order = node.this
+    if isinstance(order, exp.Order):
+        keys = order.expressions
+        if len(keys) != 1 or node_key(keys[0].this) != node_key(arg):
+            raise FeatureNotSupported("string_agg(... ORDER BY ...) is only supported ordered "
+                                      "by the aggregated value itself")
+        desc = bool(keys[0].args.get("desc"))
+    return ("" if sep.value is None else str(sep.value)), desc
 
 
 def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp.Expr],
@@ -160,11 +220,13 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
         key_pos.append(position(binder.bind(g)))
         key_nodes.append(g)
     agg_specs: list[tuple[str, int | None, bool, str, bool]] = []
-    for a in aggs:
+    extra: dict[int, tuple[str, bool]] = {}  # string_agg's (separator, descending)
+    for a0 in aggs:
+        a = _fold_filter(a0)
         arg, distinct = _agg_input(binder, a)
-        name = output_name(a)
-        if isinstance(a, exp.GroupConcat):
-            raise FeatureNotSupported("string_agg is not supported")
+        name = output_name(a0)
+        if isinstance(a, exp.GroupConcat) and arg is not None:
+            extra[len(agg_specs)] = _string_agg_options(binder, a, arg)
         if arg is None:
             if not isinstance(a, exp.Count):
                 raise FeatureNotSupported(f"{name}(*) is not supported")
@@ -177,6 +239,12 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
             from twofold.sql.types import type_name
 
             raise UndefinedFunction(f"function {name}({type_name(s)}) does not exist")
+        if isinstance(a, exp.GroupConcat) and s not in ("str", NULL):
+            from twofold.sql.errors import UndefinedFunction
+            from twofold.sql.types import type_name
+
+            raise UndefinedFunction(f"function string_agg({type_name(s)}, text) does not "
+                                    "exist")
         if isinstance(a, exp.LogicalAnd | exp.LogicalOr) and s not in ("bool", NULL):
             from twofold.sql.errors import UndefinedFunction
             from twofold.sql.types import type_name
@@ -184,9 +252,15 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
             raise UndefinedFunction(f"function {name}({type_name(s)}) does not exist")
         pos = position(b)
         func = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min",
-                exp.Max: "max", exp.LogicalAnd: "min", exp.LogicalOr: "max"}.get(type(a))  # type: ignore[arg-type]
+                exp.Max: "max", exp.LogicalAnd: "min", exp.LogicalOr: "max",
+                exp.GroupConcat: "string_agg"}.get(type(a))  # type: ignore[arg-type]
         if func is None:
             raise FeatureNotSupported(f"aggregate {name}() is not supported")
+        if func == "string_agg" and s == NULL:
+            # string_agg(NULL, ...) is NULL: aggregate a text NULL.
+            maps.append(typed_null("str"))
+            cols.append(Col("?expr?", "str", True, hidden=True))
+            pos, s = len(cols) - 1, "str"
         agg_specs.append((func, pos, distinct, "int" if func == "count" else s, True))
     if binder.scope.rel is not rel:
         raise FeatureNotSupported("subqueries in GROUP BY or aggregate arguments are not "
@@ -194,8 +268,13 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
     plan: Any = Mfp(input=rel.plan, map=maps) if maps else rel.plan
     aggregates: list[Aggregate] = []
     slots: list[tuple[int, ...]] = []
-    for func, col_pos, distinct, _, _ in agg_specs:
-        if func == "avg":
+    for i, (func, col_pos, distinct, _, _) in enumerate(agg_specs):
+        if func == "string_agg":
+            sep, desc = extra[i]
+            slots.append((len(aggregates),))
+            aggregates.append(Aggregate(func="string_agg", column=col_pos, distinct=distinct,
+                                        separator=sep, desc=desc))
+        elif func == "avg":
             slots.append((len(aggregates), len(aggregates) + 1))
             aggregates.append(Aggregate(func="sum", column=col_pos, distinct=distinct))
             aggregates.append(Aggregate(func="count", column=col_pos, distinct=distinct))
