@@ -307,3 +307,22 @@ def test_inferred_parameter_types_follow_ddl(server: ServerHandle, name: str,
         c.execute(f"CREATE TABLE {name} (k text)")
         assert param_oids() == (25,)
     raw.sock.close()
+
+
+def test_kept_statements_do_not_keep_their_database_alive() -> None:
+    import gc
+    import weakref
+
+    import twofold
+
+    async def use() -> weakref.ref[Any]:
+        async with twofold.open_async("memory://prepared-lifetime") as db:
+            await db.sql("CREATE TABLE t (k bigint)")
+            await db.sql("CREATE INDEX ON t (k)")
+            assert (await prepared.statement(db, "SELECT k FROM t WHERE k = $1")
+                    .execute([1])).rows == []
+            return weakref.ref(db)
+
+    ref = asyncio.run(use())
+    gc.collect()
+    assert ref() is None

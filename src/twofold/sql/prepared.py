@@ -42,7 +42,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import re
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -482,16 +481,19 @@ class PreparedStatement:
         return await run_relation(self.db, relation, template.visible, found, as_of)
 
 
-_CACHES: weakref.WeakKeyDictionary[Any, collections.OrderedDict[str, PreparedStatement]] = \
-    weakref.WeakKeyDictionary()
+_CACHE_ATTR = "_twofold_prepared_statements"
 
 
 def statement(db: Any, text: str) -> PreparedStatement:
     """The prepared statement for `text` on `db` (one per database and text, the most recent
     `CACHE_SIZE` kept)."""
-    cache = _CACHES.get(db)
+    # Kept on the database itself: its statements reference it, so a weak mapping keyed by
+    # the database would keep it alive; as an attribute they go with it.
+    cache: collections.OrderedDict[str, PreparedStatement] | None = \
+        db.__dict__.get(_CACHE_ATTR)
     if cache is None:
-        cache = _CACHES[db] = collections.OrderedDict()
+        cache = collections.OrderedDict()
+        setattr(db, _CACHE_ATTR, cache)
     stmt = cache.get(text)
     if stmt is None:
         stmt = cache[text] = PreparedStatement(db, text)
