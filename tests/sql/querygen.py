@@ -4,10 +4,11 @@
 with NULLs and duplicate rows; `query(rng)` draws one query using the features `spec/sql.md`
 lists — expressions (arithmetic, CASE, COALESCE, NULLIF, GREATEST/LEAST, BETWEEN, IN lists,
 LIKE, IS [NOT] DISTINCT FROM, three-valued logic), inner/outer/comma joins, GROUP BY/HAVING and
-global aggregates, DISTINCT, subqueries (scalar, EXISTS, IN, NOT IN, correlated or not) and set
-operations. Only what both engines define identically is drawn: no division by a column (PG
-raises where DuckDB gives NULL), no LIMIT without a total order, integers small enough never
-to overflow. DuckDB runs with `integer_division = true` so `/` truncates as in PostgreSQL.
+global aggregates (`string_agg` ordered by its value, `FILTER (WHERE ...)` too), DISTINCT,
+subqueries (scalar, EXISTS, IN, NOT IN, correlated or not) and set operations. Only what both
+engines define identically is drawn: no division by a column (PG raises where DuckDB gives
+NULL), no LIMIT without a total order, integers small enough never to overflow. DuckDB runs
+with `integer_division = true` so `/` truncates as in PostgreSQL.
 """
 
 from __future__ import annotations
@@ -162,9 +163,15 @@ class Gen:
         out = []
         for j in range(r.randint(1, 3)):
             e = self.num_expr(q, 2)
+            t = f"{r.choice(q)}.s"
+            sep = r.choice(("','", "''", "' | '"))
             out.append(self.pick("count(*)", f"count({e})", f"sum({e})", f"min({e})",
                                  f"max({e})", f"avg({e})", f"count(DISTINCT {e})",
-                                 f"bool_and({self.pred(q, 2)})") + f" AS a{j}")
+                                 f"bool_and({self.pred(q, 2)})",
+                                 f"string_agg({t}, {sep} ORDER BY {t})",
+                                 f"string_agg(DISTINCT {t}, {sep} ORDER BY {t} DESC)",
+                                 f"count(*) FILTER (WHERE {self.pred(q, 2)})",
+                                 f"sum({e}) FILTER (WHERE {self.pred(q, 2)})") + f" AS a{j}")
         return ", ".join(out)
 
 
