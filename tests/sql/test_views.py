@@ -295,3 +295,26 @@ def test_random_ddl_survives_reopening(ddl_db: tuple[twofold.Database, Path]) ->
     with twofold.open(path, runtimes="one", tick_interval=0.005, timeout=30) as other:
         assert other.objects() == objects
         assert {n: sorted(other.sql(f"SELECT * FROM {n}").rows) for n in rows} == rows
+
+
+def test_the_dsls_string_agg_is_sqls() -> None:
+    from twofold import string_agg
+
+    with twofold.open(tick_interval=0.005, timeout=30) as db:
+        t = db.create_table("t", {"g": int, "s": str})
+        t.insert([(1, "b"), (1, "a"), (1, None), (2, None), (1, "b"), (3, "z")])
+        dsl = t.group_by("g").agg(string_agg("s", ",").alias("all"),
+                                  string_agg("s", "-", descending=True, distinct=True)
+                                  .alias("set"))
+        m = db.create_materialized_view("m", dsl)
+        sql = ("SELECT g, string_agg(s, ',' ORDER BY s), string_agg(DISTINCT s, '-' ORDER BY s "
+               "DESC) FROM t GROUP BY g")
+        assert sorted(db.query(dsl).rows) == sorted(db.sql(sql).rows) == [
+            (1, "a,b,b", "b-a"), (2, None, None), (3, "z", "z")]
+        t.delete([(1, "a")])
+        assert sorted(db.query(m).rows) == sorted(db.sql(sql).rows) == [
+            (1, "b,b", "b"), (2, None, None), (3, "z", "z")]
+        with pytest.raises(twofold.TypeMismatch, match="str"):
+            t.group_by("s").agg(string_agg("g", ","))
+        with pytest.raises(twofold.InvalidArgument, match="separator"):
+            string_agg("s", 1)  # type: ignore[arg-type]

@@ -51,6 +51,7 @@ from twofold.api.expr import (
     mean,
     min,
     n_unique,
+    string_agg,
     sum,
     when,
 )
@@ -110,6 +111,7 @@ __all__ = [
     "n_unique",
     "open",
     "open_async",
+    "string_agg",
     "sum",
     "when",
 ]  # fmt: skip

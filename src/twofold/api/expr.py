@@ -348,23 +348,29 @@ def when(cond: IntoExpr) -> When:
 class Agg:
     """An aggregate for `group_by(...).agg(...)`."""
 
-    __slots__ = ("distinct", "func", "input", "name")
+    __slots__ = ("descending", "distinct", "func", "input", "name", "separator")
 
-    def __init__(self, func: Literal["count", "sum", "min", "max", "mean"], input: Expr | None,
-                 *, distinct: bool = False, name: str | None = None) -> None:
+    def __init__(self, func: Literal["count", "sum", "min", "max", "mean", "string_agg"],
+                 input: Expr | None, *, distinct: bool = False, name: str | None = None,
+                 separator: str | None = None, descending: bool = False) -> None:
         self.func = func
         self.input = input
         self.distinct = distinct
         self.name = name
+        self.separator = separator
+        self.descending = descending
 
     def alias(self, name: str) -> Agg:
         if not isinstance(name, str) or not name:
             raise InvalidArgument(f"alias: a column name must be a non-empty string, "
                                   f"got {name!r}")
-        return Agg(self.func, self.input, distinct=self.distinct, name=name)
+        return Agg(self.func, self.input, distinct=self.distinct, name=name,
+                   separator=self.separator, descending=self.descending)
 
     def __repr__(self) -> str:
         arg = "" if self.input is None else repr(self.input)
+        if self.separator is not None:
+            arg += f", {self.separator!r}"
         text = f"{self.func}({arg}{', distinct' if self.distinct else ''})"
         return text if self.name is None else f"{text}.alias({self.name!r})"
 
@@ -404,3 +410,14 @@ def max(column: IntoExpr) -> Agg:
 def mean(column: IntoExpr) -> Agg:
     """The average of non-NULL values (a float; NULL when there is none)."""
     return Agg("mean", _agg_input(column, "mean"))
+
+
+def string_agg(column: IntoExpr, separator: str, *, descending: bool = False,
+               distinct: bool = False) -> Agg:
+    """A text column's non-NULL values joined with `separator`, in ascending order (descending
+    with `descending=True`), each as often as it occurs (once with `distinct=True`); NULL when
+    there is none. SQL's `string_agg(x, sep ORDER BY x)`."""
+    if not isinstance(separator, str):
+        raise InvalidArgument(f"string_agg: separator must be a str, got {separator!r}")
+    return Agg("string_agg", _agg_input(column, "string_agg"), distinct=distinct,
+               separator=separator, descending=bool(descending))

@@ -518,6 +518,13 @@ class GroupBy:
                     finish.append((name, slot, slot + 1))
                     names.append(name)
                     types.append(ColumnType("float", nullable=True))
+            elif a.func == "string_agg":
+                if scalar != "str":
+                    raise TypeMismatch(a.func, f"needs a str column, got {scalar}", b.name)
+                aggregates.append(Aggregate(func="string_agg", column=pos, distinct=a.distinct,
+                                            separator=a.separator, desc=a.descending))
+                names.append(name)
+                types.append(ColumnType("str", nullable=True))
             else:
                 func: Literal["min", "max"] = "min" if a.func == "min" else "max"
                 aggregates.append(Aggregate(func=func, column=pos, distinct=a.distinct))
