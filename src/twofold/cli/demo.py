@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import random
 import sys
 import tempfile
@@ -187,13 +188,15 @@ def write_main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     churn = Churn(random.Random(args.seed), args.customers)
     churn.new_orders(args.seed_orders)
+    parent = os.getppid()
     storage = open_storage(args.url)
     try:
         orders = storage.table("orders")
         print("READY", flush=True)
         begin = time.monotonic()
         i = 0
-        while (now := time.monotonic()) - begin < args.seconds:
+        while (now := time.monotonic()) - begin < args.seconds and os.getppid() == parent:
+            # (A demo killed outright leaves no writer behind: it stops with its parent.)
             due = begin + i * args.interval
             if due > now:
                 time.sleep(due - now)  # a fixed schedule, whatever the database is doing
