@@ -8,6 +8,8 @@ Measures, side by side in one run:
 - a materialized view defined in SQL and the same view built with the DSL, each maintained
   through the same stream of writes: the ratio of their throughputs (bar: within 0.8-1.25 —
   they are one plan, so ~1.0);
+- a point query through `db.sql` (`SELECT ... WHERE k = $1`, answered by an index lookup) beside
+  `db.lookup` of the same keys on the same index, medians and their ratio (bar: within 2x);
 - `select1.test` (the SQLite sqllogictest file, when `../shared/slt` is beside the checkout) run
   through `db.sql`, with DuckDB's time on the same file beside it (bar: every record passes).
 
@@ -108,6 +110,29 @@ def view_throughput(v: Verdicts, batches: int, size: int) -> None:
             f"{ratio:.2f}")
 
 
+def point_query(v: Verdicts, rows: int, reps: int) -> None:
+    with twofold.open() as db:
+        db.sql("CREATE TABLE kv (k int, v text, x double precision)")
+        idx = db.sql("CREATE INDEX kv_k ON kv (k)")
+        db.table("kv").insert([(i, f"v{i}", i * 0.5) for i in range(rows)])
+        keys = iter(range(10**9))
+        sql = "SELECT k, v, x FROM kv WHERE k = $1"
+        ok = db.sql(sql, [7]).rows == [(7, "v7", 3.5)] == db.lookup(idx, 7).rows
+        v.ok("point query answers as db.lookup", 0 if ok else 1, 1)
+        for _ in range(2):  # warm both paths, then alternate rounds of each
+            db.sql(sql, [next(keys) % rows])
+            db.lookup(idx, next(keys) % rows)
+        sql_ms: list[float] = []
+        lookup_ms: list[float] = []
+        for _ in range(5):
+            sql_ms.append(_median_ms(lambda: db.sql(sql, [next(keys) % rows]), reps // 5))
+            lookup_ms.append(_median_ms(lambda: db.lookup(idx, next(keys) % rows), reps // 5))
+        a, b = statistics.median(sql_ms), statistics.median(lookup_ms)
+        print(f"point query over {rows:,} rows: db.sql {a:.2f} ms, db.lookup {b:.2f} ms "
+              f"(db.sql / db.lookup {a / b:.2f})")
+        v.at_most("db.sql point query / db.lookup", a / b, 2.0)
+
+
 def select1(v: Verdicts) -> None:
     path = ROOT.parent / "shared" / "slt" / "select1.test"
     if not path.exists():
@@ -129,15 +154,17 @@ def select1(v: Verdicts) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes, no select1")
-    parser.add_argument("--part", choices=("compile", "views", "select1"), action="append",
-                        help="run only these parts (default: all)")
+    parser.add_argument("--part", choices=("compile", "views", "point", "select1"),
+                        action="append", help="run only these parts (default: all)")
     args = parser.parse_args()
-    parts = set(args.part or ("compile", "views", "select1"))
+    parts = set(args.part or ("compile", "views", "point", "select1"))
     v = Verdicts("sql")
     if "compile" in parts:
         compile_times(v, 1_000 if args.quick else 10_000, 20 if args.quick else 200)
     if "views" in parts:
         view_throughput(v, 5 if args.quick else 40, 200 if args.quick else 2_000)
+    if "point" in parts:
+        point_query(v, 10_000 if args.quick else 100_000, 50 if args.quick else 500)
     if "select1" in parts and not args.quick:
         select1(v)
     v.exit()

@@ -36,6 +36,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import ssl
 import threading
@@ -63,6 +64,8 @@ log = logging.getLogger(__name__)
 __all__ = ["DEFAULT_TIMEOUT", "INTROSPECTION_LOGS", "AsyncDatabase", "Consistency",
            "storage_url"]
 
+SQL_SEEN = 256
+"""`sql` texts remembered: one seen among the latest this many runs prepared."""
 INTROSPECTION_LOGS = ("frontiers", "arrangement_sizes", "peek_durations", "step_durations")
 """The replicas' introspection log variants (`twofold.runtime.introspection`)."""
 
@@ -151,6 +154,7 @@ class AsyncDatabase(Definitions, Queries):
         self._catalog: dict[str, Table | Index | MaterializedView | View] = {}
         self._store: Catalog | None = None
         self._seen_version = -1
+        self._sql_seen: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._entries: dict[str, Entry] = {}
         self._sync_lock = threading.RLock()
         self._to_install: list[Index | MaterializedView] = []
@@ -233,5 +237,15 @@ class AsyncDatabase(Definitions, Queries):
         `AsyncSubscription`; `$1, $2, ...` take `params`. Errors are `TwofoldError`s carrying
         a SQLSTATE (`twofold.sql.errors.sqlstate_of`)."""
         from twofold.sql import execute  # the SQL layer sits above the API
+        from twofold.sql.prepared import statement
 
+        # A text seen before runs as a prepared statement (parsed and planned once per
+        # parameter types; a point query keeps its index lookup); a first one runs as is.
+        seen = self._sql_seen
+        if text in seen:
+            seen.move_to_end(text)
+            return await statement(self, text).execute(params)
+        seen[text] = None
+        if len(seen) > SQL_SEEN:
+            seen.popitem(last=False)
         return await execute(self, text, params)

@@ -5,9 +5,10 @@ a chain of map/filter/projects over one stored collection (table or materialized
 filters include `col = constant` for every key column of an index on exactly that collection,
 else `None`. `run_lookup` then reads only the matching rows of that index's arrangement — the
 read path of `db.lookup(index, key)` — and applies the whole fused map/filter/project (the key
-equalities included) and the query's order to them, at the time the filter path would read,
-so the result is the filter path's. The fast path is taken only when it cannot change the
-answer; otherwise the query runs as planned:
+equalities included) and the query's order to them, at `AS OF`'s time or else at the index's
+own latest complete time (where `db.lookup` reads: no wait for the index to catch up with the
+table's ticks), so the result is the filter path's at the time it carries. The fast path is
+taken only when it cannot change the answer; otherwise the query runs as planned:
 
 - each key constant's type is exactly the key column's (`int` key with `5.0` is not
   taken; `'5'` is already an `int` constant after binding), not NULL (`k = NULL` holds for no
@@ -132,14 +133,20 @@ def find_lookup(db: Any, relation: Relation) -> Lookup | None:
             if not all(guaranteed[:guard]):
                 continue  # a map would run on rows a filter before it drops
             kept = [f for f, g in zip(filters, guaranteed, strict=True) if not g]
-            best = Lookup(idx, key, MapFilterProject(map=maps, filter=kept, project=columns))
+            # Every column in order is no projection: the peek takes the row-lookup path.
+            project = None if not maps and not kept and columns == list(range(arity)) \
+                else columns
+            best = Lookup(idx, key, MapFilterProject(map=maps, filter=kept, project=project))
     return best
 
 
 async def run_lookup(db: Any, relation: Relation, found: Lookup,
                      as_of: int | None) -> Result | None:
-    """`relation`'s result read through `found` (at the time the filter path reads), or
-    `None` when the index cannot be read at that time (the caller runs the filter path)."""
+    """`relation`'s result read through `found`, or `None` when the index cannot be read at
+    `as_of` (the caller runs the filter path). Without `as_of` it reads at the index's time,
+    as `db.lookup` does: the latest time the index is complete at (never before this session's
+    latest write, with read-your-writes) — so it never waits for the index to catch up with
+    the table's ticks, and its answer is the filter path's at that time."""
     from twofold.api.errors import ReadBeforeSince
     from twofold.api.reads import translate
     from twofold.api.results import expand
@@ -147,9 +154,10 @@ async def run_lookup(db: Any, relation: Relation, found: Lookup,
 
     await db._install()
     rel = db._check_relation(relation, "query")
-    t = db._choose_time(rel, as_of)
+    if as_of is not None:
+        db._choose_time(rel, as_of)  # the table's since is the filter path's bound
     try:
-        db._choose_time(found.index, t)
+        t = db._choose_time(found.index, as_of)
     except ReadBeforeSince:
         return None
     finishing = RowSetFinishing(order_by=rel.order) if rel.order else None

@@ -19,6 +19,8 @@ the command. Unquoted identifiers are folded to lower case, quoted ones kept, as
 
 from __future__ import annotations
 
+import collections
+import threading
 from typing import Any
 
 import sqlglot
@@ -26,6 +28,7 @@ from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ErrorLevel, ParseError, TokenError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+from sqlglot.tokenizer_core import TokenizerCore
 from sqlglot.tokens import TokenType  # type: ignore[attr-defined]
 
 from twofold.sql.errors import FeatureNotSupported, SqlSyntaxError
@@ -68,12 +71,30 @@ _SHOW_KINDS = ("MATERIALIZED VIEWS", "TABLES", "VIEWS", "INDEXES", "OBJECTS", "C
                "CREATE")
 
 
+class _Core(TokenizerCore):
+    """sqlglot's tokenizer, where `$` before a digit is always a parameter (`$1,$2`): a
+    dollar-quote tag never starts with a digit (PostgreSQL's rule)."""
+
+    __slots__ = ()
+
+    def _scan_string(self, start: str) -> bool:
+        if start == "$" and self._peek.isdigit():
+            self._add(TokenType.PARAMETER)
+            return True
+        return bool(super()._scan_string(start))
+
+
 class Twofold(Postgres):
     """PostgreSQL as sqlglot reads it, plus Materialize's statements (module docstring)."""
 
     class Tokenizer(Postgres.Tokenizer):
         COMMANDS = Postgres.Tokenizer.COMMANDS - {TokenType.SHOW}
         KEYWORDS = {k: v for k, v in Postgres.Tokenizer.KEYWORDS.items() if k != "EXPLAIN"}
+
+        def _init_core(self) -> Any:
+            core = super()._init_core()
+            core.__class__ = _Core  # `$1,$2`: sqlglot read `1,` as a dollar-quote tag
+            return core
 
     class Parser(Postgres.Parser):  # type: ignore[misc, valid-type]
         def _parse_statement(self) -> Any:
@@ -208,10 +229,31 @@ class Twofold(Postgres):
 _DIALECT = Twofold()
 
 
+_PARSED: collections.OrderedDict[str, exp.Expr] = collections.OrderedDict()
+_PARSED_SIZE = 512
+_PARSED_LOCK = threading.Lock()
+
+
 def parse(text: str) -> exp.Expr:
-    """The one statement in `text` (a trailing `;` allowed), or `SqlSyntaxError`."""
+    """The one statement in `text` (a trailing `;` allowed), or `SqlSyntaxError`. The trees
+    of the latest `_PARSED_SIZE` texts parsed are kept: a text seen again costs a copy of its
+    tree (a tenth of a parse), never a shared tree."""
     if not isinstance(text, str):
         raise SqlSyntaxError(f"a SQL statement must be a str, got {type(text).__name__}")
+    with _PARSED_LOCK:
+        tree = _PARSED.get(text)
+        if tree is not None:
+            _PARSED.move_to_end(text)
+    if tree is None:
+        tree = _parse(text)
+        with _PARSED_LOCK:
+            _PARSED[text] = tree
+            if len(_PARSED) > _PARSED_SIZE:
+                _PARSED.popitem(last=False)
+    return tree.copy()
+
+
+def _parse(text: str) -> exp.Expr:
     try:
         trees = _DIALECT.parser(error_level=ErrorLevel.RAISE).parse(_DIALECT.tokenize(text), text)
     except ParseError as e:
