@@ -326,3 +326,29 @@ def test_kept_statements_do_not_keep_their_database_alive() -> None:
     ref = asyncio.run(use())
     gc.collect()
     assert ref() is None
+
+
+def test_a_cancelled_batch_cancels_its_waiters(server: ServerHandle, name: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    db = server.db
+    server.call(db.sql(f"CREATE TABLE {name} (k bigint, v text)"))
+    server.call(db.sql(f"CREATE INDEX ON {name} (k)"))
+    stmt = prepared.PreparedStatement(db, f"SELECT k, v FROM {name} WHERE k = $1")
+    assert server.call(stmt.execute([1])).rows == []
+
+    async def stuck(*args: Any, **kw: Any) -> Any:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(db._ctl, "peek", stuck)
+
+    async def cancel_while_waiting() -> list[bool]:
+        runs = [asyncio.ensure_future(stmt.execute([k])) for k in (1, 2, 3)]
+        await asyncio.sleep(0.05)
+        (template,) = stmt._plans.values()
+        assert template is not None and template.batch is not None
+        assert template.batch.task is not None
+        template.batch.task.cancel()
+        done, _ = await asyncio.wait(runs, timeout=5)
+        return [r in done and r.cancelled() for r in runs]
+
+    assert server.call(cancel_while_waiting()) == [True, True, True]

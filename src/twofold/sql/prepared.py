@@ -281,20 +281,20 @@ class _LookupBatch:
         self.task: asyncio.Task[None] | None = None
 
     async def rows(self, db: Any, relation: Relation, key: list[Any]) -> Result | object:
-        """`relation`'s rows for `key` (every column, before `visible`); None when the
-        index cannot be read at the chosen time (the caller runs the filter path); `_STALE`
-        when the catalog moved since the template was planned (the caller plans again)."""
+        """`relation`'s rows for `key` (every column, before `visible`), or `_STALE` when
+        the catalog moved since the template was planned (the caller plans again)."""
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.waiting.append((tuple(key), fut))
         if self.task is None:
             self.task = asyncio.ensure_future(self._run(db, relation))
         got = await fut
-        if got is None or got is _STALE:
+        if got is _STALE:
             return got
         t, rows = got
         return Result(relation.schema, t, rows)
 
     async def _run(self, db: Any, relation: Relation) -> None:
+        batch: list[tuple[tuple[Any, ...], asyncio.Future[Any]]] = []
         try:
             while self.waiting:
                 batch, self.waiting = self.waiting, []
@@ -306,17 +306,18 @@ class _LookupBatch:
                             fut.set_exception(e)
                     continue
                 for k, fut in batch:
-                    if fut.done():
-                        continue
-                    if isinstance(got, tuple):
-                        fut.set_result((got[0], got[1].get(k, [])))
-                    else:
-                        fut.set_result(got)  # None or _STALE
+                    if not fut.done():
+                        fut.set_result(got if got is _STALE else (got[0], got[1].get(k, [])))
+        except BaseException:  # cancelled (the server closing): so are its waiters
+            for _, fut in batch + self.waiting:
+                fut.cancel()
+            self.waiting = []
+            raise
         finally:
             self.task = None
 
     async def _peek(self, db: Any, relation: Relation, keys: list[tuple[Any, ...]]
-                    ) -> tuple[int, dict[tuple[Any, ...], list[tuple[Any, ...]]]] | object:
+                    ) -> Any:  # (time, rows by key) or _STALE
         from twofold.api.reads import translate
 
         db._refresh()  # one cached read of the catalog's version; adopts another's DDL
@@ -465,9 +466,8 @@ class PreparedStatement:
             if found is not None:  # the batch reads the catalog's version, once for all
                 relation = template.relation_for(params)
                 got = await template.batch.rows(self.db, relation, found.key)
-                if got is _STALE or got is None:
-                    return got if got is _STALE else await run_relation(
-                        self.db, relation, template.visible, None, as_of)
+                if got is _STALE:
+                    return got
                 assert isinstance(got, Result)
                 return _visible(got, relation, template.visible)
         if self._version() != self._epoch:  # one read of the catalog's version
