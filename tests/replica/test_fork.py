@@ -11,19 +11,16 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from tests.controller.proxy import ReplicaProcess, multiset, table_at, table_index
-from tests.replica.test_fate import children, memfds_of
+from tests.controller.proxy import multiset, table_at
+from tests.replica.test_fate import IDX, children, memfds_of, served_index
 from tests.runtime.helpers import KV, Driver, sqlite_url
 
-from twofold.controller import Controller
-from twofold.protocol import GlobalId, InstanceConfig, PeekRows
+from twofold.protocol import PeekRows
 from twofold.replica import Replica
 from twofold.replica.start import fork_is_safe
 from twofold.storage import open_storage
 
 pytestmark = pytest.mark.timeout(120)
-
-SRC, IDX = GlobalId.user(1), GlobalId.user(2)
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -35,30 +32,17 @@ def _cmdline(pid: int) -> list[str]:
 async def test_twofold_replica_starts_its_maintenance_process_as_asked(
         tmp_path: Path, start: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TWOFOLD_MAINTENANCE_START", start)
-    url = sqlite_url(f"start-{start}")
-    storage = open_storage(url)
-    t = storage.create_table("t", KV)
-    t.insert([[k, f"v{k}"] for k in range(3_000)])
-    rp = ReplicaProcess(url, "two", log=tmp_path / "replica.log")
-    try:
-        await rp.astart(0)
+    async with served_index(tmp_path, f"start-{start}") as (t, rp, c):
         assert rp.proc is not None
         (child,) = children(rp.proc.pid)
         forked = _cmdline(child) == _cmdline(rp.proc.pid)
         assert forked == (start == "fork"), _cmdline(child)
-        with storage.ticker(0.05):
-            async with Controller({1: rp.connect}, config=InstanceConfig(storage=url)) as c:
-                await c.create_dataflow(table_index(SRC, IDX))
-                await c.wait_for_frontier(IDX, t.upper)
-                assert memfds_of(child), "the maintenance process shares no batches"
-                t.insert([[k, "w"] for k in range(3_000, 3_500)])
-                await c.wait_for_frontier(IDX, t.upper)
-                ts = c.frontier(IDX).step_back()
-                assert ts is not None
-                assert multiset(await c.peek(IDX, timestamp=ts)) == table_at(t, ts)
-    finally:
-        rp.kill()
-        storage.close()
+        assert memfds_of(child), "the maintenance process shares no batches"
+        t.insert([[k, "w"] for k in range(5_000, 5_500)])
+        await c.wait_for_frontier(IDX, t.upper)
+        ts = c.frontier(IDX).step_back()
+        assert ts is not None
+        assert multiset(await c.peek(IDX, timestamp=ts)) == table_at(t, ts)
 
 
 async def test_a_process_whose_polars_pool_runs_spawns_instead_of_forking() -> None:

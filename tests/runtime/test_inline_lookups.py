@@ -16,9 +16,11 @@ import asyncio
 import threading
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from tests.runtime.helpers import Workers
+from tests.runtime.test_thread import EchoWorker
 from tests.runtime.test_two_runtime import IDX, INTER, MAINT, World, world_of
 
 from twofold.protocol import (
@@ -84,7 +86,7 @@ def test_what_is_not_a_ready_lookup_is_declined(world: World) -> None:
     inter = w.interactive
     last = world.times[-1]
 
-    def lookup(t: int, keys: list[list[object]] | None = None, gid: GlobalId = IDX) -> Peek:
+    def lookup(t: int, keys: list[list[Any]] | None = None, gid: GlobalId = IDX) -> Peek:
         return Peek(uuid.uuid4(), IndexTarget(gid), t,
                     literal_constraints=[[1]] if keys is None else keys)
 
@@ -128,13 +130,13 @@ def test_a_dropped_index_is_declined_and_errors_on_the_thread(world: World) -> N
 # -- RuntimeClient ---------------------------------------------------------------------------------
 
 
-class GatedWorker:
-    """Answers CancelPeek on its thread once `gate` is set; answers Peek inline."""
+class GatedWorker(EchoWorker):
+    """Answers CancelPeek and Peek on its thread once `gate` is set; answers Peek inline."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.gate = threading.Event()
         self.gate.set()
-        self.out: list[ComputeResponse] = []
         self.handled: list[ComputeCommand] = []
 
     def handle(self, command: ComputeCommand) -> None:
@@ -142,19 +144,6 @@ class GatedWorker:
         self.handled.append(command)
         if isinstance(command, CancelPeek | Peek):
             self.out.append(PeekResponse(command.uuid, PeekCanceled()))
-
-    def step(self) -> None:
-        pass
-
-    def take_responses(self) -> list[ComputeResponse]:
-        out, self.out = self.out, []
-        return out
-
-    def wait_timeout(self) -> float | None:
-        return None
-
-    def shutdown(self) -> None:
-        pass
 
     def answer_now(self, command: ComputeCommand) -> ComputeResponse | None:
         if isinstance(command, Peek):
