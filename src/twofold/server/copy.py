@@ -60,11 +60,16 @@ async def copy_statement(db: Any, copy: CopyStatement, params: list[Any],
     if not copy.csv and copy.delimiter != "\t":
         raise FeatureNotSupported("COPY TO STDOUT in the text format writes tab-delimited "
                                   "rows; use FORMAT csv for another DELIMITER")
-    query = copy.query if copy.query is not None else f"SELECT * FROM {copy.table}"
+    query = copy.query if copy.query is not None else \
+        f"SELECT {', '.join(map(_quote, copy.columns)) or '*'} FROM {_quote(copy.table or '')}"
     run = sql or (lambda text, p: db.sql(text, p or None))
     o = Outcome.of(query, await run(query, params))
     o.copy = copy
     return o
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 class CopyIn:

@@ -3,7 +3,10 @@
 Contract: `infer_param_types(db, sql, given)` returns one type OID per parameter `$1..$n` the
 statement uses (at least `len(given)`): a client-given non-zero OID is kept; otherwise the type
 of the column the parameter is compared with, assigned to (`UPDATE ... SET c = $n`) or inserted
-into (`INSERT INTO t (c, ...) VALUES ($n, ...)`), `int8` for `LIMIT`/`OFFSET`, else `text`.
+into (`INSERT INTO t (c, ...) VALUES ($n, ...)`), the type it is cast to (`$n::bigint`), the
+type of the other operand of an operator or the other arguments of `COALESCE`/`NULLIF` (a
+column, a cast, a number literal, an expression of those: `k = $1 + 1`, `$1::bigint + $2`),
+`int8` for `LIMIT`/`OFFSET`, else `text`.
 A statement that does not parse gets `text` for its parameters (its error comes at Execute).
 """
 
@@ -14,7 +17,13 @@ from typing import Any
 
 from sqlglot import exp
 
-from twofold.server.types import OIDS, TEXT
+from twofold.server.types import BOOL, BYTEA, FLOAT4, FLOAT8, INT2, INT4, INT8, OIDS, TEXT
+
+_T = exp.DataType.Type
+_CAST_OIDS = {_T.BIGINT: INT8, _T.INT: INT4, _T.SMALLINT: INT2, _T.DOUBLE: FLOAT8,
+              _T.FLOAT: FLOAT4, _T.TEXT: TEXT, _T.VARCHAR: TEXT, _T.CHAR: TEXT,
+              _T.BOOLEAN: BOOL, _T.VARBINARY: BYTEA, _T.BINARY: BYTEA}
+_ARITH = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)
 
 _PARAM = re.compile(r"\$(\d+)")
 
@@ -50,20 +59,51 @@ def infer_param_types(db: Any, sql: str, given: tuple[int, ...]) -> tuple[int, .
     cols = _columns(db, tables)
 
     def put(param: exp.Expr, scalar: str | None) -> None:
-        if scalar is None:
-            return
+        if scalar is not None:
+            put_oid(param, OIDS.get(scalar, TEXT))
+
+    def put_oid(param: exp.Expr, oid: int | None) -> None:
         idx = int(param.this.name) - 1 if param.this is not None else -1
-        if 0 <= idx < n and oids[idx] == 0:
-            oids[idx] = OIDS.get(scalar, TEXT)
+        if oid is not None and 0 <= idx < n and oids[idx] == 0:
+            oids[idx] = oid
+
+    def oid_of(e: exp.Expr, depth: int = 0) -> int | None:
+        """The type OID of an operand next to a parameter, where it is plain to see."""
+        if isinstance(e, exp.Paren):
+            return oid_of(e.this, depth)
+        if isinstance(e, exp.Column):
+            scalar = cols.get(e.name)
+            return None if scalar is None else OIDS.get(scalar, TEXT)
+        if isinstance(e, exp.Cast):
+            return _CAST_OIDS.get(e.to.this)
+        if isinstance(e, exp.Literal) and not e.is_string:
+            return INT8 if e.is_int else FLOAT8
+        if isinstance(e, exp.Neg):
+            return oid_of(e.this, depth)
+        if isinstance(e, _ARITH) and depth < 8:
+            return oid_of(e.left, depth + 1) or oid_of(e.right, depth + 1)
+        return None
 
     for param in tree.find_all(exp.Parameter, exp.Placeholder):
+        node: exp.Expr = param
         parent = param.parent
-        if isinstance(parent, exp.Limit | exp.Offset):
+        while isinstance(parent, exp.Paren | exp.Neg):  # `-$1`, `($1)`: the operand's place
+            node, parent = parent, parent.parent
+        if isinstance(parent, exp.Cast) and parent.this is node:
+            put_oid(param, _CAST_OIDS.get(parent.to.this))
+        elif isinstance(parent, exp.Limit | exp.Offset):
             put(param, "int")
         elif isinstance(parent, exp.Binary):
-            other = parent.right if parent.left is param else parent.left
-            if isinstance(other, exp.Column):
-                put(param, cols.get(other.name))
+            other = parent.right if parent.left is node else parent.left
+            oid = oid_of(other)
+            if oid is None and isinstance(parent, _ARITH) and \
+                    isinstance(outer := parent.parent, exp.Binary):
+                oid = oid_of(outer.right if outer.left is parent else outer.left)  # `k = $1 + x`
+            put_oid(param, oid)
+        elif isinstance(parent, exp.Coalesce | exp.Nullif):
+            for other in [parent.this, *parent.expressions, parent.args.get("expression")]:
+                if isinstance(other, exp.Expr) and other is not node:
+                    put_oid(param, oid_of(other))
         elif isinstance(parent, exp.Tuple) and isinstance(parent.parent, exp.Values):
             ins = parent.parent.parent
             if isinstance(ins, exp.Insert):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from twofold.sql.errors import UndefinedObject
+from twofold.sql.errors import InvalidParameter, SqlError, UndefinedObject
 
 SERVER_VERSION = "15.0"
 VERSION = f"PostgreSQL {SERVER_VERSION} (twofold) on x86_64-pc-linux-gnu, 64-bit"
@@ -45,6 +45,34 @@ _SHOW = re.compile(r"^\s*show\s+(.+?)\s*;?\s*$", re.I | re.S)
 _RESET = re.compile(r"^\s*reset\s+(.+?)\s*;?\s*$", re.I | re.S)
 _DISCARD = re.compile(r"^\s*(discard\s+all|deallocate\s+(all|\w+)|unlisten\s+\*)\s*;?\s*$",
                       re.I)
+
+
+READ_ONLY = frozenset({"server_version", "server_version_num", "server_encoding",
+                       "integer_datetimes", "is_superuser", "max_identifier_length"})
+_UTF8 = frozenset({"utf8", "utf-8", "unicode"})
+_ONLY = {"client_encoding": ("UTF8", _UTF8), "standard_conforming_strings": ("on", {"on", "true"}),
+         "bytea_output": ("hex", {"hex"})}
+
+
+class CantChange(SqlError):
+    """`SET` of a variable fixed at server start (`55P02`)."""
+
+    sqlstate = "55P02"
+
+
+def check_setting(key: str, value: str) -> str:
+    """The value `SET key = value` stores, or an error: a read-only variable is `55P02`; one
+    whose other values the server would not honour (another client encoding, escapes in
+    strings, another bytea output) is `22023` — never accepted and then ignored."""
+    if key in READ_ONLY:
+        raise CantChange(f"parameter \"{key}\" cannot be changed")
+    if key in _ONLY:
+        only, allowed = _ONLY[key]
+        if value.strip().lower() not in allowed:
+            raise InvalidParameter(f"parameter \"{key}\" can only be set to \"{only}\" "
+                                   f"(got {value!r})")
+        return only
+    return value
 
 
 class Variables:
@@ -115,6 +143,7 @@ def set_statement(sql: str, variables: Variables) -> tuple[str, str] | None:
     if value.lower() == "default":
         variables.reset(name)
         return name, variables.get(name)[1] if name.lower() in variables._canon else ""
+    value = check_setting(variables.canonical(name), value)
     return variables.set(name, value), value
 
 

@@ -155,6 +155,19 @@ def _unescape(field: str) -> str:
     return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), field)
 
 
+_PG_NAMES = {"int": "bigint", "float": "double precision", "str": "text", "bool": "boolean",
+             "bytes": "bytea"}
+
+
+def _bad_field(fields: list[str | None], scalars: list[str]) -> str:
+    for col, (f, s) in enumerate(zip(fields, scalars, strict=True), 1):
+        try:
+            None if f is None else decode_text(f, s)
+        except ValueError:
+            return f"column {col}: invalid input syntax for type {_PG_NAMES.get(s, s)}: {f!r}"
+    return "a field that does not parse"
+
+
 def parse_copy_rows(data: bytes, copy: CopyStatement,
                     scalars: list[str]) -> list[tuple[Any, ...]]:
     text = data.decode("utf-8")
@@ -181,8 +194,9 @@ def parse_copy_rows(data: bytes, copy: CopyStatement,
         try:
             rows.append(tuple(None if f is None else decode_text(f, s)
                               for f, s in zip(fields, scalars, strict=True)))
-        except ValueError as e:
-            raise InvalidParameterValue(f"COPY line {lineno}: {e}") from None
+        except ValueError:
+            raise InvalidParameterValue(f"COPY line {lineno}, {_bad_field(fields, scalars)}"
+                                        ) from None
     return rows
 
 

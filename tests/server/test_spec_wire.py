@@ -1,0 +1,96 @@
+"""Acceptance checks of `spec/pgwire.md` and the issue against the public surface, as a new
+user's client sends them: parameters written without spaces (`VALUES (%s,%s)` is `$1,$2`),
+parameter types inferred through casts and arithmetic (asyncpg encodes by them), COPY of a
+column list out, COPY errors naming the field, and SETs the server cannot honour refused."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import psycopg
+import pytest
+from psycopg import errors
+
+from twofold.testing.pgwire import ServerHandle
+
+
+def connect(server: ServerHandle) -> psycopg.Connection:
+    return psycopg.connect(server.dsn(), autocommit=True, connect_timeout=10)
+
+
+def test_parameters_without_spaces(server: ServerHandle, name: str) -> None:
+    with connect(server) as c:
+        c.execute(f"CREATE TABLE {name} (k bigint, s text)")
+        c.execute(f"INSERT INTO {name} VALUES (%s,%s)", (1, "a,$2"))
+        c.cursor().executemany(f"INSERT INTO {name} (k,s) VALUES (%s,%s)", [(2, "b"), (3, "c")])
+        got = c.execute(f"SELECT k,s FROM {name} WHERE k IN (%s,%s) ORDER BY k", (1, 3))
+        assert got.fetchall() == [(1, "a,$2"), (3, "c")]
+
+
+def test_parameter_types_through_casts_and_arithmetic(server: ServerHandle, name: str) -> None:
+    async def main() -> list[object]:
+        conn = await asyncpg.connect(host=server.host, port=server.port, user="twofold",
+                                     database="twofold", timeout=10)
+        try:
+            await conn.execute(f"CREATE TABLE {name} (k bigint, f double precision)")
+            await conn.execute(f"INSERT INTO {name} VALUES (1, 1.5), (2, NULL), (3, 0.5)")
+            stmt = await conn.prepare("SELECT $1::bigint, $2::double precision, $3::boolean, "
+                                      "$4::int4, $5::text")
+            assert [p.name for p in stmt.get_parameters()] == [
+                "int8", "float8", "bool", "int4", "text"]
+            return [
+                tuple(await stmt.fetchrow(1, 2.5, True, 4, "x")),
+                await conn.fetchval("SELECT $1::bigint + $2", 1, 2),
+                await conn.fetchval(f"SELECT k FROM {name} WHERE k = $1 + 1", 1),
+                await conn.fetchval(f"SELECT k FROM {name} WHERE k > $1 * 2 ORDER BY k", 1),
+                await conn.fetchval(f"SELECT coalesce(f, $1) FROM {name} WHERE k = 2", 7.5),
+                await conn.fetchval("SELECT -$1::bigint", 5),
+            ]
+        finally:
+            await conn.close()
+
+    assert asyncio.run(main()) == [(1, 2.5, True, 4, "x"), 3, 2, 3, 7.5, -5]
+
+
+def test_copy_out_a_column_list(server: ServerHandle, name: str) -> None:
+    with connect(server) as c:
+        c.execute(f"CREATE TABLE {name} (k bigint, s text, f double precision)")
+        c.execute(f"INSERT INTO {name} VALUES (1, 'a', 1.5), (2, NULL, 2.5)")
+        out = b""
+        with c.cursor().copy(f"COPY {name} (f, k) TO STDOUT") as cp:
+            for data in cp:
+                out += bytes(data)
+        assert sorted(out.decode().splitlines()) == ["1.5\t1", "2.5\t2"]
+        with pytest.raises(errors.UndefinedColumn):
+            with c.cursor().copy(f"COPY {name} (nope) TO STDOUT") as cp:
+                for _ in cp:
+                    pass
+
+
+def test_copy_error_names_the_line_column_and_type(server: ServerHandle, name: str) -> None:
+    with connect(server) as c:
+        c.execute(f"CREATE TABLE {name} (k bigint, s text)")
+        with pytest.raises(errors.InvalidTextRepresentation) as e:
+            with c.cursor().copy(f"COPY {name} FROM STDIN") as cp:
+                cp.write("1\ta\nx\tb\n")
+        assert "line 2, column 1" in str(e.value) and "bigint" in str(e.value)
+        assert c.execute(f"SELECT count(*) FROM {name}").fetchone() == (0,)
+
+
+def test_sets_the_server_cannot_honour_are_refused(server: ServerHandle) -> None:
+    with connect(server) as c:
+        c.execute("SET client_encoding TO 'utf-8'")
+        c.execute("SET NAMES 'UTF8'")
+        assert c.execute("SHOW client_encoding").fetchone() == ("UTF8",)
+        with pytest.raises(errors.InvalidParameterValue):
+            c.execute("SET client_encoding = 'LATIN1'")
+        with pytest.raises(errors.InvalidParameterValue):
+            c.execute("SET standard_conforming_strings = off")
+        with pytest.raises(errors.CantChangeRuntimeParam):
+            c.execute("SET server_version = '9.0'")
+        assert c.execute("SHOW client_encoding").fetchone() == ("UTF8",)
+        assert c.execute("SHOW server_version").fetchone() == ("15.0",)
+        c.execute("SET standard_conforming_strings = on")
+        c.execute("SET extra_float_digits = 3")
+        assert c.execute("SHOW extra_float_digits").fetchone() == ("3",)
