@@ -19,7 +19,7 @@ from twofold.testing.profiles import examples
 
 
 def _open(path: Path) -> twofold.Database:
-    return twofold.open(path, tick_interval=0.005, timeout=30)
+    return twofold.open(path, runtimes="one", tick_interval=0.005, timeout=30)
 
 
 def test_a_sql_view_is_durable_and_seen_by_the_dsl(tmp_path: Path) -> None:
