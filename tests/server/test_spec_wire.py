@@ -1,17 +1,24 @@
 """Acceptance checks of `spec/pgwire.md` and the issue against the public surface, as a new
 user's client sends them: parameters written without spaces (`VALUES (%s,%s)` is `$1,$2`),
 parameter types inferred through casts and arithmetic (asyncpg encodes by them), COPY of a
-column list out, COPY errors naming the field, and SETs the server cannot honour refused."""
+column list out, COPY errors naming the field, SETs the server cannot honour refused, and
+the start line's psql command working as printed."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import asyncpg
 import psycopg
 import pytest
 from psycopg import errors
 
+from twofold.testing.pgcluster import free_port
 from twofold.testing.pgwire import ServerHandle
 
 
@@ -62,18 +69,18 @@ def test_copy_out_a_column_list(server: ServerHandle, name: str) -> None:
             for data in cp:
                 out += bytes(data)
         assert sorted(out.decode().splitlines()) == ["1.5\t1", "2.5\t2"]
-        with pytest.raises(errors.UndefinedColumn):
-            with c.cursor().copy(f"COPY {name} (nope) TO STDOUT") as cp:
-                for _ in cp:
-                    pass
+        with pytest.raises(errors.UndefinedColumn), \
+                c.cursor().copy(f"COPY {name} (nope) TO STDOUT") as cp:
+            for _ in cp:
+                pass
 
 
 def test_copy_error_names_the_line_column_and_type(server: ServerHandle, name: str) -> None:
     with connect(server) as c:
         c.execute(f"CREATE TABLE {name} (k bigint, s text)")
-        with pytest.raises(errors.InvalidTextRepresentation) as e:
-            with c.cursor().copy(f"COPY {name} FROM STDIN") as cp:
-                cp.write("1\ta\nx\tb\n")
+        with pytest.raises(errors.InvalidTextRepresentation) as e, \
+                c.cursor().copy(f"COPY {name} FROM STDIN") as cp:
+            cp.write("1\ta\nx\tb\n")
         assert "line 2, column 1" in str(e.value) and "bigint" in str(e.value)
         assert c.execute(f"SELECT count(*) FROM {name}").fetchone() == (0,)
 
@@ -94,3 +101,31 @@ def test_sets_the_server_cannot_honour_are_refused(server: ServerHandle) -> None
         c.execute("SET standard_conforming_strings = on")
         c.execute("SET extra_float_digits = 3")
         assert c.execute("SHOW extra_float_digits").fetchone() == ("3",)
+
+
+def test_connect_line_under_a_password_file_works_as_printed(tmp_path: Path) -> None:
+    """The start line is a command a new user can run: under `--password-file` it names a
+    user of the file (not `twofold`, who cannot log in there), and psql gets in with it."""
+    passwords = tmp_path / "passwords"
+    passwords.write_text("alice:s3cret\n")
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "twofold.cli", "serve", "--listen",
+                             f"127.0.0.1:{port}", "--storage", "memory://", "--password-file",
+                             str(passwords)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "(auth scram-sha-256)" in line, line
+        command = line.split("connect with: ", 1)[1].split()
+        assert command == ["psql", "-h", "127.0.0.1", "-p", str(port), "-U", "alice", "twofold"]
+        done = subprocess.run([*command, "-X", "-At", "-c", "SELECT current_user"],
+                              capture_output=True, text=True, timeout=30,
+                              env={**os.environ, "PGPASSWORD": "s3cret"})
+        assert (done.returncode, done.stdout.strip()) == (0, "alice"), done.stderr
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -220,9 +220,12 @@ def serve(
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--auth") from None
 
+    # the line names a user who can log in: under a password file, one of its users
+    user = "twofold" if not passwords or "twofold" in passwords else next(iter(passwords))
+
     def ready(h: str, p: int) -> None:
         print(f"twofold serve: listening on {h}:{p} (auth {method}); connect with: "
-              f"psql -h {h} -p {p} -U twofold twofold", flush=True)
+              f"psql -h {h} -p {p} -U {user} twofold", flush=True)
 
     try:
         asyncio.run(run_server(host, port, storage=storage,
