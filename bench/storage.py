@@ -288,8 +288,9 @@ def main() -> None:
             ones: dict[str, list[list[float]]] = {n: [] for n in stores if n != "memory"}
             raws: list[float] = []
             for i in range(repeat):
-                for name in ones:
-                    ones[name].append(small_appends(stores[name], f"small-one-{i}", small))
+                for name in stores:
+                    if name != "memory":
+                        ones[name].append(small_appends(stores[name], f"small-one-{i}", small))
                 if pg is not None:
                     ones.setdefault("pg alone", []).append(
                         reference_cas(pg.url, f"ref-one-{i}", small))

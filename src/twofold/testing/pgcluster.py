@@ -157,6 +157,10 @@ class PgCluster:
             if self.user is not None:
                 entry = pwd.getpwnam(self.user)
                 os.chown(self.dir, entry.pw_uid, entry.pw_gid)
+            # Before initdb: a process killed while initdb runs must not leave the directory.
+            stop = [str(self.bin / "pg_ctl"), "-D", str(self.data), "stop", "-m", "immediate"]
+            watchdog(stop if self.user is None else ["runuser", "-u", self.user, "--", *stop],
+                     self.dir)
             _run([str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "--no-sync",
                   "-U", _PG_USER, "-E", "UTF8"], "initdb", as_user=self.user)
             conf = {
@@ -171,9 +175,6 @@ class PgCluster:
             }
             with open(self.data / "postgresql.conf", "a") as f:
                 f.writelines(f"{k} = {v}\n" for k, v in conf.items())
-            stop = [str(self.bin / "pg_ctl"), "-D", str(self.data), "stop", "-m", "immediate"]
-            watchdog(stop if self.user is None else ["runuser", "-u", self.user, "--", *stop],
-                     self.dir)
             self.start()
         except BaseException:
             self.close()
