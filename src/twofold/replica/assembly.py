@@ -331,10 +331,11 @@ async def serve_replica(
     replica = Replica(storage_url, runtimes, placement=placement,
                       maintenance_start=start)  # type: ignore[arg-type]
     try:
-        # Started before this process touches storage: reading it runs polars, whose thread
-        # pool must not have started when the maintenance process is forked.
+        storage = replica.storage(None)  # a bad URL fails here, before anything starts
+        # Started before this process reads storage: that runs polars, whose thread pool must
+        # not have started when the maintenance process is forked.
         endpoint = await replica.start()
-        own = storage_id(replica.storage(None))
+        own = storage_id(storage)
     except BaseException:
         await replica.close()
         raise

@@ -110,7 +110,7 @@ class MaintenanceProcess:
                 self.started_by = "spawn"
         finally:
             child.close()
-        log.info("maintenance process %d started (%s)", self.process.pid, self.started_by)
+        log.debug("maintenance process %d started (%s)", self.process.pid, self.started_by)
         front.setblocking(False)
         self._sock = front
         loop.add_reader(front.fileno(), self._on_readable)
