@@ -30,6 +30,8 @@ from twofold.engine.testing import run_plan_at_times
 from twofold.protocol import (
     Aggregate,
     BuildDesc,
+    Call,
+    Column,
     ColumnType,
     DataflowDescription,
     Distinct,
@@ -151,3 +153,51 @@ def test_a_peek_dataflow_renders_single_time_state() -> None:
     df.step()
     rows = sorted(df.export(B).snapshot().read_rows(5), key=repr)
     assert rows == [([1, 2, 1, 2], 2)]
+
+
+@SETTINGS
+@given(scenarios(max_depth=3))
+def test_fused_map_filter_project_chains_match_unfused(s: Scenario) -> None:
+    want = run_plan_at_times(s.plan, s.inputs, s.times)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(render, "fuse_mfps", lambda outer, inner, arity: None)
+        unfused = run_plan_at_times(s.plan, s.inputs, s.times)
+    assert want == unfused
+
+
+def _div(a: int, b: int) -> Call:
+    return Call("div", [Column(a), Column(b)])
+
+
+@pytest.mark.parametrize("outer_filter", [False, True])
+def test_fusion_keeps_errors_and_the_rows_they_drop(outer_filter: bool) -> None:
+    """The inner map x / y errs where y = 0, the outer map x * 2^62 where |x| >= 2; an outer
+    filter may follow. Fused or not: the same rows at every time, and where a row errs in both
+    the inner error is the one reported."""
+    inner = Mfp(Get(A), map=[_div(0, 1)], filter=[], project=[0, 1, 2])
+    outer = Mfp(inner, map=[Call("mul", [Column(0), Literal(2**62)])],
+                filter=[Call("gt", [Column(2), Literal(0)])] if outer_filter else [],
+                project=[3, 2, 0])
+    assert render.fuse_mfps(outer, inner, 2) is not None
+    cases = [[([1, 1], 0, 1), ([-1, 2], 0, 1), ([1, 5], 1, 1)],
+             [([1, 1], 0, 1), ([5, 0], 1, 1), ([5, 0], 2, -1)],
+             [([1, 1], 0, 1), ([6, 3], 1, 1), ([6, 3], 2, -1)]]
+    results = []
+    for history in cases:
+        inputs = {A: (DESC, history)}
+        fused = run_plan_at_times(outer, inputs, [0, 1, 2, 3])
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(render, "fuse_mfps", lambda o, i, a: None)
+            assert run_plan_at_times(outer, inputs, [0, 1, 2, 3]) == fused
+        results.append(fused)
+    assert not isinstance(results[0][1], str)
+    assert results[1][1] == "division by zero" and results[1][2] == results[1][0]
+    assert results[2][1] == "integer out of range"
+
+
+def test_an_inner_filter_stops_fusion_under_a_map() -> None:
+    inner = Mfp(Get(A), map=[], filter=[Call("ne", [Column(1), Literal(0)])], project=None)
+    assert render.fuse_mfps(Mfp(inner, map=[_div(0, 1)], filter=[], project=None),
+                            inner, 2) is None
+    assert render.fuse_mfps(Mfp(inner, map=[], filter=[], project=[1]), inner, 2) == Mfp(
+        Get(A), map=[], filter=inner.filter, project=[1])

@@ -36,8 +36,11 @@ from twofold.engine.reduce import (
 from twofold.engine.state import KeyedState, WholeState
 from twofold.engine.typecheck import typecheck_plan
 from twofold.protocol import (
+    Call,
+    Column,
     Constant,
     Distinct,
+    Expr,
     Get,
     GlobalId,
     Join,
@@ -112,6 +115,12 @@ class Renderer:
             case Constant(rows=rows):
                 return ConstantOp(rows, typecheck_plan(plan, known).types, as_of)
             case Mfp(input=inp, map=maps, filter=filters, project=project):
+                while isinstance(inp, Mfp):  # one operator for a chain, where that is exact
+                    fused = fuse_mfps(plan, inp, len(self.render(inp.input).types))
+                    if fused is None:
+                        break
+                    plan, inp = fused, fused.input
+                    maps, filters, project = fused.map, fused.filter, fused.project
                 child = render(inp)
                 return MfpOp(child, MapFilterProject(map=maps, filter=filters, project=project))
             case Join(left=left, right=right, left_key=lk, right_key=rk):
@@ -139,6 +148,32 @@ class Renderer:
             case Distinct(input=inp):
                 return DistinctOp(render(inp))
         raise TypeError(f"not a plan: {plan!r}")
+
+
+def _remap(e: Expr, columns: list[int]) -> Expr:
+    if isinstance(e, Column):
+        return Column(index=columns[e.index])
+    if isinstance(e, Call):
+        return Call(func=e.func, args=[_remap(a, columns) for a in e.args])
+    return e
+
+
+def fuse_mfps(outer: Mfp, inner: Mfp, arity: int) -> Mfp | None:
+    """`outer` over `inner` as one `Mfp` over inner's input (of `arity` columns), when that
+    evaluates the same expressions on the same rows — inner has no filter (outer sees all its
+    rows anyway), or outer only projects — else None. A row's error is the same either way:
+    the fused one reports the first error in evaluation order, inner's before outer's."""
+    if inner.filter and (outer.map or outer.filter):
+        return None
+    cols = list(inner.project) if inner.project is not None else list(
+        range(arity + len(inner.map)))
+    maps = list(inner.map)
+    for e in outer.map:
+        maps.append(_remap(e, cols))
+        cols.append(arity + len(maps) - 1)
+    filters = [*inner.filter, *(_remap(f, cols) for f in outer.filter)]
+    project = [cols[j] for j in outer.project] if outer.project is not None else cols
+    return Mfp(input=inner.input, map=maps, filter=filters, project=project)
 
 
 def render_plan(plan: Plan, known: Mapping[GlobalId, RelationDesc], as_of: int) -> Operator:
