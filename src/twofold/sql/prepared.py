@@ -187,11 +187,20 @@ class _Template:
         out.order = list(rel.order)
         return out
 
-    def lookup_for(self, params: Sequence[Any]) -> Any:
-        from twofold.sql.lookup import Lookup, _usable
+    def key_for(self, params: Sequence[Any]) -> list[Any] | None:
+        """The lookup's key for `params`, or None when the lookup cannot take it."""
+        from twofold.sql.lookup import _usable
 
         key = [params[k.param] if k.param is not None else k.value for k in self.key]
         if not all(_usable(v, s) for v, s in zip(key, self.key_scalars, strict=True)):
+            return None
+        return key
+
+    def lookup_for(self, params: Sequence[Any]) -> Any:
+        from twofold.sql.lookup import Lookup
+
+        key = self.key_for(params)
+        if key is None:
             return None
         found = self.lookup
         mfp = _fill(found.mfp, self.mfp_holes, params) if self.mfp_holes else found.mfp
@@ -462,10 +471,12 @@ class PreparedStatement:
         kinds = tuple(type(p) for p in params)
         template = self._template_for(node, kinds, params)
         if batch and template is not None and template.batch is not None and as_of is None:
-            found = template.lookup_for(params)
-            if found is not None:  # the batch reads the catalog's version, once for all
-                relation = template.relation_for(params)
-                got = await template.batch.rows(self.db, relation, found.key)
+            key = template.key_for(params)
+            if key is not None:  # the batch reads the catalog's version, once for all
+                # The template's own relation: every execution's schema and inputs (the
+                # batch peeks the index; no plan of it runs).
+                relation = template.relation
+                got = await template.batch.rows(self.db, relation, key)
                 if got is _STALE:
                     return got
                 assert isinstance(got, Result)
