@@ -2,12 +2,14 @@
 user's client sends them: parameters written without spaces (`VALUES (%s,%s)` is `$1,$2`),
 parameter types inferred through casts and arithmetic (asyncpg encodes by them), COPY of a
 column list out, COPY errors naming the field, SETs the server cannot honour refused, and
-the start line's psql command working as printed."""
+the start line's psql command working as printed, SQLAlchemy's reflection and psql's `\\d`
+of an index."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +18,7 @@ from pathlib import Path
 import asyncpg
 import psycopg
 import pytest
+import sqlalchemy as sa
 from psycopg import errors
 
 from twofold.testing.pgcluster import free_port
@@ -129,3 +132,57 @@ def test_connect_line_under_a_password_file_works_as_printed(tmp_path: Path) -> 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_sqlalchemy_reflection(server: ServerHandle, name: str) -> None:
+    """`Table(..., autoload_with=)`, `MetaData.reflect()` and every inspector method a model
+    generator calls: primary keys, indexes (their key columns, in order), views."""
+    engine = sa.create_engine(
+        f"postgresql+psycopg://twofold@{server.host}:{server.port}/twofold")
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"CREATE TABLE {name} (k bigint PRIMARY KEY, v text, "
+                                 "f double precision)"))
+            conn.execute(sa.text(f"CREATE INDEX {name}_vk ON {name} (v, k)"))
+            conn.execute(sa.text(f"CREATE VIEW {name}_v AS SELECT k FROM {name}"))
+            conn.execute(sa.text(f"CREATE MATERIALIZED VIEW {name}_m AS SELECT count(*) AS n "
+                                 f"FROM {name}"))
+        insp = sa.inspect(engine)
+        assert insp.get_pk_constraint(name)["constrained_columns"] == ["k"]
+        assert [(i["name"], i["column_names"], i["unique"]) for i in insp.get_indexes(name)] \
+            == [(f"{name}_vk", ["v", "k"], False)]
+        assert insp.has_index(name, f"{name}_vk")
+        assert f"{name}_v" in insp.get_view_names()
+        assert f"{name}_m" in insp.get_materialized_view_names()
+        assert insp.get_foreign_keys(name) == [] and insp.get_unique_constraints(name) == []
+        table = sa.Table(name, sa.MetaData(), autoload_with=engine)
+        assert [c.name for c in table.c] == ["k", "v", "f"]
+        assert [c.name for c in table.primary_key] == ["k"]
+        meta = sa.MetaData()
+        meta.reflect(engine, only=[name])
+        assert list(meta.tables) == [name]
+        with engine.begin() as conn:
+            conn.execute(sa.insert(table), [{"k": 1, "v": "a", "f": 0.5}])
+        with engine.connect() as conn:
+            assert conn.execute(sa.select(table.c.v).where(table.c.k == 1)).all() == [("a",)]
+    finally:
+        engine.dispose()
+
+
+def test_psql_describes_an_index_by_its_key(server: ServerHandle, name: str) -> None:
+    psql = shutil.which("psql")
+    if psql is None:
+        pytest.skip("psql is not installed (test_psql installs postgresql-client)")
+
+    def run(command: str) -> str:
+        done = subprocess.run([psql, "-X", "-h", server.host, "-p", str(server.port), "-U",
+                               "twofold", "-c", command, "twofold"],
+                              capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    run(f"CREATE TABLE {name} (k bigint, v text, w text)")
+    run(f"CREATE INDEX {name}_wk ON {name} (w, k)")
+    lines = [line.split("|") for line in run(f"\\d {name}_wk").splitlines() if "|" in line]
+    assert [[c.strip() for c in line] for line in lines[1:]] == [
+        ["w", "text", "yes", "w"], ["k", "bigint", "yes", "k"]]

@@ -26,13 +26,14 @@ import zlib
 from typing import Any
 
 from twofold.server import monitoring
+from twofold.server.shims import DEFAULTS
 from twofold.server.types import OIDS
 from twofold.sql.errors import FeatureNotSupported
 
 _CATALOG = re.compile(r"\b(pg_catalog\.|information_schema\.|pg_(class|type|namespace|attribute|"
                       r"index|indexes|database|settings|am|proc|description|attrdef|constraint|"
                       r"roles|user|tables|views|matviews|inherits|trigger|collation|"
-                      r"tablespace|policy|range|enum|extension)\b|twofold_(objects|columns|"
+                      r"tablespace|policy|range|enum|extension|opclass)\b|twofold_(objects|columns|"
                       r"indexes|frontiers|lag|arrangement_sizes|peek_durations|"
                       r"step_durations)\b)", re.I)
 
@@ -81,8 +82,10 @@ CREATE TABLE pg_index (indexrelid BIGINT, indrelid BIGINT, indnatts INTEGER,
   indnkeyatts INTEGER, indisunique BOOLEAN, indnullsnotdistinct BOOLEAN, indisprimary BOOLEAN,
   indisexclusion BOOLEAN, indimmediate BOOLEAN, indisclustered BOOLEAN, indisvalid BOOLEAN,
   indcheckxmin BOOLEAN, indisready BOOLEAN, indislive BOOLEAN, indisreplident BOOLEAN,
-  indkey VARCHAR, indcollation VARCHAR, indclass VARCHAR, indoption VARCHAR,
+  indkey SMALLINT[], indcollation BIGINT[], indclass BIGINT[], indoption VARCHAR,
   indexprs VARCHAR, indpred VARCHAR);
+CREATE TABLE pg_opclass (oid BIGINT, opcmethod BIGINT, opcname VARCHAR, opcnamespace BIGINT,
+  opcowner BIGINT, opcfamily BIGINT, opcintype BIGINT, opcdefault BOOLEAN, opckeytype BIGINT);
 CREATE TABLE pg_am (oid BIGINT, amname VARCHAR, amhandler VARCHAR, amtype VARCHAR);
 CREATE TABLE pg_attrdef (oid BIGINT, adrelid BIGINT, adnum INTEGER, adbin VARCHAR);
 CREATE TABLE pg_constraint (oid BIGINT, conname VARCHAR, connamespace BIGINT, contype VARCHAR,
@@ -159,6 +162,10 @@ CREATE VIEW pg_indexes AS SELECT 'public' AS schemaname, t.relname AS tablename,
 CREATE VIEW pg_user AS SELECT rolname AS usename, oid AS usesysid, rolcreatedb AS usecreatedb,
   rolsuper AS usesuper FROM pg_roles;
 CREATE MACRO format_type(t, m) AS CASE t @FORMAT@ ELSE 'text' END;
+CREATE TABLE _settings (name VARCHAR, setting VARCHAR);
+CREATE MACRO _current_setting(x) AS (SELECT min(setting) FROM _settings
+  WHERE lower(name) = lower(x)), (x, y) AS (SELECT min(setting) FROM _settings
+  WHERE lower(name) = lower(x));
 CREATE MACRO pg_get_userbyid(x) AS 'twofold';
 CREATE MACRO to_regtype(x) AS (SELECT min(oid) FROM pg_type WHERE typname = x);
 CREATE MACRO to_regclass(x) AS (SELECT min(oid) FROM pg_class WHERE relname = x);
@@ -166,7 +173,8 @@ CREATE MACRO pg_table_is_visible(x) AS true;
 CREATE MACRO pg_type_is_visible(x) AS true;
 CREATE MACRO pg_get_expr(x, y) AS x, (x, y, z) AS x;
 CREATE MACRO pg_get_indexdef(x) AS (SELECT def FROM _indexdef WHERE oid = x),
-  (x, y, z) AS (SELECT def FROM _indexdef WHERE oid = x);
+  (x, y, z) AS CASE WHEN y = 0 THEN (SELECT def FROM _indexdef WHERE oid = x)
+    ELSE (SELECT attname FROM pg_attribute WHERE attrelid = x AND attnum = y) END;
 CREATE MACRO pg_get_viewdef(x) AS (SELECT def FROM _viewdef WHERE oid = x),
   (x, y) AS (SELECT def FROM _viewdef WHERE oid = x);
 CREATE MACRO pg_get_constraintdef(x) AS NULL, (x, y) AS NULL;
@@ -206,6 +214,9 @@ CREATE MACRO current_schemas(x) AS ['public'];
     "@MONITORING@", monitoring.DDL)
 
 
+_OPCLASS = 3124  # every index column's operator class (btree int8_ops, the default)
+
+
 def oid_of(name: str) -> int:
     return 16384 + zlib.crc32(name.encode()) % 1_000_000_000
 
@@ -227,6 +238,7 @@ def _describe(db: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     planner = Planner(db)
     columns: dict[str, list[tuple[str, str, bool]]] = {}
     indexes: dict[str, tuple[str, list[str]]] = {}
+    keys: dict[str, list[str]] = {}
     for name, kind in objects:
         try:
             rel = planner.relation(name)
@@ -234,12 +246,15 @@ def _describe(db: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
             continue
         columns[name] = [(c.name, c.column_type.scalar, bool(c.column_type.nullable))
                          for c in rel.cols if not c.hidden]
+        if kind == "table":
+            keys[name] = list(getattr(db.get(name), "primary_key", None) or ())
         if kind == "index":
             idx = db.get(name)
             on = _source_name(idx)
             indexes[name] = (on, list(getattr(idx, "key", ())))
     key = tuple(sorted(objects)), tuple(sorted((k, tuple(v)) for k, v in columns.items()))
-    return key, {"objects": objects, "columns": columns, "indexes": indexes, "views": texts}
+    return key, {"objects": objects, "columns": columns, "indexes": indexes, "views": texts,
+                 "keys": keys}
 
 
 def _sql_views(db: Any) -> dict[str, Any]:
@@ -275,6 +290,10 @@ class _Snapshot:
                          (INFO_SCHEMA, "information_schema")])
         con.execute("INSERT INTO pg_am VALUES (2, 'heap', 'heap_tableam_handler', 't'), "
                     "(403, 'btree', 'bthandler', 'i')")
+        con.executemany("INSERT INTO _settings VALUES (?, ?)",
+                        [*DEFAULTS.items(), ("default_table_access_method", "heap")])
+        con.execute(f"INSERT INTO pg_opclass VALUES ({_OPCLASS}, 403, 'int8_ops', 11, 10, "
+                    "1976, 20, true, 0)")
         con.execute("INSERT INTO pg_database VALUES (16384, 'twofold', 10, 6, 'c', false, "
                     "true, -1, 1663, 'C', 'C', NULL, NULL, NULL)")
         con.execute("INSERT INTO pg_roles VALUES (10, 'twofold', true, true, true, true, true, "
@@ -309,6 +328,9 @@ class _Snapshot:
             cols = info["columns"].get(name)
             if cols is None:
                 continue
+            if kind == "index" and name in info["indexes"]:  # an index's attributes: its key
+                by = {c[0]: c for c in info["columns"].get(info["indexes"][name][0], cols)}
+                cols = [by[k] for k in info["indexes"][name][1] if k in by] or cols
             oid = oid_of(name)
             con.execute(
                 "INSERT INTO pg_class (oid, relname, relnamespace, reltype, reloftype, "
@@ -346,11 +368,12 @@ class _Snapshot:
                              for i, (c, s, nullable) in enumerate(cols, 1)])
         for name, (on, key) in info["indexes"].items():
             cols = [c for c, _, _ in info["columns"].get(on, [])]
-            nums = " ".join(str(cols.index(k) + 1) if k in cols else "0" for k in key)
+            nums = [cols.index(k) + 1 if k in cols else 0 for k in key]
             con.execute(
                 "INSERT INTO pg_index VALUES (?, ?, ?, ?, false, false, false, false, true, "
-                "false, true, false, true, true, false, ?, '', '', '', NULL, NULL)",
-                [oid_of(name), oid_of(on), len(key), len(key), nums])
+                "false, true, false, true, true, false, ?, ?, ?, ?, NULL, NULL)",
+                [oid_of(name), oid_of(on), len(key), len(key), nums, [0] * len(key),
+                 [_OPCLASS] * len(key), " ".join("0" * len(key))])
             con.execute("INSERT INTO _indexdef VALUES (?, ?)", [
                 oid_of(name), f"CREATE INDEX {name} ON public.{on} USING arrangement "
                 f"({', '.join(key)})"])
@@ -358,6 +381,24 @@ class _Snapshot:
                         [name, on, ", ".join(key)])
         for name, text in info["views"].items():
             con.execute("INSERT INTO _viewdef VALUES (?, ?)", [oid_of(name), text])
+        for name, key in info["keys"].items():
+            # A primary key: its constraint and the unique index it names (as PostgreSQL has
+            # them; the index has no pg_class row, so psql's \di and \d list only twofold's
+            # arrangements), for SQLAlchemy's get_pk_constraint and reflection.
+            cols = [c for c, _, _ in info["columns"].get(name, [])]
+            nums = [cols.index(k) + 1 for k in key if k in cols]
+            if not nums:
+                continue
+            pkey = oid_of(f"{name}_pkey")
+            con.execute(
+                "INSERT INTO pg_index VALUES (?, ?, ?, ?, true, false, true, false, true, "
+                "false, true, false, true, true, false, ?, ?, ?, ?, NULL, NULL)",
+                [pkey, oid_of(name), len(nums), len(nums), nums, [0] * len(nums),
+                 [_OPCLASS] * len(nums), " ".join("0" * len(nums))])
+            con.execute(
+                "INSERT INTO pg_constraint VALUES (?, ?, 2200, 'p', false, false, true, ?, 0, "
+                "?, 0, 0, ' ', ' ', ' ', true, 0, true, ?, NULL, NULL)",
+                [pkey + 1, f"{name}_pkey", oid_of(name), pkey, nums])
 
     def query(self, sql: str, params: list[Any],
               live: dict[str, list[tuple[Any, ...]]] | None = None
@@ -382,6 +423,9 @@ def _typname(oid: int) -> str:
 
 def _scalar(duck: str) -> str:
     d = duck.upper()
+    if d.endswith("[]"):  # a one-dimensional array of one of the scalars below
+        element = _scalar(d[:-2])
+        return f"{element}[]" if element in ("bool", "int", "float", "str") else "str[]"
     if d in ("BOOLEAN", "BOOL"):
         return "bool"
     if d in ("BIGINT", "INTEGER", "SMALLINT", "TINYINT", "HUGEINT", "UBIGINT", "UINTEGER",
@@ -396,7 +440,8 @@ def _scalar(duck: str) -> str:
 
 def _value(v: Any) -> Any:
     if isinstance(v, list):
-        return "{" + ",".join("NULL" if x is None else str(x) for x in v) + "}"
+        return [None if x is None else x if isinstance(x, bool | int | float | str) else str(x)
+                for x in v]
     if v is None or isinstance(v, bool | int | float | str | bytes):
         return v
     return str(v)
@@ -407,10 +452,14 @@ _REWRITES = [
     (re.compile(r"\s+COLLATE\s+pg_catalog\.\"?\w+\"?", re.I), ""),
     (re.compile(r"::\s*(pg_catalog\.)?(regclass|regtype|regproc|regnamespace|regprocedure|"
                 r"oid|name|char|\"char\")\b(\[\])?", re.I), ""),
+    (re.compile(r"\bCAST\s*\(\s*'(?:pg_catalog\.)?(\w+)'\s+AS\s+REGCLASS\s*\)", re.I),
+     r"to_regclass('\1')"),  # a catalog's own oid (none: NULL), not a string to compare
     (re.compile(r"\bAS\s+REGCLASS\s*\)", re.I), "AS VARCHAR)"),
     (re.compile(r"\bAS\s+(OID|REGTYPE)\s*\)", re.I), "AS BIGINT)"),
     (re.compile(r"\binformation_schema\.(tables|columns)\b", re.I), r"information_schema_\1"),
     (re.compile(r"\bpg_catalog\.", re.I), ""),
+    # the server's settings (DuckDB's current_setting reads DuckDB's own)
+    (re.compile(r"\bcurrent_setting\s*\(", re.I), "_current_setting("),
     (re.compile(r"\$(\d+)"), r"$\1"),
 ]
 

@@ -22,7 +22,10 @@ BOOL, BYTEA, INT8, INT2, INT4, TEXT, OID, FLOAT4, FLOAT8, UNKNOWN, VARCHAR, BPCH
 NUMERIC = 1700
 
 OIDS: Final = {"bool": BOOL, "int": INT8, "float": FLOAT8, "str": TEXT, "bytes": BYTEA,
-               "null": TEXT}
+               "null": TEXT, "bool[]": 1000, "int[]": 1016, "float[]": 1022, "str[]": 1009}
+"""... and the one-dimensional arrays the catalog relations hold (`str[]` is text[], ...)."""
+_ELEMENT: Final = {"bool[]": (BOOL, "bool"), "int[]": (INT8, "int"), "float[]": (FLOAT8, "float"),
+                   "str[]": (TEXT, "str")}
 SIZES: Final = {BOOL: 1, INT8: 8, FLOAT8: 8, TEXT: -1, BYTEA: -1, INT2: 2, INT4: 4,
                 FLOAT4: 4, OID: 4}
 SCALAR_OF_OID: Final = {BOOL: "bool", INT2: "int", INT4: "int", INT8: "int", OID: "int",
@@ -69,7 +72,35 @@ def encode_text(value: Any, scalar: str) -> bytes:
         return float_text(value).encode()
     if isinstance(value, bytes):
         return b"\\x" + value.hex().encode()
+    if isinstance(value, list):
+        return array_text(value, scalar)
     return str(value).encode("utf-8")
+
+
+def array_text(values: list[Any], scalar: str) -> bytes:
+    """PostgreSQL's text form of a one-dimensional array: `{1,2}`, `{a,"b c",NULL}`."""
+    element = _ELEMENT.get(scalar, (TEXT, "str"))[1]
+    out = []
+    for v in values:
+        if v is None:
+            out.append("NULL")
+            continue
+        t = encode_text(v, element).decode("utf-8")
+        if t == "" or t.upper() == "NULL" or any(c in t for c in '{},"\\ \t\n'):
+            t = '"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        out.append(t)
+    return ("{" + ",".join(out) + "}").encode("utf-8")
+
+
+def array_binary(values: list[Any], scalar: str) -> bytes:
+    """PostgreSQL's binary array: ndim 1, a NULL flag, the element OID, size and lower bound
+    1, then each element length-prefixed (-1: NULL)."""
+    oid, element = _ELEMENT.get(scalar, (TEXT, "str"))
+    parts = [struct.pack("!iiiii", 1, any(v is None for v in values), oid, len(values), 1)]
+    for v in values:
+        b = encode(v, element, True)
+        parts.append(struct.pack("!i", -1) if b is None else struct.pack("!i", len(b)) + b)
+    return b"".join(parts)
 
 
 def encode(value: Any, scalar: str, binary: bool) -> bytes | None:
@@ -85,6 +116,8 @@ def encode(value: Any, scalar: str, binary: bool) -> bytes | None:
         return struct.pack("!d", value)
     if scalar == "bytes":
         return bytes(value)
+    if isinstance(value, list):
+        return array_binary(value, scalar)
     return str(value).encode("utf-8")
 
 
