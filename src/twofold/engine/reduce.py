@@ -62,13 +62,17 @@ class KeyedOp(Operator):
         delta = consolidate(delta, self.in_cols)
         if delta.height == 0:
             return empty_delta(self.types)[0], errs
-        # With an empty key every step touches the single group: the whole state.
-        prev = (
-            self.state.lookup(distinct_keys(delta, self.key_cols))
-            if self.key
-            else self.state.accumulated()
-        )
-        new = consolidated_union([prev, delta], self.in_cols)
+        if not len(self.state):
+            # Nothing accumulated yet (a peek dataflow's one step): new is the delta.
+            prev, new = delta.clear(), delta
+        else:
+            # With an empty key every step touches the single group: the whole state.
+            prev = (
+                self.state.lookup(distinct_keys(delta, self.key_cols))
+                if self.key
+                else self.state.accumulated()
+            )
+            new = consolidated_union([prev, delta], self.in_cols)
         old_out, old_err = self.evaluate(prev) if prev.height else (None, None)
         new_out, new_err = self.evaluate(new) if new.height else (None, None)
         self.state.insert(t, delta)
