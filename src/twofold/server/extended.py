@@ -24,6 +24,7 @@ from twofold.server.params import infer_param_types
 from twofold.server.portals import Outcome, Portal, Prepared, SessionError, fmt, scalar_of
 from twofold.server.statements import split_statements
 from twofold.server.types import decode
+from twofold.sql.prepared import catalog_version
 
 if TYPE_CHECKING:
     from twofold.server.session import Session
@@ -43,7 +44,7 @@ def _param_types(db: Any, sql: str, given: tuple[int, ...]) -> tuple[int, ...]:
         kept = _param_types_kept[db] = collections.OrderedDict()
     with contextlib.suppress(Exception):  # a catalog that cannot be read: errors at Execute
         db._refresh()  # one cached read of the catalog's version
-    version = int(db._seen_version)
+    version = catalog_version(db)
     key = (sql, given)
     hit = kept.get(key)
     if hit is not None and hit[0] == version:
@@ -91,7 +92,7 @@ class Extended:
         old = self.portals.pop(msg.portal, None)
         if old is not None and old.stream is not None:
             self._closing.add(asyncio.ensure_future(old.stream.close()))
-        self.portals[msg.portal] = Portal(stmt.sql, params, msg.result_formats)
+        self.portals[msg.portal] = Portal(stmt.sql, params, msg.result_formats, statement=stmt)
         self.s.out(m.BIND_COMPLETE)
 
     async def describe(self, msg: m.Describe) -> None:
@@ -103,7 +104,12 @@ class Extended:
             out(m.encode_parameter_description(stmt.param_oids))
             dummy = [_DUMMY.get(scalar_of(o), "") for o in stmt.param_oids]
             cols = await describe_sql(self.s, stmt.sql, dummy)
+            stmt.columns, stmt.version = cols, catalog_version(self.s.db)
             out(m.NO_DATA if cols is None else m.encode_row_description(fields(cols, ())))
+            return
+        if msg.name and msg.name not in self.portals and \
+                (cursor := self.s.cursors.columns(msg.name)) is not None:
+            out(m.encode_row_description(fields(cursor, ())))  # a DECLAREd cursor is a portal
             return
         portal = self._portal(msg.name)
         await self._prime(portal)
@@ -125,9 +131,26 @@ class Extended:
         if o.empty:
             portal.tag = ""
             return
+        if portal.statement is not None:
+            await self._same_result_type(portal.statement, o)
         portal.tag, portal.columns = o.tag, o.columns
         portal.rows = collections.deque(o.rows)
         portal.stream, portal.copy = o.stream, o.copy
+
+    async def _same_result_type(self, stmt: Prepared, o: Outcome) -> None:
+        """As PostgreSQL: a prepared statement whose result columns changed with the catalog
+        since the client learned them is `0A000` — a driver that decodes with the columns it
+        was told (asyncpg) would otherwise misread the rows; asyncpg then prepares again."""
+        version = catalog_version(self.s.db)
+        if (stmt.version is not None and version != stmt.version and o.copy is None
+                and stmt.columns is not None and o.columns is not None
+                and o.columns != stmt.columns):
+            if o.stream is not None:
+                await o.stream.close()
+            # PostgreSQL's routine name is what asyncpg recognises to prepare again.
+            raise SessionError("cached plan must not change result type", "0A000",
+                               routine="RevalidateCachedQuery")
+        stmt.columns, stmt.version = o.columns, version
 
     async def execute(self, msg: m.Execute) -> None:
         out = self.s.out

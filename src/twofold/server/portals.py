@@ -24,9 +24,10 @@ SUB_COLS: list[Column] = [("mz_timestamp", "int"), ("mz_diff", "int")]
 class SessionError(SqlError):
     sqlstate = "XX000"
 
-    def __init__(self, message: str, code: str) -> None:
+    def __init__(self, message: str, code: str, routine: str | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.routine = routine  # PostgreSQL's routine (the R field) where a driver reads it
 
 
 def state_of(e: BaseException) -> str:
@@ -39,6 +40,10 @@ def state_of(e: BaseException) -> str:
 class Prepared:
     sql: str
     param_oids: tuple[int, ...]
+    columns: list[Column] | None = None
+    """The result columns the client was told (Describe) or first got; `version`: the
+    catalog version they held at."""
+    version: int | None = None
 
 
 class Stream:
@@ -96,6 +101,7 @@ class Portal:
     sent: int = 0
     executed: bool = False
     copy: CopyStatement | None = None
+    statement: Prepared | None = None
 
 
 @dataclass

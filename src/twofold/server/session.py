@@ -61,7 +61,7 @@ class Session:
         if not isinstance(e, TwofoldError | SessionError):
             log.exception("unexpected error in a session", exc_info=e)
             msg = f"internal error: {type(e).__name__}: {msg}"
-        self.out(m.encode_error(code, msg))
+        self.out(m.encode_error(code, msg, routine=getattr(e, "routine", None)))
         self.tx.fail()
         self.machine.sent_error()
 

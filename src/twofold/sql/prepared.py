@@ -330,7 +330,7 @@ class _LookupBatch:
         from twofold.api.reads import translate
 
         db._refresh()  # one cached read of the catalog's version; adopts another's DDL
-        if db._seen_version != self.epoch:
+        if catalog_version(db) != self.epoch:
             return _STALE
         await db._install()
         rel = db._check_relation(relation, "query")
@@ -401,7 +401,7 @@ class PreparedStatement:
     def _version(self) -> int:
         db = self.db
         db._refresh()  # one cached read of the catalog's version; adopts another's DDL
-        return int(db._seen_version)
+        return catalog_version(db)
 
     def _parsed(self) -> exp.Expr | None:
         """The parsed query, or None for a statement that is not one (left to `execute`)."""
@@ -422,7 +422,7 @@ class PreparedStatement:
 
     def _template_for(self, node: exp.Expr, kinds: tuple[type, ...],
                       params: list[Any]) -> _Template | None:
-        version = int(self.db._seen_version)
+        version = catalog_version(self.db)
         if version != self._epoch:  # the catalog moved: no kept plan is valid
             self._plans.clear()
             self._epoch = version
@@ -493,6 +493,12 @@ class PreparedStatement:
 
 
 _CACHE_ATTR = "_twofold_prepared_statements"
+
+
+def catalog_version(db: Any) -> int:
+    """The catalog version `db`'s objects follow (moves at every DDL this database applied;
+    another process's DDL is applied at its next catalog read)."""
+    return int(db._seen_version)
 
 
 def statement(db: Any, text: str) -> PreparedStatement:
