@@ -186,3 +186,53 @@ def test_psql_describes_an_index_by_its_key(server: ServerHandle, name: str) -> 
     lines = [line.split("|") for line in run(f"\\d {name}_wk").splitlines() if "|" in line]
     assert [[c.strip() for c in line] for line in lines[1:]] == [
         ["w", "text", "yes", "w"], ["k", "bigint", "yes", "k"]]
+
+
+def test_cursors_over_queries_and_psycopg_server_side_cursors(server: ServerHandle,
+                                                             name: str) -> None:
+    """`DECLARE c CURSOR FOR SELECT` with every FETCH form drivers send, psycopg's named
+    (server-side) cursors with parameters, and cursors closed at COMMIT and ROLLBACK."""
+    with connect(server) as setup:
+        setup.execute(f"CREATE TABLE {name} (k bigint, s text)")
+        setup.execute(f"INSERT INTO {name} VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd')")
+    with psycopg.connect(server.dsn(), connect_timeout=10) as c:  # not autocommit: BEGIN
+        cur = c.cursor()
+        cur.execute(f"DECLARE d CURSOR FOR SELECT k FROM {name} ORDER BY k")
+        got = []
+        for fetch in ("FETCH 1 d", "FETCH NEXT FROM d", "FETCH FORWARD 1 FROM d",
+                      "FETCH FORWARD ALL FROM d"):
+            cur.execute(fetch)
+            got.append([r[0] for r in cur.fetchall()])
+        assert got == [[1], [2], [3], [4]]
+        c.commit()
+        with pytest.raises(errors.InvalidCursorName):  # COMMIT closed it
+            cur.execute("FETCH 1 d")
+        c.rollback()
+        cur.execute(f"DECLARE e CURSOR FOR SUBSCRIBE {name}")
+        c.rollback()
+        with pytest.raises(errors.InvalidCursorName):  # so did ROLLBACK, and its subscription
+            cur.execute("FETCH 1 e WITH (timeout = '0s')")
+        c.rollback()
+        named = c.cursor(name="sc")
+        named.execute(f"SELECT k, s FROM {name} WHERE k > %s ORDER BY k", (1,))
+        assert [d.name for d in named.description or []] == ["k", "s"]
+        assert named.fetchmany(2) == [(2, "b"), (3, "c")]
+        assert named.fetchall() == [(4, "d")]
+        named.close()
+        c.commit()
+    with connect(server) as auto:  # outside BEGIN a cursor lives until CLOSE
+        auto.execute(f"DECLARE h CURSOR FOR SELECT k FROM {name} ORDER BY k")
+        assert auto.execute("FETCH 2 h").fetchall() == [(1,), (2,)]
+        auto.execute("CLOSE h")
+
+
+def test_catalog_arrays_in_text_and_binary(server: ServerHandle, name: str) -> None:
+    with connect(server) as c:
+        c.execute(f"CREATE TABLE {name} (a bigint, b text, k bigint)")
+        c.execute(f"CREATE INDEX {name}_kb ON {name} (k, b)")
+        query = ("SELECT i.indkey FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                 "WHERE c.relname = %s")
+        for binary in (False, True):
+            cur = c.cursor(binary=binary)
+            cur.execute(query, (f"{name}_kb",))
+            assert cur.fetchall() == [([3, 2],)]

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twofold.server import staging
+from twofold.server.cursors import Cursors
 from twofold.server.transaction import Transaction
 from twofold.sql.errors import sqlstate_of
 from twofold.testing.pgwire import ServerHandle
@@ -78,7 +79,7 @@ async def _check(db: Any, pk: bool, initial: list[tuple[int, int | None]],
             break
         counts.append(got)
     # Staged in one transaction: the same counts, the same failure at the same statement.
-    s = SimpleNamespace(db=db, tx=Transaction())
+    s = SimpleNamespace(db=db, tx=Transaction(), cursors=Cursors(db))
     await staging.control(s, "BEGIN")
     staged_counts = []
     for i, op in enumerate(ops):

@@ -5,6 +5,8 @@ Contract: `declare` runs the query (a plain query's rows are kept; a SUBSCRIBE k
 subscription open); `fetch` returns up to `n` rows — with a timeout, what arrived by then;
 without one, as soon as some rows are there (or the stream ended); `close` ends the
 subscription (its read holds go). Unknown cursors are `34000`, a duplicate name `42P03`.
+A cursor declared without `hold` (inside a transaction, not `WITH HOLD`) is closed by
+`end_transaction()`, which the session calls at COMMIT and ROLLBACK, as PostgreSQL does.
 """
 
 from __future__ import annotations
@@ -23,18 +25,30 @@ class Cursors:
         self.sql = sql or (lambda text, params: db.sql(text, params or None))
         """Runs the cursor's query (the session's: inside its transaction)."""
         self.open: dict[str, Stream] = {}
+        self.transactional: set[str] = set()
 
     def columns(self, name: str) -> list[Column] | None:
         stream = self.open.get(name)
         return None if stream is None else stream.columns
 
-    async def declare(self, name: str, query: str, params: list[Any]) -> Outcome:
+    async def declare(self, name: str, query: str, params: list[Any],
+                      hold: bool = True) -> Outcome:
         if name in self.open:
             raise SessionError(f"cursor \"{name}\" already exists", "42P03")
         o = Outcome.of(query, await self.sql(query, params))
         self.open[name] = o.stream if o.stream is not None else \
             Stream.of_rows(o.columns or [], o.rows)
+        if not hold:
+            self.transactional.add(name)
         return Outcome("DECLARE CURSOR")
+
+    async def end_transaction(self) -> None:
+        """COMMIT or ROLLBACK: close the cursors the transaction declared."""
+        names, self.transactional = self.transactional, set()
+        for name in names:
+            stream = self.open.pop(name, None)
+            if stream is not None:
+                await stream.close()
 
     async def fetch(self, name: str, count: int | None, timeout: float | None) -> Outcome:
         stream = self.open.get(name)
@@ -57,6 +71,7 @@ class Cursors:
     async def close(self, name: str) -> Outcome:
         names = list(self.open) if name.lower() == "all" else [name]
         for n in names:
+            self.transactional.discard(n)
             stream = self.open.pop(n, None)
             if stream is None:
                 raise SessionError(f"cursor \"{n}\" does not exist", "34000")
@@ -67,4 +82,5 @@ class Cursors:
         """Forget every cursor; the subscriptions among them, for the caller to close."""
         streams = [s for s in self.open.values() if s.sub is not None]
         self.open.clear()
+        self.transactional.clear()
         return streams

@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from twofold.server.statements import parse_declare
 from twofold.server.types import BOOL, BYTEA, FLOAT4, FLOAT8, INT2, INT4, INT8, OIDS, TEXT
 
 _T = exp.DataType.Type
@@ -49,6 +50,8 @@ def infer_param_types(db: Any, sql: str, given: tuple[int, ...]) -> tuple[int, .
     oids = [given[i] if i < len(given) else 0 for i in range(n)]
     if all(oids):
         return tuple(oids)
+    if (declared := parse_declare(sql)) is not None:
+        sql = declared[1]  # DECLARE c CURSOR FOR query: the query's parameters
     try:
         from twofold.sql.parser import parse
 

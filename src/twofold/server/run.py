@@ -47,7 +47,8 @@ async def run(s: Session, sql: str, params: list[Any]) -> Outcome:
         return await copy_statement(s.db, copy, params,
                                     lambda q, p: staging.sql(s, q, p))
     if (declared := parse_declare(sql)) is not None:
-        return await s.cursors.declare(*declared, params)
+        name, query, hold = declared  # outside BEGIN: held until CLOSE or the session ends
+        return await s.cursors.declare(name, query, params, hold=hold or not s.tx.explicit)
     if (fetch := parse_fetch(sql)) is not None:
         return await s.cursors.fetch(*fetch)
     if (closed := parse_close(sql)) is not None:

@@ -92,6 +92,8 @@ async def control(s: Any, sql: str) -> Outcome | None:
     finally:
         if tx.held is not held:
             _release(s.db, held)
+    if not tx.explicit and word in ("COMMIT", "ROLLBACK"):
+        await s.cursors.end_transaction()  # its cursors close, as in PostgreSQL
     if done.writes:
         await _apply(s.db, done.writes)
     return Outcome(done.tag)

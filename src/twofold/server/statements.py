@@ -256,27 +256,30 @@ def copy_text_row(values: list[bytes | None]) -> bytes:
 
 
 _DECLARE = re.compile(r"^\s*declare\s+(\"?\w+\"?)\s+(?:(?:binary|insensitive|no\s+scroll|scroll)"
-                      r"\s+)*cursor\s+(?:with(?:out)?\s+hold\s+)?for\s+(.*?)\s*;?\s*$",
+                      r"\s+)*cursor\s+(?:(with|without)\s+hold\s+)?for\s+(.*?)\s*;?\s*$",
                       re.I | re.S)
-_FETCH = re.compile(r"^\s*fetch\s+(?:(forward\s+)?(all|\d+)\s+)?(?:from\s+|in\s+)?(\"?\w+\"?)"
+_FETCH = re.compile(r"^\s*fetch\s+(?:(?:forward\s+)?(all|\d+)\s+|next\s+|forward\s+)?"
+                    r"(?:from\s+|in\s+)?(\"?\w+\"?)"
                     r"(?:\s+with\s*\(\s*timeout\s*=?\s*'?([^')]*)'?\s*\))?\s*;?\s*$", re.I | re.S)
 _CLOSE = re.compile(r"^\s*close\s+(all|\"?\w+\"?)\s*;?\s*$", re.I)
 
 
-def parse_declare(sql: str) -> tuple[str, str] | None:
+def parse_declare(sql: str) -> tuple[str, str, bool] | None:
+    """`DECLARE name CURSOR [WITH HOLD] FOR query` → (name, query, WITH HOLD?)."""
     m = _DECLARE.match(sql)
-    return None if m is None else (m.group(1).strip('"'), m.group(2))
+    return None if m is None else (m.group(1).strip('"'), m.group(3),
+                                   (m.group(2) or "").lower() == "with")
 
 
 def parse_fetch(sql: str) -> tuple[str, int | None, float | None] | None:
     m = _FETCH.match(sql)
     if m is None:
         return None
-    count = m.group(2)
+    count = m.group(1)
     n = None if count is None or count.lower() == "all" else int(count)
     if count is None:
-        n = 1
-    return m.group(3).strip('"'), n, parse_interval(m.group(4)) if m.group(4) else None
+        n = 1  # FETCH c, FETCH NEXT FROM c, FETCH FORWARD FROM c
+    return m.group(2).strip('"'), n, parse_interval(m.group(3)) if m.group(3) else None
 
 
 def parse_close(sql: str) -> str | None:
