@@ -126,6 +126,14 @@ class SubscribeEnded(TwofoldError):
     """A subscribe ended with an error or was dropped before it completed."""
 
 
+class ObjectFailed(QueryFailed, SubscribeEnded):
+    """The dataflow maintaining an object (an index, a view) — or one it is computed from —
+    raised an engine error, and raised it again after the replica was restarted and the
+    dataflow replayed: it was given up and dropped at the replica. Every read and subscribe of
+    it fails with this at once (the message names the object and the engine's error) until it
+    is dropped and created again; everything else keeps serving."""
+
+
 class DatabaseClosed(TwofoldError):
     """The database was closed (or not opened); nothing more can be asked of it."""
 

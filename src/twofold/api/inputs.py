@@ -12,6 +12,7 @@ from __future__ import annotations
 from twofold.api.core import SessionCore
 from twofold.api.errors import InvalidArgument, ReadBeforeSince, UnknownObject
 from twofold.api.objects import MaterializedView
+from twofold.api.reads import translate
 from twofold.api.relation import Input, Relation
 from twofold.controller import UnknownCollection
 from twofold.protocol import Frontier, GlobalId, IndexImport, SourceImport
@@ -52,6 +53,8 @@ class Inputs(SessionCore):
     def _bounds(self, inp: Input) -> tuple[int, int | None]:
         """`(since, latest complete time or None)` of one input."""
         if inp.kind == "index":
+            with translate(inp.label):  # an index whose dataflow failed for good: ObjectFailed
+                self._ctl.check_not_failed([inp.id])
             try:
                 since, upper = self._ctl.since(inp.id), self._ctl.frontier(inp.id)
             except UnknownCollection:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 from twofold.api.errors import (
     DatabaseClosed,
+    ObjectFailed,
     QueryFailed,
     QueryTimeout,
     ReadBeforeSince,
@@ -28,6 +29,7 @@ from twofold.api.remote import connection_error
 from twofold.api.results import Batch
 from twofold.api.schema import Schema
 from twofold.controller import (
+    CollectionFailed,
     ControllerClosed,
     CopyToFailed,
     PeekCancelled,
@@ -48,6 +50,10 @@ def translate(name: str) -> Iterator[None]:
     """Turn controller errors into the API's typed errors, naming the relation read."""
     try:
         yield
+    except CollectionFailed as e:
+        raise ObjectFailed(f"reading {name} failed: {e.message} (the replica raised it again "
+                           f"after a restart; this is a bug in twofold, please report it)"
+                           ) from e
     except SinceViolation as e:
         raise ReadBeforeSince(name, e.time if e.time is not None else -1,
                               e.since.time) from e

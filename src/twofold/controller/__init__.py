@@ -13,6 +13,7 @@ from twofold.controller.controller import Controller
 from twofold.controller.dataflows import copy_to_dataflow, peek_dataflow, subscribe_dataflow
 from twofold.controller.errors import (
     CollectionExists,
+    CollectionFailed,
     ControllerClosed,
     ControllerError,
     CopyToFailed,
@@ -46,6 +47,7 @@ __all__ = [
     "DEFAULT_READ_POLICY",
     "Backoff",
     "CollectionExists",
+    "CollectionFailed",
     "CollectionFrontiers",
     "CommandHistory",
     "ConnectFactory",

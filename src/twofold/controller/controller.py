@@ -69,11 +69,13 @@ class Controller(InstanceDriver):
 
         Raises `SinceViolation` (time before the since), `PeekFailed` (a replica error),
         `PeekTimeout` (no answer in `timeout` s; the peek is cancelled), `PeekCancelled`,
-        `ReplicaUnavailable` (no replica connected for `unavailable_after` s)."""
+        `ReplicaUnavailable` (no replica connected for `unavailable_after` s),
+        `CollectionFailed` (its dataflow failed on consecutive replays)."""
         self._check_open()
-        self._check_available()
         if isinstance(target, GlobalId):
             target = IndexTarget(id=target)
+        self.check_not_failed([target.id])
+        self._check_available()
         uuid = uuid4()
         fut: asyncio.Future[PeekResult] = asyncio.get_running_loop().create_future()
         _, fx = self.state.begin_peek(
@@ -143,6 +145,7 @@ class Controller(InstanceDriver):
         self._check_open()
         self._check_available()
         imports = dict(index_imports or {})
+        self.check_not_failed(list(imports))
         if timestamp is None:
             if source_imports and not imports:
                 raise InvalidRead("a query over storage collections needs an explicit timestamp")

@@ -27,9 +27,11 @@ from twofold.controller.availability import Watchdog, is_configuration_error, un
 from twofold.controller.backoff import Backoff
 from twofold.controller.delivery import Deliveries
 from twofold.controller.errors import (
+    CollectionFailed,
     ControllerClosed,
     ReplicaUnavailable,
 )
+from twofold.controller.failures import FailureTracker, failed_closure
 from twofold.controller.frontiers import ReplicaId
 from twofold.controller.holds import DEFAULT_READ_POLICY, ReadPolicy
 from twofold.controller.instance import (
@@ -89,6 +91,10 @@ class InstanceDriver:
         self.stale_responses = 0
         """Responses from an older epoch of their replica: discarded."""
         self.response_errors = 0
+        self.failures = FailureTracker()
+        self.failed: dict[GlobalId, str] = {}
+        """Collections failed for good (`failures.py`), with why; their reads raise
+        `CollectionFailed`."""
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -198,6 +204,7 @@ class InstanceDriver:
             on_connect=self._on_connect,
             on_response=self.handle_response,
             on_change=self._on_replica_change,
+            on_failure=self._on_replica_failure,
             backoff=self._backoff(),
             sleep=self._sleep,
             connect_timeout=self._connect_timeout,
@@ -205,6 +212,43 @@ class InstanceDriver:
         )
         self.connections[rid] = conn
         self._tasks[rid] = asyncio.create_task(conn.run(), name=f"replica-{rid}")
+
+    # -- dataflows that fail deterministically ----------------------------------------------
+
+    def _on_replica_failure(self, replica: ReplicaId, error: BaseException) -> None:
+        """A connection of `replica` ended with `error`. A dataflow failing again after its
+        replay is failed for good, with everything computed from it (`failures.py`)."""
+        failure = self.failures.replica_failed(replica, error, list(self.connections))
+        if failure is None or self._closed:
+            return
+        live = {id: c.dependencies for id, c in self.state.collections.items() if not c.dropped}
+        failed = failed_closure(failure, live)
+        if not failed:
+            return
+        log.error("dataflow %r failed again after its replay (%s); failing %s and dropping it",
+                  failure.name, failure.message, ", ".join(str(i) for i in failed))
+        self.failed.update(failed)
+        for uuid, peek in list(self.state.peeks.items()):
+            if peek.target in failed:
+                fut = self.deliveries.peeks.pop(uuid, None)
+                if fut is not None and not fut.done():
+                    fut.set_exception(CollectionFailed(peek.target, failed[peek.target]))
+                self._apply(self.state.cancel_peek(uuid))
+        for id, message in failed.items():
+            sub = self.deliveries.subscriptions.pop(id, None)
+            if sub is not None:
+                sub._push(CollectionFailed(id, message))
+            cfut = self.deliveries.copy_tos.pop(id, None)
+            if cfut is not None and not cfut.done():
+                cfut.set_exception(CollectionFailed(id, message))
+            self._apply(self.state.drop(id))
+
+    def check_not_failed(self, ids: Sequence[GlobalId]) -> None:
+        """Raise `CollectionFailed` if any of `ids` failed for good."""
+        for id in ids:
+            message = self.failed.get(id)
+            if message is not None:
+                raise CollectionFailed(id, message)
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -244,8 +288,12 @@ class InstanceDriver:
     async def create_dataflow(
         self, desc: DataflowDescription, *, read_policy: ReadPolicy | None = None
     ) -> DataflowDescription:
-        """Create a dataflow on every replica; returns it with its chosen `as_of`."""
+        """Create a dataflow on every replica; returns it with its chosen `as_of`. Raises
+        `CollectionFailed` if it imports a collection that failed for good."""
         self._check_open()
+        self.check_not_failed(desc.import_ids())
+        for id in desc.export_ids():  # a re-created id starts afresh
+            self.failed.pop(id, None)
         desc, fx = self.state.create_dataflow(desc, read_policy)
         self._apply(fx)
         return desc

@@ -81,6 +81,17 @@ class PeekCancelled(ControllerError):
         self.uuid = uuid
 
 
+class CollectionFailed(ControllerError):
+    """The dataflow computing a collection failed the same way on consecutive replays (an
+    engine error, not a data error): the controller dropped it, and every read of it — and of
+    what is computed from it — fails with this error until it is created again."""
+
+    def __init__(self, id: GlobalId, message: str) -> None:
+        super().__init__(f"collection {id} failed: {message}")
+        self.id = id
+        self.message = message
+
+
 class SubscribeFailed(ControllerError):
     """A subscribe ended with an error batch or was dropped before it completed."""
 

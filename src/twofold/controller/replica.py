@@ -7,7 +7,8 @@ snapshot and the queue — which returns the reduced history to replay. It sends
 `Hello` with a fresh nonce), then forwards queued commands and hands every response to
 `on_response(replica, epoch, response)`. Any failure — refused, reset, closed, a decode or
 protocol error, a connect timeout — ends the iteration (`last_error` says why); the next one
-starts after the backoff policy's delay. `on_change(replica)` is called on every connection, every
+starts after the backoff policy's delay, and `on_failure(replica, error)` hears why (before
+the next attempt). `on_change(replica)` is called on every connection, every
 disconnection and every failed attempt (`connected`, `down_since`, `last_error` are then
 current). Cancellation propagates and closes the client.
 
@@ -51,6 +52,7 @@ class ReplicaConnection:
         on_connect: Callable[[ReplicaId, int], list[ComputeCommand]],
         on_response: Callable[[ReplicaId, int, ComputeResponse], None],
         on_change: Callable[[ReplicaId], None] | None = None,
+        on_failure: Callable[[ReplicaId, BaseException], None] | None = None,
         backoff: Backoff | None = None,
         sleep: Sleep = asyncio.sleep,
         connect_timeout: float | None = 10.0,
@@ -61,6 +63,7 @@ class ReplicaConnection:
         self._on_connect = on_connect
         self._on_response = on_response
         self._on_change = on_change
+        self._on_failure = on_failure
         self.backoff = Backoff() if backoff is None else backoff
         self._sleep = sleep
         self._connect_timeout = connect_timeout
@@ -102,6 +105,8 @@ class ReplicaConnection:
                 self.failures += 1
                 self.last_error = exc
                 log.info("replica %s connection failed (%r); reconnecting", self.replica, exc)
+                if self._on_failure is not None:
+                    self._on_failure(self.replica, exc)
             self._set_connected(False)
             delay = self.backoff.next_delay()
             self.delays.append(delay)

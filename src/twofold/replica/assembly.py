@@ -149,11 +149,17 @@ class LocalConnection:
         self._endpoint = endpoint
         self._closed = asyncio.Event()
         self._started = False  # this connection's Hello reached the endpoint
+        self.ended = False
+        """The endpoint raised or ended: the replica has failed (shared fate)."""
 
     async def send(self, command: ComputeCommand) -> None:
         if self._closed.is_set():
             raise ConnectionError("connection closed")
-        await self._endpoint.send(command)
+        try:
+            await self._endpoint.send(command)
+        except Exception:
+            self.ended = True
+            raise
         if isinstance(command, Hello):
             self._started = True
 
@@ -169,6 +175,8 @@ class LocalConnection:
                 closed.cancel()
                 if not recv.done():
                     recv.cancel()  # the endpoint's recv is cancel-safe: nothing is lost
+                elif not recv.cancelled():
+                    recv.exception()  # retrieved: we were cancelled as it failed (`ended` says so)
             if not recv.done() or recv.cancelled():
                 return None
             response, current = recv.result()
@@ -178,7 +186,13 @@ class LocalConnection:
                 return response
 
     async def _tagged_recv(self) -> tuple[ComputeResponse | None, bool]:
-        response = await self._endpoint.recv()
+        try:
+            response = await self._endpoint.recv()
+        except Exception:
+            self.ended = True
+            raise
+        if response is None:
+            self.ended = True
         return response, self._started  # read at once: a Hello sent later must not count
 
     def close(self) -> None:
@@ -271,6 +285,11 @@ class Replica:
         return self.endpoint
 
     async def close(self) -> None:
+        await self._stop_runtimes()
+        self.storage.close()
+
+    async def _stop_runtimes(self) -> None:
+        """Stop the endpoint, runtimes and maintenance process (storage stays open)."""
         if self._mux is not None:
             await self._mux.aclose()
             self._mux = None
@@ -281,7 +300,6 @@ class Replica:
             await self.maintenance_process.close()
             self.maintenance_process = None
         self.endpoint = None
-        self.storage.close()
 
     async def __aenter__(self) -> ComputeClient:
         return await self.start()
@@ -292,7 +310,14 @@ class Replica:
     async def connect(self) -> LocalConnection:
         """A fresh in-process connection to this replica's endpoint, for a controller's connect
         factory: closing it ends only that connection, never the replica. As over TCP, one
-        connection is current at a time and a new one supersedes the old."""
+        connection is current at a time and a new one supersedes the old. A replica whose
+        endpoint failed (a runtime raised: shared fate) is rebuilt first — new runtimes over the
+        same storage — as a supervisor restarts a failed `twofold replica`."""
+        if self._current is not None and self._current.ended:
+            log.warning("the replica's endpoint failed; restarting its runtimes")
+            self._current.close()
+            self._current = None
+            await self._stop_runtimes()
         endpoint = await self.start()
         if self._current is not None:
             self._current.close()

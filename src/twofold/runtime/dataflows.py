@@ -6,6 +6,8 @@ for the interactive runtime), its sink states, and the per-export compaction the
 allowed. A dataflow that cannot run — its plan does not type-check, an input was compacted past
 its `as_of`, an imported index was dropped — is kept, marked `failed` with the reason, so reads
 of its exports fail clearly and its drop still completes; it never takes the runtime down.
+An error the engine did not expect in a step (a bug, not the data) is different: it raises
+`DataflowFailure` naming the dataflow's exports, and the runtime fails with it (shared fate).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from twofold.protocol import (
     MaterializedViewSink,
     SubscribeSink,
 )
+from twofold.protocol.errors import DataflowFailure
 from twofold.runtime.registry import PublicationClosed
 from twofold.runtime.sinks import CopyToState, MaterializedViewState, SubscribeState
 from twofold.runtime.sources import SourceFeed
@@ -131,6 +134,8 @@ class HostedDataflow:
             self.fail(f"dataflow {self.desc.debug_name!r}: imported {e}")
         except (EngineError, StorageError) as e:
             self.fail(f"dataflow {self.desc.debug_name!r}: {e}")
+        except Exception as e:
+            raise self._unexpected(e) from e
 
     def step(self) -> bool:
         """Run every complete time; True if the frontier advanced."""
@@ -141,6 +146,14 @@ class HostedDataflow:
         except EngineError as e:
             self.fail(f"dataflow {self.desc.debug_name!r}: {e}")
             return False
+        except Exception as e:
+            raise self._unexpected(e) from e
+
+    def _unexpected(self, e: Exception) -> DataflowFailure:
+        """An error the engine did not expect (a bug, not the data): the runtime fails with it
+        (shared fate), naming this dataflow so the controller can tell a failure that repeats."""
+        return DataflowFailure(self.desc.export_ids(), self.desc.debug_name,
+                               f"{type(e).__name__}: {e}")
 
     def export(self, gid: GlobalId) -> Arrangement | None:
         if self.df is None or gid not in self.desc.index_exports:
