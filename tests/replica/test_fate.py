@@ -142,12 +142,27 @@ async def test_sigkill_of_maintenance_mid_step_fails_the_replica_and_leaks_nothi
 
 async def test_closing_the_replica_ends_the_maintenance_process() -> None:
     url = sqlite_url("close")
+    storage = open_storage(url)
+    t = storage.create_table("t", KV)
+    t.insert([[1, "a"]])
     replica = Replica(url, "two", placement="processes")
-    await replica.start()
-    proc = replica.maintenance_process
-    assert proc is not None and proc.process is not None
-    await replica.close()
-    assert proc.process.returncode == 0
+    try:
+        endpoint = await replica.start()
+        proc = replica.maintenance_process
+        assert proc is not None and proc.process is not None
+        # Serving first: a spawned child still importing its libraries (seconds, on a loaded
+        # machine) is killed by a close that waits longer than `CLOSE_TIMEOUT` for it.
+        d = Driver(endpoint)
+        await d.start()
+        _, idx = await d.index_on_table(t)
+        await d.frontier_reaches(idx, t.upper)
+        await replica.close()
+        assert proc.process.returncode == 0
+    finally:
+        await replica.close()
+        storage.close()
+    del d
+    gc.collect()
     assert memfds_of() == []
 
 

@@ -233,6 +233,8 @@ class MaintenanceProcess:
                     break
                 for msg in self._reader.feed(data, fds):
                     self._dispatch(msg, items)
+                    if self._sock is None:  # it reported a failure: nothing more to read
+                        return
         except Exception as e:  # a corrupt stream or a failed publication: the replica fails
             log.exception("the maintenance process's stream failed")
             self._deliver(items)
