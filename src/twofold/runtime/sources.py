@@ -36,8 +36,11 @@ class SourceFeed:
             upper = self.shard.upper
             if upper.contains(self.as_of):
                 return tables, None
+            # Listen first: on storage whose listeners hold leases (PostgreSQL) the listener
+            # holds since at `as_of` before the snapshot reads there.
+            listener = self.shard.listen(self.as_of)
             tables.append(self.shard.snapshot(self.as_of))
-            self._listener = self.shard.listen(self.as_of)
+            self._listener = listener
         for batch in self._listener.poll():
             if batch.updates.num_rows:
                 tables.append(batch.updates)
