@@ -126,8 +126,16 @@ def test_connect_line_under_a_password_file_works_as_printed(tmp_path: Path) -> 
                               capture_output=True, text=True, timeout=30,
                               env={**os.environ, "PGPASSWORD": "s3cret"})
         assert (done.returncode, done.stdout.strip()) == (0, "alice"), done.stderr
+        # SIGTERM ends a streaming SUBSCRIBE with PostgreSQL's shutdown error, not a hang-up
+        sub = subprocess.Popen([*command, "-X", "-c", "CREATE TABLE z (k bigint)", "-c",
+                                "SUBSCRIBE z"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env={**os.environ, "PGPASSWORD": "s3cret"})
+        assert sub.stdout is not None
+        sub.stdout.readline()  # CREATE TABLE: the SUBSCRIBE follows
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
+        _, err = sub.communicate(timeout=30)
+        assert "terminating connection due to administrator command" in err, err
     finally:
         if proc.poll() is None:
             proc.kill()

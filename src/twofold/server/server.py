@@ -96,6 +96,9 @@ class _Conn:
                 await self.session.close()
             self.server._keys.pop(self.pid, None)
             with contextlib.suppress(Exception):
+                if self.server.closing:  # as PostgreSQL's shutdown: say why, then close
+                    self.out(m.encode_error("57P01", "terminating connection due to "
+                                            "administrator command", "FATAL"))
                 self.flush()
                 self.writer.close()
 
@@ -250,6 +253,7 @@ class Server:
         self._conns: set[asyncio.Task[Any]] = set()
         self._keys: dict[int, tuple[int, _Conn]] = {}
         self._live: set[_Conn] = set()
+        self.closing = False  # close() has begun: sessions end with 57P01
         self.host = ""
         self.port = 0
 
@@ -298,6 +302,7 @@ class Server:
         return self
 
     async def close(self) -> None:
+        self.closing = True
         if self._server is not None:
             self._server.close()
         for task in list(self._conns):
