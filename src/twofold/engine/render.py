@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import msgspec
+
 from twofold.engine.accumulate import AccumulateReduceOp, accumulable
 from twofold.engine.join import JoinOp
 from twofold.engine.operator import (
@@ -38,6 +40,7 @@ from twofold.engine.typecheck import typecheck_plan
 from twofold.protocol import (
     Call,
     Column,
+    ColumnType,
     Constant,
     Distinct,
     Expr,
@@ -127,8 +130,8 @@ class Renderer:
                 return JoinOp(render(left), render(right), list(lk), list(rk),
                               single_time=self.single_time)
             case Reduce(input=inp, group_key=gk, aggregates=aggs):
-                types = typecheck_plan(plan, known).types
                 child = render(inp)
+                types = _types_over(plan, [child])
                 op: Operator = (
                     AccumulateReduceOp(child, gk, aggs, types)
                     if accumulable(aggs, child.types)
@@ -139,8 +142,9 @@ class Renderer:
             case TopK(input=inp, group_key=gk, order_by=order, limit=limit, offset=offset):
                 return TopKOp(render(inp), gk, order, limit, offset)
             case UnionAll(inputs=parts):
-                types = typecheck_plan(plan, known).types
-                return UnionOp([render(p) for p in parts], types)
+                children = [render(p) for p in parts]
+                types = _types_over(plan, children)
+                return UnionOp(children, types)
             case Negate(input=inp):
                 return NegateOp(render(inp))
             case Threshold(input=inp):
@@ -148,6 +152,23 @@ class Renderer:
             case Distinct(input=inp):
                 return DistinctOp(render(inp))
         raise TypeError(f"not a plan: {plan!r}")
+
+
+def _hole(j: int) -> GlobalId:
+    return GlobalId.transient(2**62 + j)
+
+
+def _types_over(plan: UnionAll | Reduce, children: list[Operator]) -> list[ColumnType]:
+    """`plan`'s output types with its inputs replaced by Gets of its rendered children's
+    types, so typing a node costs O(its own size), not its subtree's."""
+    known = {_hole(j): RelationDesc([f"c{i}" for i in range(len(c.types))], c.types)
+             for j, c in enumerate(children)}
+    if isinstance(plan, UnionAll):
+        shell: Plan = msgspec.structs.replace(
+            plan, inputs=[Get(_hole(j)) for j in range(len(children))])
+    else:
+        shell = msgspec.structs.replace(plan, input=Get(_hole(0)))
+    return typecheck_plan(shell, known).types
 
 
 def _remap(e: Expr, columns: list[int]) -> Expr:
