@@ -380,3 +380,76 @@ def test_asyncpg_prepares_again_when_the_result_type_changes(server: ServerHandl
             await c.close()
 
     asyncio.run(run())
+
+
+_OTHER_PROCESS_DDL = """
+import sys, twofold
+with twofold.open(sys.argv[1]) as db:
+    for stmt in sys.argv[2:]:
+        db.sql(stmt)
+"""
+
+
+def _in_another_process(url: str, *statements: str) -> None:
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", _OTHER_PROCESS_DDL, url, *statements], check=True,
+                   timeout=120)
+
+
+def test_another_process_ddl_on_sqlite_is_seen(tmp_path: Any) -> None:
+    """DDL committed by another process on the same SQLite file — which this process's
+    notifier never hears of; SQLite's data_version does — is seen by the next execution of
+    a kept lookup, batched or not."""
+    from twofold.testing.pgwire import running_server
+
+    url = f"sqlite:///{tmp_path}/db.sqlite"
+    with running_server(storage=url) as server, connect(server) as c:
+        c.execute("CREATE TABLE kv (k bigint, v text)")
+        c.execute("INSERT INTO kv VALUES (1, 'old')")
+        c.execute("CREATE INDEX kv_k ON kv (k)")
+        q = "SELECT v, k FROM kv WHERE k = %s"
+        for _ in range(3):
+            assert _get(c, q, [1]) == [("old", 1)]
+        _in_another_process(url, "DROP TABLE kv CASCADE", "CREATE TABLE kv (k bigint, v text)",
+                            "INSERT INTO kv VALUES (1, 'new')", "CREATE INDEX kv_k ON kv (k)")
+        assert _get(c, q, [1]) == [("new", 1)]
+        assert c.execute(q, [1]).fetchall() == [("new", 1)]  # the unnamed statement too
+        _in_another_process(url, "DROP TABLE kv CASCADE")
+        with pytest.raises(errors.UndefinedTable):
+            _get(c, q, [1])
+
+
+@pytest.mark.parametrize("storage", ["memory", "sqlite"])
+def test_an_unchanged_catalog_is_not_read_again(tmp_path: Any, storage: str) -> None:
+    """`refresh_catalog` reads the catalog only when a change may have been committed since
+    its last read: in this process (the notifier) or, on SQLite, by another connection."""
+    import twofold
+
+    url = ("memory://prepared-unchanged-catalog" if storage == "memory"
+           else f"sqlite:///{tmp_path}/db.sqlite")
+    with twofold.open(url) as db:
+        adb = db.core
+        reads = 0
+        real = adb._refresh
+
+        def counted() -> Any:
+            nonlocal reads
+            reads += 1
+            return real()
+
+        adb._refresh = counted
+        prepared.refresh_catalog(adb)
+        assert reads == 1
+        for _ in range(5):
+            prepared.refresh_catalog(adb)
+        if storage == "memory":  # the ticker's commits move SQLite's data_version
+            assert reads == 1
+        before = reads
+        version = prepared.catalog_version(adb)
+        with twofold.open(url) as other:  # another database in this process: the notifier
+            other.sql("CREATE TABLE t (k bigint)")
+        prepared.refresh_catalog(adb)
+        assert reads == before + 1
+        assert prepared.catalog_version(adb) != version

@@ -24,7 +24,7 @@ from twofold.server.params import infer_param_types
 from twofold.server.portals import Outcome, Portal, Prepared, SessionError, fmt, scalar_of
 from twofold.server.statements import split_statements
 from twofold.server.types import decode
-from twofold.sql.prepared import catalog_version
+from twofold.sql.prepared import catalog_version, refresh_catalog
 
 if TYPE_CHECKING:
     from twofold.server.session import Session
@@ -43,7 +43,7 @@ def _param_types(db: Any, sql: str, given: tuple[int, ...]) -> tuple[int, ...]:
     if kept is None:
         kept = _param_types_kept[db] = collections.OrderedDict()
     with contextlib.suppress(Exception):  # a catalog that cannot be read: errors at Execute
-        db._refresh()  # one cached read of the catalog's version
+        refresh_catalog(db)  # a storage read only when the catalog may have moved
     version = catalog_version(db)
     key = (sql, given)
     hit = kept.get(key)

@@ -27,9 +27,11 @@ batch reads where `db.lookup` does — the index's latest complete time when it 
 before the database's latest write — so each execution reads the writes made before it
 arrived, without waiting for the index to catch up with the table's next tick.
 
-Before a kept plan answers, the session's catalog is brought up to date (one cached read of its
-version — once per execution, or once per batch — which also notices another process's DDL);
-when the version moved — any CREATE, DROP or new index, here or in another process — every kept
+Before a kept plan answers, the session's catalog is brought up to date (`refresh_catalog`:
+once per execution, or once per batch; it reads storage only when a catalog change may have
+been committed since its last read — this process's notifier heard an append to the catalog
+shard, or, on SQLite, another connection committed to the file — and so also notices another
+process's DDL); when the version moved — any CREATE, DROP or new index, here or in another process — every kept
 plan is discarded and the statement is planned afresh, so a kept plan never answers for a
 catalog it was not planned against. Other statements (DML, DDL, SUBSCRIBE, SHOW, EXPLAIN) run
 through `twofold.sql.execute` each time.
@@ -42,6 +44,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import re
+import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -329,7 +333,7 @@ class _LookupBatch:
                     ) -> Any:  # (time, rows by key) or _STALE
         from twofold.api.reads import translate
 
-        db._refresh()  # one cached read of the catalog's version; adopts another's DDL
+        refresh_catalog(db)  # adopts another's DDL (a storage read only when it may have moved)
         if catalog_version(db) != self.epoch:
             return _STALE
         await db._install()
@@ -399,9 +403,8 @@ class PreparedStatement:
         self._plans: dict[tuple[type, ...], _Template | None] = {}
 
     def _version(self) -> int:
-        db = self.db
-        db._refresh()  # one cached read of the catalog's version; adopts another's DDL
-        return catalog_version(db)
+        refresh_catalog(self.db)  # adopts another's DDL (a read only when it may have moved)
+        return catalog_version(self.db)
 
     def _parsed(self) -> exp.Expr | None:
         """The parsed query, or None for a statement that is not one (left to `execute`)."""
@@ -493,6 +496,73 @@ class PreparedStatement:
 
 
 _CACHE_ATTR = "_twofold_prepared_statements"
+_WATCH_ATTR = "_twofold_catalog_watch"
+
+
+class _CatalogWatch:
+    """Tells, without a storage read, that no catalog change can have been committed since
+    the database last read its catalog: a counter this process's notifier bumps at every
+    append to the catalog shard (any database on the same storage in this process), and
+    what the backend offers for other processes' commits — SQLite's `data_version` on this
+    thread's connection (it moves at any other connection's commit to the file, the storage
+    ticker's included, so it errs towards reading). A memory backend has no other process;
+    any other backend (PostgreSQL) has no cheap check here: its catalog is read every time.
+    Holds no reference to the database (the notifier outlives it)."""
+
+    def __init__(self, backend: Any) -> None:
+        from twofold.catalog import CATALOG_SHARD
+        from twofold.storage.memory import MemoryBackend
+        from twofold.storage.sqlite import SqliteBackend
+
+        self._lock = threading.Lock()
+        self._notes = 0
+        self._seen = threading.local()  # per thread: SQLite's check is per connection
+        self._probe: Any = None
+        if isinstance(backend, SqliteBackend):
+            self._probe = backend.data_version
+        elif isinstance(backend, MemoryBackend):
+            self._probe = _zero
+        if self._probe is None:
+            return
+        ref = weakref.ref(self)
+
+        def noted() -> None:
+            watch = ref()
+            if watch is not None:
+                with watch._lock:
+                    watch._notes += 1
+
+        backend.notifier.subscribe(CATALOG_SHARD, noted)
+        weakref.finalize(self, backend.notifier.unsubscribe, CATALOG_SHARD, noted)
+
+    def _token(self) -> tuple[int, int] | None:
+        if self._probe is None:
+            return None
+        with self._lock:
+            notes = self._notes
+        return notes, int(self._probe())
+
+    def refresh(self, db: Any) -> None:
+        """`db._refresh()`, skipped when nothing can have changed since the last one."""
+        token = self._token()  # read before the catalog: a commit after it moves the next
+        if token is not None and token == getattr(self._seen, "token", None):
+            return
+        db._refresh()
+        self._seen.token = token
+
+
+def _zero() -> int:
+    return 0
+
+
+def refresh_catalog(db: Any) -> None:
+    """Bring `db`'s objects up to its catalog, as `db._refresh()` does, but with no storage
+    read when no catalog change can have been committed since the last one (`_CatalogWatch`)."""
+    watch: _CatalogWatch | None = db.__dict__.get(_WATCH_ATTR)
+    if watch is None:
+        watch = _CatalogWatch(getattr(db._storage, "backend", None))
+        setattr(db, _WATCH_ATTR, watch)
+    watch.refresh(db)
 
 
 def catalog_version(db: Any) -> int:

@@ -181,6 +181,15 @@ class SqliteBackend:
             schema = self._schemas[shard_id] = update_schema(self.describe(shard_id))
         return schema
 
+    def data_version(self) -> int:
+        """SQLite's `PRAGMA data_version` on this thread's connection: it moves whenever
+        another connection (another thread's, another process's) commits to the file — a
+        cheap check that nothing changed since the last read (this thread's own commits do
+        not move it; the notifier tells of those)."""
+        with self._errors("reading the data version"):
+            row = self._conn().execute("PRAGMA data_version").fetchone()
+        return int(row[0])
+
     def shard_ids(self) -> list[str]:
         with self._transaction("listing shards", write=False) as cur:
             return [r[0] for r in cur.execute("SELECT shard_id FROM shards ORDER BY shard_id")]
