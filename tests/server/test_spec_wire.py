@@ -142,11 +142,14 @@ def test_connect_line_under_a_password_file_works_as_printed(tmp_path: Path) -> 
             proc.wait()
 
 
-def test_sqlalchemy_reflection(server: ServerHandle, name: str) -> None:
+@pytest.mark.parametrize("driver", ["psycopg", "pg8000"])
+def test_sqlalchemy_reflection(server: ServerHandle, name: str, driver: str) -> None:
     """`Table(..., autoload_with=)`, `MetaData.reflect()` and every inspector method a model
-    generator calls: primary keys, indexes (their key columns, in order), views."""
+    generator calls: primary keys, indexes (their key columns, in order), views. pg8000
+    describes each catalog statement before running it (with its parameters as NULL) and
+    reads `pg_index.indoption` as an int2vector."""
     engine = sa.create_engine(
-        f"postgresql+psycopg://twofold@{server.host}:{server.port}/twofold")
+        f"postgresql+{driver}://twofold@{server.host}:{server.port}/twofold")
     try:
         with engine.begin() as conn:
             conn.execute(sa.text(f"CREATE TABLE {name} (k bigint PRIMARY KEY, v text, "

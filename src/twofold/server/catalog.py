@@ -413,7 +413,8 @@ class _Snapshot:
             cur = self.con.execute(sql, params or None)
             desc = cur.description or []
             rows = cur.fetchall()
-        cols = [(d[0], _scalar(str(d[1]))) for d in desc]
+        cols = [(d[0], "int2vector" if d[0] == "indoption" and str(d[1]) == "VARCHAR" else
+                 _scalar(str(d[1]))) for d in desc]  # PostgreSQL's "0 0" form, OID 22
         return cols, [tuple(_value(v) for v in r) for r in rows]
 
 

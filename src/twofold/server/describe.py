@@ -39,7 +39,8 @@ async def describe_sql(s: Session, sql: str, params: list[Any]) -> list[Column] 
     from twofold.server import catalog
 
     if catalog.is_catalog_query(sql):
-        cols, _ = await catalog.run(s.db, sql, params, s)
+        # NULL parameters: the columns without a stand-in ('' for a text one) DuckDB must cast
+        cols, _ = await catalog.run(s.db, sql, [None] * len(params), s)
         return cols
     node = parse(sql)
     sub = isinstance(node, Subscribe)

@@ -22,7 +22,8 @@ BOOL, BYTEA, INT8, INT2, INT4, TEXT, OID, FLOAT4, FLOAT8, UNKNOWN, VARCHAR, BPCH
 NUMERIC = 1700
 
 OIDS: Final = {"bool": BOOL, "int": INT8, "float": FLOAT8, "str": TEXT, "bytes": BYTEA,
-               "null": TEXT, "bool[]": 1000, "int[]": 1016, "float[]": 1022, "str[]": 1009}
+               "null": TEXT, "bool[]": 1000, "int[]": 1016, "float[]": 1022, "str[]": 1009,
+               "int2vector": 22}
 """... and the one-dimensional arrays the catalog relations hold (`str[]` is text[], ...)."""
 _ELEMENT: Final = {"bool[]": (BOOL, "bool"), "int[]": (INT8, "int"), "float[]": (FLOAT8, "float"),
                    "str[]": (TEXT, "str")}
