@@ -104,6 +104,10 @@ def test_sets_the_server_cannot_honour_are_refused(server: ServerHandle) -> None
         c.execute("SET standard_conforming_strings = on")
         c.execute("SET extra_float_digits = 3")
         assert c.execute("SHOW extra_float_digits").fetchone() == ("3",)
+        every = {r[0]: r[1] for r in c.execute("SHOW ALL").fetchall()}  # simple and extended
+        assert every["extra_float_digits"] == "3" and every["server_version"] == "15.0"
+        assert every["client_encoding"] == "UTF8"
+        assert c.execute("SHOW ALL", prepare=True).fetchall() == c.execute("SHOW ALL").fetchall()
 
 
 def test_connect_line_under_a_password_file_works_as_printed(tmp_path: Path) -> None:

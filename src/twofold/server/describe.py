@@ -30,6 +30,8 @@ async def describe_sql(s: Session, sql: str, params: list[Any]) -> list[Column] 
         return None
     if shims.set_statement(sql, s.vars) is not None or shims.reset_statement(sql, s.vars):
         return None
+    if shims.show_all(sql, s.vars) is not None:
+        return shims.SHOW_ALL_COLUMNS
     if (shown := shims.show_statement(sql, s.vars)) is not None:
         return [(shown[0], "str")]
     if (probe := shims.probe(sql, s.vars, s.pid)) is not None:

@@ -35,6 +35,8 @@ async def run(s: Session, sql: str, params: list[Any]) -> Outcome:
         if name in shims.REPORTED:
             s.out(m.encode_parameter_status(name, value))
         return Outcome("SET")
+    if (every := shims.show_all(sql, s.vars)) is not None:
+        return Outcome("SHOW", shims.SHOW_ALL_COLUMNS, list(every))
     if (shown := shims.show_statement(sql, s.vars)) is not None:
         name, value = shown
         return Outcome("SHOW", [(name, "str")], [(value,)])

@@ -147,6 +147,16 @@ def set_statement(sql: str, variables: Variables) -> tuple[str, str] | None:
     return variables.set(name, value), value
 
 
+SHOW_ALL_COLUMNS = [("name", "str"), ("setting", "str"), ("description", "str")]
+
+
+def show_all(sql: str, variables: Variables) -> list[tuple[str, str, str]] | None:
+    """`SHOW ALL` → every variable as (name, setting, description), or None for another SQL."""
+    if re.match(r"^\s*show\s+all\s*;?\s*$", sql, re.I) is None:
+        return None
+    return [(k, v, "") for k, v in sorted(variables.values.items(), key=lambda kv: kv[0].lower())]
+
+
 def show_statement(sql: str, variables: Variables) -> tuple[str, str] | None:
     m = _SHOW.match(sql)
     if m is None:
