@@ -51,7 +51,7 @@ from twofold.protocol import (
 )
 from twofold.testing.profiles import examples
 
-SETTINGS = settings(max_examples=examples(40), deadline=None,
+SETTINGS = settings(max_examples=examples(30), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 INT = ColumnType("int", True)
 A = GlobalId.user(1)
