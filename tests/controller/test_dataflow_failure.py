@@ -16,6 +16,7 @@ import contextlib
 import os
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.controller.proxy import ReplicaProcess, fast_backoff, table_index, until
@@ -39,6 +40,7 @@ from twofold.protocol import (
 )
 from twofold.protocol.errors import DataflowFailure
 from twofold.replica import Replica
+from twofold.runtime.worker import ComputeWorker
 from twofold.storage import open_storage
 
 pytestmark = pytest.mark.timeout(120)
@@ -128,6 +130,23 @@ async def test_a_dataflow_that_fails_on_replay_fails_its_reads_and_the_rest_serv
         await c.create_dataflow(table_index(GlobalId.user(30), GlobalId.user(31)))
         await c.wait_for_frontier(GlobalId.user(31), c.frontier(IDX))
         assert len(await c.peek(GlobalId.user(31), timeout=WAIT)) == 50
+
+
+async def test_a_bug_outside_the_engine_step_is_named_after_its_dataflow_too(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    publish = ComputeWorker._publish
+
+    def broken_publish(self: ComputeWorker, gid: GlobalId, arr: Any) -> None:
+        if gid == BAD:
+            raise KeyError("boom in publish")
+        publish(self, gid, arr)
+
+    monkeypatch.setattr(ComputeWorker, "_publish", broken_publish)
+    async with served("threads") as c:
+        await c.create_dataflow(bad_index())
+        with pytest.raises(CollectionFailed, match=r"negated.*KeyError: 'boom in publish'"):
+            await c.peek(BAD, timeout=WAIT)
+        assert len(await c.peek(IDX, timeout=WAIT)) == 50
 
 
 @pytest.mark.usefixtures("broken")

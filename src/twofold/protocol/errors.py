@@ -21,7 +21,7 @@ class FrameTooLarge(DecodeError):
         self.limit = limit
 
 
-class DataflowFailure(Exception):
+class DataflowFailure(RuntimeError):
     """A dataflow's step raised an unexpected error (an engine bug, not a data error): the
     runtime ends with it (shared fate) and the replica fails. Its text form
     `dataflow failed [u3,u4] (name): message` names the dataflow's exports so that whoever sees

@@ -135,7 +135,7 @@ class HostedDataflow:
         except (EngineError, StorageError) as e:
             self.fail(f"dataflow {self.desc.debug_name!r}: {e}")
         except Exception as e:
-            raise self._unexpected(e) from e
+            raise self.unexpected(e) from e
 
     def step(self) -> bool:
         """Run every complete time; True if the frontier advanced."""
@@ -147,9 +147,9 @@ class HostedDataflow:
             self.fail(f"dataflow {self.desc.debug_name!r}: {e}")
             return False
         except Exception as e:
-            raise self._unexpected(e) from e
+            raise self.unexpected(e) from e
 
-    def _unexpected(self, e: Exception) -> DataflowFailure:
+    def unexpected(self, e: Exception) -> DataflowFailure:
         """An error the engine did not expect (a bug, not the data): the runtime fails with it
         (shared fate), naming this dataflow so the controller can tell a failure that repeats."""
         return DataflowFailure(self.desc.export_ids(), self.desc.debug_name,

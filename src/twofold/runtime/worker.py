@@ -56,6 +56,7 @@ from twofold.protocol import (
     SubscribeResponse,
     UpdateConfiguration,
 )
+from twofold.protocol.errors import DataflowFailure
 from twofold.runtime.dataflows import HostedDataflow
 from twofold.runtime.frontiers import FrontierReporter
 from twofold.runtime.introspection import Introspection, ReplicaMetrics
@@ -67,7 +68,7 @@ from twofold.runtime.peeks import (
     storage_snapshot,
 )
 from twofold.runtime.registry import PublicationClosed, PublicationRegistry
-from twofold.storage import Storage
+from twofold.storage import Storage, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -359,11 +360,16 @@ class ComputeWorker:
             self._dirty.popleft()  # any change may unblock a peek or a compaction: re-check all
         did_work = False
         for hosted in list(self.order):
-            hosted.feed()
-            if hosted.step():
-                did_work = True
-            self._drain_sinks(hosted)
-            self._maintain_exports(hosted)
+            try:
+                hosted.feed()
+                if hosted.step():
+                    did_work = True
+                self._drain_sinks(hosted)
+                self._maintain_exports(hosted)
+            except (DataflowFailure, StorageError, OSError):
+                raise  # named already, or storage's (which a replay may well heal)
+            except Exception as e:  # a bug in its sinks or arrangements: name the dataflow
+                raise hosted.unexpected(e) from e
         if self.introspection is not None and self.introspection.due():
             self._update_introspection()
             did_work = True
