@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.controller.proxy import ReplicaProcess, fast_backoff, table_index, until
 from tests.runtime.helpers import KV, sqlite_url, unique_url
 
@@ -42,6 +45,7 @@ from twofold.protocol.errors import DataflowFailure
 from twofold.replica import Replica
 from twofold.runtime.worker import ComputeWorker
 from twofold.storage import open_storage
+from twofold.testing.profiles import examples
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -250,3 +254,33 @@ async def test_over_tcp_the_replica_exits_non_zero_and_reads_fail_as_unavailable
     finally:
         rp.kill()
         storage.close()
+
+
+FAILURES = {"a": DataflowFailure([BAD], "a", "boom"), "b": DataflowFailure([IDX], "b", "bang"),
+            "-": ConnectionResetError("reset")}
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(events=st.lists(st.tuples(st.sampled_from([1, 2, 3]), st.sampled_from(list(FAILURES))),
+                       max_size=40),
+       replicas=st.sampled_from([[1], [1, 2], [1, 2, 3]]))
+def test_failure_tracker_reports_exactly_when_every_replica_failed_twice_in_a_row(
+        events: list[tuple[int, str]], replicas: list[int]) -> None:
+    """Model: since the dataflow was last reported, each replica's failures that name a
+    dataflow contain this one twice in a row; it is reported at the failure completing that."""
+    tr = FailureTracker()
+    window: dict[str, int] = {"a": 0, "b": 0}  # index of the first event after the last report
+    for i, (r, kind) in enumerate(events):
+        if r not in replicas:
+            continue
+        got = tr.replica_failed(r, FAILURES[kind], replicas)
+        expected = False
+        if kind != "-":
+            def sure(rep: int, kind: str = kind, i: int = i) -> bool:
+                named = [k for (q, k) in events[window[kind]:i + 1] if q == rep and k != "-"]
+                return any(x == y == kind for x, y in itertools.pairwise(named))
+            expected = all(sure(rep) for rep in replicas)
+        assert (got is not None) == expected, (i, events[:i + 1])
+        if got is not None:
+            assert got.exports == FAILURES[kind].exports  # type: ignore[union-attr]
+            window[kind] = i + 1
