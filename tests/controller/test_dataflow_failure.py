@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import itertools
 import os
+import signal
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -284,3 +285,24 @@ def test_failure_tracker_reports_exactly_when_every_replica_failed_twice_in_a_ro
         if got is not None:
             assert got.exports == FAILURES[kind].exports  # type: ignore[union-attr]
             window[kind] = i + 1
+
+
+async def test_an_embedded_replica_whose_maintenance_process_died_is_rebuilt() -> None:
+    """Not only engine errors: any failure of the embedded replica's endpoint (here SIGKILL of
+    its maintenance process) makes the next connection rebuild it, and reads answer again."""
+    async with served("processes") as c:
+        conn = c.connections[1]
+        assert conn.epoch == 1
+        rep = _replica_of(c)
+        assert rep.maintenance_process is not None and rep.maintenance_process.pid is not None
+        os.kill(rep.maintenance_process.pid, signal.SIGKILL)
+        await conn.wait_for_epoch(2)
+        assert len(await c.peek(IDX, timeout=WAIT)) == 50
+        assert c.failed == {}
+
+
+def _replica_of(c: Controller) -> Replica:
+    factory = c._factories[1]
+    rep = getattr(factory, "__self__", None)
+    assert isinstance(rep, Replica)
+    return rep
