@@ -168,6 +168,8 @@ def test_sqlalchemy_reflection(server: ServerHandle, name: str, driver: str) -> 
             == [(f"{name}_vk", ["v", "k"], False)]
         assert insp.has_index(name, f"{name}_vk")
         assert f"{name}_v" in insp.get_view_names()
+        # the query, as pg_get_viewdef gives it, not the CREATE VIEW statement
+        assert insp.get_view_definition(f"{name}_v").strip().lower() == f"select k from {name}"
         assert f"{name}_m" in insp.get_materialized_view_names()
         assert insp.get_foreign_keys(name) == [] and insp.get_unique_constraints(name) == []
         table = sa.Table(name, sa.MetaData(), autoload_with=engine)

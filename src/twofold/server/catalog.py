@@ -380,7 +380,7 @@ class _Snapshot:
             con.execute("INSERT INTO twofold_indexes VALUES (?, ?, ?)",
                         [name, on, ", ".join(key)])
         for name, text in info["views"].items():
-            con.execute("INSERT INTO _viewdef VALUES (?, ?)", [oid_of(name), text])
+            con.execute("INSERT INTO _viewdef VALUES (?, ?)", [oid_of(name), _query_of(text)])
         for name, key in info["keys"].items():
             # A primary key: its constraint and the unique index it names (as PostgreSQL has
             # them; the index has no pg_class row, so psql's \di and \d list only twofold's
@@ -416,6 +416,16 @@ class _Snapshot:
         cols = [(d[0], "int2vector" if d[0] == "indoption" and str(d[1]) == "VARCHAR" else
                  _scalar(str(d[1]))) for d in desc]  # PostgreSQL's "0 0" form, OID 22
         return cols, [tuple(_value(v) for v in r) for r in rows]
+
+
+_VIEW_HEAD = re.compile(r"^\s*create\s+(?:or\s+replace\s+)?(?:materialized\s+)?view\s+"
+                        r"(?:if\s+not\s+exists\s+)?(?:\"(?:[^\"]|\"\")*\"|[\w.]+)\s*"
+                        r"(?:\([^)]*\)\s*)?as\s+", re.I | re.S)
+
+
+def _query_of(text: str) -> str:
+    """A view's definition as pg_get_viewdef gives it: the query, not the CREATE statement."""
+    return _VIEW_HEAD.sub("", text, count=1).rstrip().rstrip(";")
 
 
 def _typname(oid: int) -> str:
