@@ -4,7 +4,7 @@ Contract: `describe_sql(session, sql, params)` is the statement's result columns
 a statement that returns no rows (DDL, DML, SET, COPY, transaction control). Shims, cursors
 and catalog relations are described as they are answered; a query is compiled against the
 catalog (not run) with `params` standing in for its parameters; a SUBSCRIBE gets
-`mz_timestamp, mz_diff` first.
+`mz_timestamp, mz_diff` first (`mz_timestamp, mz_progressed, mz_diff` WITH (PROGRESS)).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from twofold.server import shims
-from twofold.server.portals import SUB_COLS, Column, Outcome
+from twofold.server.portals import PROGRESS_COLS, SUB_COLS, Column, Outcome
 from twofold.server.statements import parse_copy, parse_declare, parse_fetch
 
 if TYPE_CHECKING:
@@ -46,7 +46,11 @@ async def describe_sql(s: Session, sql: str, params: list[Any]) -> list[Column] 
         return cols
     node = parse(sql)
     sub = isinstance(node, Subscribe)
+    progress = False
     if isinstance(node, Subscribe):
+        from twofold.sql.show import subscribe_progress
+
+        progress = subscribe_progress(sql)
         target = node.this
         node = exp.select("*").from_(target.name) if isinstance(target, exp.Table) \
             else target
@@ -59,4 +63,6 @@ async def describe_sql(s: Session, sql: str, params: list[Any]) -> list[Column] 
     relation, visible = compile_query(s.db, node, params or None)
     cols = [(n, t.scalar) for n, t in zip(relation.schema.names[:visible],
                                           relation.schema.types[:visible], strict=True)]
-    return (SUB_COLS + cols) if sub else cols
+    if not sub:
+        return cols
+    return (PROGRESS_COLS if progress else SUB_COLS) + cols

@@ -16,10 +16,12 @@ from typing import Any
 
 from twofold.server.statements import CopyStatement, command_tag
 from twofold.sql.errors import SqlError, sqlstate_of
-from twofold.sql.show import subscribe_rows
+from twofold.sql.show import subscribe_progress, subscribe_rows
 
 Column = tuple[str, str]  # name, engine scalar
 SUB_COLS: list[Column] = [("mz_timestamp", "int"), ("mz_diff", "int")]
+PROGRESS_COLS: list[Column] = [("mz_timestamp", "int"), ("mz_progressed", "bool"),
+                               ("mz_diff", "int")]  # SUBSCRIBE ... WITH (PROGRESS)
 
 class SessionError(SqlError):
     sqlstate = "XX000"
@@ -47,15 +49,23 @@ class Prepared:
 
 
 class Stream:
-    """A subscription's rows, read ahead one batch without ever cancelling a pending read."""
+    """A subscription's rows, read ahead one batch without ever cancelling a pending read.
+    With `progress` (WITH (PROGRESS)), Materialize's progress rows too: the first at the
+    subscription's start time, then one each time its frontier moves (`subscribe_rows`)."""
 
-    def __init__(self, sub: Any) -> None:
+    def __init__(self, sub: Any, progress: bool = False) -> None:
         self.sub = sub
         self.pending: collections.deque[tuple[Any, ...]] = collections.deque()
         self.next: asyncio.Task[Any] | None = None
         self.done = False
-        self.columns: list[Column] = SUB_COLS + [
+        self.progressed: int | None = None  # the last progress row's time (PROGRESS only)
+        self.columns: list[Column] = (PROGRESS_COLS if progress else SUB_COLS) + [
             (n, t.scalar) for n, t in zip(sub.schema.names, sub.schema.types, strict=True)]
+        if progress:
+            # No row has a time before the start: Materialize's first progress row.
+            self.progressed = int(sub.as_of)
+            self.pending.append((self.progressed, True, None,
+                                 *([None] * len(sub.schema.names))))
 
     async def fill(self, timeout: float | None) -> None:
         """Wait (at most `timeout`) for at least one more batch."""
@@ -72,7 +82,10 @@ class Stream:
         except StopAsyncIteration:
             self.done = True
             return
-        self.pending.extend(subscribe_rows(batch))  # (mz_timestamp, mz_diff, *row), in time order
+        rows = subscribe_rows(batch, self.progressed)  # in time order
+        if self.progressed is not None and batch.upper.time is not None:
+            self.progressed = max(self.progressed, batch.upper.time)
+        self.pending.extend(rows)
 
     @classmethod
     def of_rows(cls, columns: list[Column], rows: list[tuple[Any, ...]]) -> Stream:
@@ -125,7 +138,7 @@ class Outcome:
                                   zip(result.schema.names, result.schema.types, strict=True)]
             return cls(f"SELECT {len(result.rows)}", cols, result.rows)
         if hasattr(result, "__anext__") and hasattr(result, "schema"):
-            stream = Stream(result)
+            stream = Stream(result, subscribe_progress(sql))
             return cls("SUBSCRIBE", stream.columns, stream=stream)
         if isinstance(result, int) and not isinstance(result, bool):
             return cls(command_tag(sql, result))

@@ -180,7 +180,7 @@ async def subscribe(db: Any, planner: Planner, node: Subscribe) -> Any:
     if visible != len(relation.schema):
         raise FeatureNotSupported("ORDER BY in SUBSCRIBE is not supported")
     if node.args.get("progress") is not None:
-        raise FeatureNotSupported("SUBSCRIBE ... WITH (PROGRESS) is not supported")
+        _flag(node.args["progress"])  # a bad value is refused here; the rows: subscribe_rows
     snap = node.args.get("snapshot")
     snapshot = True if snap is None else _flag(snap)
     as_of = _as_of(planner, node.args["as_of"]) if node.args.get("as_of") is not None else None
@@ -188,10 +188,31 @@ async def subscribe(db: Any, planner: Planner, node: Subscribe) -> Any:
     return await db.subscribe(relation, as_of=as_of, snapshot=snapshot, up_to=up_to)
 
 
-def subscribe_rows(batch: Any) -> list[tuple[Any, ...]]:
+def subscribe_rows(batch: Any, progressed: int | None = None) -> list[tuple[Any, ...]]:
     """A subscription `Batch` as Materialize's SUBSCRIBE rows: `(mz_timestamp, mz_diff,
-    *columns)`, one per update, in time order (what a wire-protocol server streams)."""
-    return [(t, d, *row) for t, row, d in sorted(batch.updates, key=lambda u: u[0])]
+    *columns)`, one per update, in time order (what a wire-protocol server streams).
+
+    With `progressed` (SUBSCRIBE ... WITH (PROGRESS): the latest time a progress row
+    announced), the rows are `(mz_timestamp, mz_progressed, mz_diff, *columns)`: each update
+    with `mz_progressed` false, then — when the batch's upper moved past `progressed` — one
+    progress row `(upper, true, NULL, NULL...)`: no later row has a time before `upper`."""
+    updates = sorted(batch.updates, key=lambda u: u[0])
+    if progressed is None:
+        return [(t, d, *row) for t, row, d in updates]
+    rows: list[tuple[Any, ...]] = [(t, False, d, *row) for t, row, d in updates]
+    upper = batch.upper.time
+    if upper is not None and upper > progressed:
+        rows.append((upper, True, None, *([None] * len(batch.schema.names))))
+    return rows
+
+
+def subscribe_progress(text: str) -> bool:
+    """Whether the SUBSCRIBE statement `text` asks for progress rows (WITH (PROGRESS))."""
+    from twofold.sql.parser import parse
+
+    node = parse(text)
+    value = node.args.get("progress") if isinstance(node, Subscribe) else None
+    return value is not None and _flag(value)
 
 
 def _flag(node: exp.Expr) -> bool:
