@@ -31,10 +31,10 @@ Before a kept plan answers, the session's catalog is brought up to date (`refres
 once per execution, or once per batch; it reads storage only when a catalog change may have
 been committed since its last read — this process's notifier heard an append to the catalog
 shard, or, on SQLite, another connection committed to the file — and so also notices another
-process's DDL); when the version moved — any CREATE, DROP or new index, here or in another process — every kept
-plan is discarded and the statement is planned afresh, so a kept plan never answers for a
-catalog it was not planned against. Other statements (DML, DDL, SUBSCRIBE, SHOW, EXPLAIN) run
-through `twofold.sql.execute` each time.
+process's DDL); when the version moved — any CREATE, DROP or new index, here or in another
+process — every kept plan is discarded and the statement is planned afresh, so a kept plan
+never answers for a catalog it was not planned against. Other statements (DML, DDL,
+SUBSCRIBE, SHOW, EXPLAIN) run through `twofold.sql.execute` each time.
 `statement(db, text)` gives the one `PreparedStatement` per database and text (the most recent
 `CACHE_SIZE` texts are kept).
 """
