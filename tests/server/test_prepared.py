@@ -255,13 +255,12 @@ def test_pipelined_replies_go_out_in_one_write(server: ServerHandle, name: str) 
     raw.sock.close()
 
 
-def test_another_process_ddl_is_seen() -> None:
-    """DDL committed by another database on the same storage (as another process would) is
-    seen by the next execution of a kept lookup, batched or not."""
-    import twofold
+def _kept_lookup_follows_ddl(url: str, run_ddl: Any) -> None:
+    """A kept lookup on a server over `url` answers from the table that `run_ddl(url,
+    *statements)` — DDL committed by another database on the same storage — re-created, and
+    is 42P01 once it dropped it."""
     from twofold.testing.pgwire import running_server
 
-    url = "memory://prepared-other-process"
     with running_server(storage=url) as server, connect(server) as c:
         c.execute("CREATE TABLE kv (k bigint, v text)")
         c.execute("INSERT INTO kv VALUES (1, 'old')")
@@ -269,15 +268,27 @@ def test_another_process_ddl_is_seen() -> None:
         q = "SELECT v, k FROM kv WHERE k = %s"
         for _ in range(3):
             assert _get(c, q, [1]) == [("old", 1)]
-        with twofold.open(url) as other:
-            other.sql("DROP TABLE kv CASCADE")
-            other.sql("CREATE TABLE kv (k bigint, v text)")
-            other.sql("INSERT INTO kv VALUES (1, 'new')")
-            other.sql("CREATE INDEX kv_k ON kv (k)")
-            assert _get(c, q, [1]) == [("new", 1)]
-            other.sql("DROP TABLE kv CASCADE")
-            with pytest.raises(errors.UndefinedTable):
-                _get(c, q, [1])
+        run_ddl(url, "DROP TABLE kv CASCADE", "CREATE TABLE kv (k bigint, v text)",
+                "INSERT INTO kv VALUES (1, 'new')", "CREATE INDEX kv_k ON kv (k)")
+        assert _get(c, q, [1]) == [("new", 1)]
+        assert c.execute(q, [1]).fetchall() == [("new", 1)]  # the unnamed statement too
+        run_ddl(url, "DROP TABLE kv CASCADE")
+        with pytest.raises(errors.UndefinedTable):
+            _get(c, q, [1])
+
+
+def _in_this_process(url: str, *statements: str) -> None:
+    import twofold
+
+    with twofold.open(url) as other:
+        for stmt in statements:
+            other.sql(stmt)
+
+
+def test_another_process_ddl_is_seen() -> None:
+    """DDL committed by another database on the same storage (as another process would) is
+    seen by the next execution of a kept lookup, batched or not."""
+    _kept_lookup_follows_ddl("memory://prepared-other-process", _in_this_process)
 
 
 def test_inferred_parameter_types_follow_ddl(server: ServerHandle, name: str,
@@ -402,23 +413,7 @@ def test_another_process_ddl_on_sqlite_is_seen(tmp_path: Any) -> None:
     """DDL committed by another process on the same SQLite file — which this process's
     notifier never hears of; SQLite's data_version does — is seen by the next execution of
     a kept lookup, batched or not."""
-    from twofold.testing.pgwire import running_server
-
-    url = f"sqlite:///{tmp_path}/db.sqlite"
-    with running_server(storage=url) as server, connect(server) as c:
-        c.execute("CREATE TABLE kv (k bigint, v text)")
-        c.execute("INSERT INTO kv VALUES (1, 'old')")
-        c.execute("CREATE INDEX kv_k ON kv (k)")
-        q = "SELECT v, k FROM kv WHERE k = %s"
-        for _ in range(3):
-            assert _get(c, q, [1]) == [("old", 1)]
-        _in_another_process(url, "DROP TABLE kv CASCADE", "CREATE TABLE kv (k bigint, v text)",
-                            "INSERT INTO kv VALUES (1, 'new')", "CREATE INDEX kv_k ON kv (k)")
-        assert _get(c, q, [1]) == [("new", 1)]
-        assert c.execute(q, [1]).fetchall() == [("new", 1)]  # the unnamed statement too
-        _in_another_process(url, "DROP TABLE kv CASCADE")
-        with pytest.raises(errors.UndefinedTable):
-            _get(c, q, [1])
+    _kept_lookup_follows_ddl(f"sqlite:///{tmp_path}/db.sqlite", _in_another_process)
 
 
 @pytest.mark.parametrize("storage", ["memory", "sqlite"])
