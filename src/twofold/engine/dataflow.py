@@ -178,7 +178,9 @@ class Dataflow:
         for src in self._sources.values():
             upper = upper.meet(src.upper)
         for inp in self._indexes.values():
-            upper = upper.meet(inp.snapshot.upper if inp.snapshot else Frontier.minimum())
+            # `is not None`: an empty snapshot has len 0, and an empty index still advances.
+            snap = inp.snapshot
+            upper = upper.meet(snap.upper if snap is not None else Frontier.minimum())
         return upper
 
     def step(self) -> bool:
