@@ -36,7 +36,9 @@ def test_an_unknown_profile_is_a_typed_error_naming_the_known_ones() -> None:
 
 
 def test_deeper_profiles_search_more() -> None:
-    assert FACTORS["dev"] < FACTORS["ci"] < FACTORS["deep"]
+    # ci searches as dev does (the whole suite must fit ~10 minutes on 2 cores) and prints the
+    # reproducing blob; deep is where the depth goes.
+    assert FACTORS["dev"] <= FACTORS["ci"] < FACTORS["deep"]
 
 
 def test_a_stated_budget_scales_with_the_loaded_profile() -> None:

@@ -11,7 +11,7 @@ profile, so the suite never writes one.
 | profile | factor | selected by                                    | for                          |
 |---------|--------|------------------------------------------------|------------------------------|
 | `dev`   | 1      | default                                        | local `make test`            |
-| `ci`    | 2      | `CI=true` (`.ci/run` sets it; CI services do)  | every push, ~10 min budget   |
+| `ci`    | 1      | `CI=true` (`.ci/run` sets it; CI services do)  | every push, ~10 min budget   |
 | `deep`  | 25     | `TWOFOLD_HYPOTHESIS=deep`                      | long runs before a release   |
 
 `TWOFOLD_HYPOTHESIS=<profile>` selects a profile explicitly and wins over `CI`. No profile has
@@ -29,7 +29,7 @@ from hypothesis import settings
 BASE_EXAMPLES = 100
 """`max_examples` of a test that states no budget, under `dev` (hypothesis's own default)."""
 
-FACTORS: dict[str, int] = {"dev": 1, "ci": 2, "deep": 25}
+FACTORS: dict[str, int] = {"dev": 1, "ci": 1, "deep": 25}
 
 ENV_VAR = "TWOFOLD_HYPOTHESIS"
 
