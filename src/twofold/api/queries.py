@@ -35,6 +35,8 @@ class Queries(CatalogSync):
     def _name_of(self, rel: Relation) -> str:
         if isinstance(rel, Table | Index | MaterializedView):
             return f"{type(rel).__name__.lower()} {rel.name!r}"
+        if not rel.inputs:
+            return "query"
         return "query over " + ", ".join(sorted(i.label for i in rel.inputs.values()))
 
     async def query(self, relation: Relation, *, as_of: int | None = None,

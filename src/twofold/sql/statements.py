@@ -253,7 +253,8 @@ async def insert(db: AsyncDatabase, node: exp.Insert, params: Any) -> int:
     positions = [names.index(c) for c in cols_given]
     if isinstance(source, exp.Values) and all(isinstance(r, exp.Tuple) for r in
                                               source.expressions):
-        rows = _literal_rows(planner, source, len(positions))
+        rows = _literal_rows(planner, source,
+                             [table.schema.types[p].scalar for p in positions])
     else:
         from twofold.sql import run_query
 
@@ -279,9 +280,13 @@ async def insert(db: AsyncDatabase, node: exp.Insert, params: Any) -> int:
     return int(table.insert(full).count)
 
 
-def _literal_rows(planner: Planner, values: exp.Values, width: int) -> list[list[Any]]:
+def _literal_rows(planner: Planner, values: exp.Values,
+                  targets: list[str]) -> list[list[Any]]:
+    """The constant rows of `VALUES`; a quoted literal written into a number or boolean column
+    takes the column's type, as PostgreSQL's untyped literals do (`'x'` into bigint: 22P02)."""
     from twofold.sql.planner import one_row
 
+    width = len(targets)
     binder = Binder(planner, Scope(one_row()), clause="VALUES")
     rows = []
     for r in values.expressions:
@@ -289,8 +294,12 @@ def _literal_rows(planner: Planner, values: exp.Values, width: int) -> list[list
             raise SqlSyntaxError(f"INSERT has {len(r.expressions)} expressions but {width} "
                                  "target columns")
         row = []
-        for v in r.expressions:
-            e, _, _ = binder.bind(v)
+        for v, want in zip(r.expressions, targets, strict=True):
+            if (want in ("int", "float", "bool") and isinstance(v, exp.Literal)
+                    and v.is_string):
+                e, _, _ = binder._retype(v, want)
+            else:
+                e, _, _ = binder.bind(v)
             if not isinstance(e, PLiteral):
                 raise FeatureNotSupported("INSERT ... VALUES takes constants; use INSERT ... "
                                           "SELECT for computed rows")
