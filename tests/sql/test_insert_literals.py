@@ -49,3 +49,16 @@ def test_an_error_of_a_query_without_inputs_reads_cleanly(db: twofold.Database) 
         db.sql("SELECT 1/0")
     assert sqlstate_of(info.value) == "22012"
     assert str(info.value) == "reading query failed: division by zero"
+
+
+def test_bytea_literals_in_hex_and_escape_format(db: twofold.Database) -> None:
+    db.sql("CREATE TABLE bin (b bytea)")
+    assert db.sql(r"INSERT INTO bin VALUES ('\x01 02ff'), ('ab\\c\001'), ('é')") == 3
+    assert sorted(db.sql("SELECT * FROM bin").rows) == [
+        (b"\x01\x02\xff",), (b"ab\\c\x01",), ("é".encode(),)]
+    assert db.sql(r"SELECT '\xDEAD'::bytea").rows == [(b"\xde\xad",)]
+    for bad in (r"'\xzz'", r"'\x0'", r"'\q'", r"'\400'"):
+        with pytest.raises(twofold.TwofoldError) as info:
+            db.sql(f"INSERT INTO bin VALUES ({bad})")
+        assert sqlstate_of(info.value) == "22P02", bad
+    assert len(db.sql("SELECT * FROM bin").rows) == 3

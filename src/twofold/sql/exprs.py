@@ -186,6 +186,10 @@ class Binder(FunctionBinders):
         return ba, bb
 
     def _retype(self, lit: exp.Literal, scalar: str) -> B:
+        if scalar == "bytes":
+            data = _bytea_input(str(lit.this))
+            if data is not None:
+                return PLiteral(value=data), "bytes", False
         text = str(lit.this).strip()
         try:
             if scalar == "int":
@@ -367,3 +371,31 @@ def parameter_value(params: Any, name: str) -> B:
         raise InvalidParameter(f"parameter ${name} is a {type(value).__name__}; use bool, "
                                "int, float, str, bytes or None")
     return PLiteral(value=value), scalar, False
+
+
+def _bytea_input(text: str) -> bytes | None:
+    """PostgreSQL's bytea input: hex (`\\x` then digit pairs, whitespace between pairs) or the
+    escape format (`\\\\` a backslash, `\\nnn` an octal byte, other characters as UTF-8);
+    None for text neither format reads."""
+    if text.startswith("\\x"):
+        try:
+            return bytes.fromhex(text[2:])
+        except ValueError:
+            return None
+    out = bytearray()
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c != "\\":
+            out += c.encode()
+            i += 1
+        elif text[i + 1:i + 2] == "\\":
+            out.append(0x5C)
+            i += 2
+        elif len(text) >= i + 4 and all(ch in "01234567" for ch in text[i + 1:i + 4]) \
+                and text[i + 1] in "0123":
+            out.append(int(text[i + 1:i + 4], 8))
+            i += 4
+        else:
+            return None
+    return bytes(out)

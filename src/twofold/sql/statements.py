@@ -282,8 +282,9 @@ async def insert(db: AsyncDatabase, node: exp.Insert, params: Any) -> int:
 
 def _literal_rows(planner: Planner, values: exp.Values,
                   targets: list[str]) -> list[list[Any]]:
-    """The constant rows of `VALUES`; a quoted literal written into a number or boolean column
-    takes the column's type, as PostgreSQL's untyped literals do (`'x'` into bigint: 22P02)."""
+    """The constant rows of `VALUES`; a quoted literal written into a number, boolean or bytea
+    column takes the column's type, as PostgreSQL's untyped literals do (`'x'` into bigint is
+    22P02)."""
     from twofold.sql.planner import one_row
 
     width = len(targets)
@@ -295,7 +296,7 @@ def _literal_rows(planner: Planner, values: exp.Values,
                                  "target columns")
         row = []
         for v, want in zip(r.expressions, targets, strict=True):
-            if (want in ("int", "float", "bool") and isinstance(v, exp.Literal)
+            if (want in ("int", "float", "bool", "bytes") and isinstance(v, exp.Literal)
                     and v.is_string):
                 e, _, _ = binder._retype(v, want)
             else:
