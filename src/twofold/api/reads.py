@@ -24,7 +24,7 @@ from twofold.api.errors import (
     TwofoldError,
     UnknownObject,
 )
-from twofold.api.relation import Relation
+from twofold.api.relation import Input, Relation
 from twofold.api.remote import connection_error
 from twofold.api.results import Batch
 from twofold.api.schema import Schema
@@ -73,19 +73,29 @@ def translate(name: str) -> Iterator[None]:
         raise UnknownObject(name, "collection", []) from e
 
 
+def mfp_chain(rel: Relation) -> tuple[list[Mfp], Get, Input] | None:
+    """`(chain, get, input)` when `rel`'s plan is one or more `Mfp`s (outermost first) over a
+    `Get` of one of its inputs, else `None`."""
+    plan = rel.plan
+    chain: list[Mfp] = []
+    while isinstance(plan, Mfp):
+        chain.append(plan)
+        plan = plan.input
+    if not chain or not isinstance(plan, Get):
+        return None
+    inp = rel.inputs.get(plan.id)
+    if inp is None:
+        return None
+    return chain, plan, inp
+
+
 def index_mfp(rel: Relation) -> tuple[GlobalId, MapFilterProject] | None:
     """`(index id, mfp)` when `rel` is a map/filter/project of one index (an `Mfp` over its
     `Get`, possibly under further filter/project-only `Mfp`s), else `None`."""
-    plan = rel.plan
-    outer: list[Mfp] = []
-    while isinstance(plan, Mfp):
-        outer.append(plan)
-        plan = plan.input
-    if not outer or not isinstance(plan, Get):
+    found = mfp_chain(rel)
+    if found is None or found[2].kind != "index":
         return None
-    inp = rel.inputs.get(plan.id)
-    if inp is None or inp.kind != "index":
-        return None
+    outer, plan, inp = found
     arity = len(inp.schema)
     # Fuse from the innermost out. Only the innermost may map: fusing a later map would
     # evaluate it on rows an earlier filter drops (an error there would be spurious).

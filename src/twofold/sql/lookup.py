@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from twofold.api.objects import Index
-from twofold.api.reads import _remap
+from twofold.api.reads import _remap, mfp_chain
 from twofold.api.relation import Relation
 from twofold.api.results import Result
-from twofold.protocol import Call, Column, Get, Literal, MapFilterProject, Mfp
+from twofold.protocol import Call, Column, Get, Literal, MapFilterProject
 from twofold.protocol import Expr as PExpr
 
 _SCALAR = {bool: "bool", int: "int", float: "float", str: "str", bytes: "bytes"}
@@ -85,16 +85,10 @@ def _indexes_on(db: Any, get: Get, relation: Relation) -> list[Index]:
 
 def find_lookup(db: Any, relation: Relation) -> Lookup | None:
     """The index lookup that answers `relation`, if one does (module docstring)."""
-    plan = relation.plan
-    chain: list[Mfp] = []
-    while isinstance(plan, Mfp):
-        chain.append(plan)
-        plan = plan.input
-    if not chain or not isinstance(plan, Get):
+    found = mfp_chain(relation)
+    if found is None:
         return None
-    inp = relation.inputs.get(plan.id)
-    if inp is None:
-        return None
+    chain, plan, inp = found
     arity = len(inp.schema)
     # Fuse the chain from the innermost out; `guard` filters come before the last map.
     maps: list[PExpr] = []
