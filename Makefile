@@ -7,12 +7,23 @@ BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: test test-deep check lint typecheck bench clean demo
 
-$(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+# The venv's packages are installed by uv (put into the venv itself, with pip beside it for
+# manual use): on a clean machine it installs the test extra about 3x faster than pip, and the
+# venv is made without pip's own bootstrap (ensurepip, then an upgrade). Where $(PYTHON) has no
+# pip module, ensurepip's pip brings uv instead.
+INSTALL := $(BIN)/uv pip install -q --python $(BIN)/python
 
-$(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q -e '.[test]'
+$(BIN)/python:
+	$(PYTHON) -m venv --without-pip $(VENV)
+	$(PYTHON) -m pip --python $(BIN)/python install -q uv pip \
+	  || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV) && $(BIN)/python -m pip install -q uv; }
+
+# A venv made before uv was used gets it from its own pip.
+$(BIN)/uv: | $(BIN)/python
+	test -x $@ || $(BIN)/python -m pip install -q uv
+
+$(STAMP): pyproject.toml | $(BIN)/uv
+	$(INSTALL) -e '.[test]'
 	touch $(STAMP)
 
 # The storage tests start a throwaway PostgreSQL (installed from Debian here when missing and
@@ -35,14 +46,14 @@ typecheck: $(STAMP)
 check: lint typecheck test
 
 # The first quickstart command: a fresh venv with the package, then the live demo.
-demo: $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+demo: $(BIN)/uv
+	$(INSTALL) -e .
 	$(BIN)/twofold demo
 
 BENCHES := mux storage engine controller isolation freshness twoway memory writes sql pgwire
 
 $(BENCH_STAMP): $(STAMP)
-	$(BIN)/python -m pip install -q -e '.[test,bench]'
+	$(INSTALL) -e '.[test,bench]'
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)
