@@ -644,3 +644,27 @@ def test_listener_in_another_process_is_woken_by_notify(pg_url: str) -> None:
         proc.join(timeout=30)
         assert got and got[0] is not None and got[0].to_tuples() == [([7, "x"], 1, 1)]
         assert time.monotonic() - started < 30
+
+
+def test_only_versions_someone_listens_for_are_notified(pg: Storage) -> None:
+    # A NOTIFY is a transaction with a commit record of its own: an append to a shard no
+    # listener holds sends none; one to a shard a listener holds (its lease is in the state,
+    # wherever the listener runs) does. One sender thread sends in order, so once the watched
+    # shard's notification arrives, an earlier one for the quiet shard would have too.
+    backend = persist(pg)
+    quiet, watched = pg.create_shard("quiet", DESC), pg.create_shard("watched", DESC)
+    listener = watched.listen(0)
+    assert S.has_listeners(backend._head("watched").data)
+    assert not S.has_listeners(backend._head("quiet").data)
+    with psycopg.connect(backend.consensus.conninfo, autocommit=True) as raw:
+        raw.execute(f'LISTEN "{backend.consensus.channel}"')
+        quiet.compare_and_append([([1, "a"], 0, 1)], 0, 1)
+        quiet.compare_and_append([], 1, 2)
+        watched.compare_and_append([([2, "b"], 0, 1)], 0, 1)
+        heard: list[str] = []
+        deadline = time.monotonic() + 30
+        while "watched" not in heard and time.monotonic() < deadline:
+            heard += [n.payload for n in raw.notifies(timeout=1.0)]
+    assert "watched" in heard and "quiet" not in heard, heard
+    listener.close()
+    assert not S.has_listeners(backend._head("watched").data)

@@ -182,7 +182,8 @@ class PersistBackend(ReaderCommands, GarbageCollection):
         if self.fault is not None:
             self.fault("before_commit")
         won = self.consensus.cas(shard_id, head.seqno, enc_frontier(upper), blob, data_seqno,
-                                 token, inline)
+                                 token, inline,
+                                 notify=S.has_listeners(head.data if data is None else data))
         if won:
             if inline is not None:
                 self._inline.setdefault(shard_id, {})[inline[0]] = inline[1]

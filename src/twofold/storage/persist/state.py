@@ -175,6 +175,12 @@ def plan_tail_merge(data: StateData, below: int, factor: int = 2) -> list[PartRe
     return run[::-1] if len(run) >= 2 else []
 
 
+def has_listeners(data: StateData) -> bool:
+    """Whether a leased reader holds the shard: a listener, here or in another process, that
+    may be waiting to be woken when a version lands (critical readers never wait)."""
+    return any(not r.critical for r in data.readers.values())
+
+
 def live_readers(data: StateData, now_ms: int) -> dict[str, ReaderState]:
     """The readers whose lease has not run out (critical readers never expire)."""
     return {
