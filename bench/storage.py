@@ -94,32 +94,52 @@ SMALL = RelationDesc(
 SPAWN = multiprocessing.get_context("spawn")
 
 
-def small_appends(storage: Storage, shard_id: str, n: int, writer: int = 0) -> list[float]:
-    """`n` compare-and-appends of 3 rows each on a fresh shard; each one's latency (s)."""
-    shard = storage.create_shard(shard_id, SMALL)
+def small_batches(n: int, writer: int = 0) -> list[pa.Table]:
+    """`n` batches of 3 rows; batch `t` is at time `t` (built before any append is timed)."""
     schema = update_schema(SMALL)
+    return [pa.Table.from_arrays([
+        pa.array([writer] * 3, pa.int64()), pa.array([3 * t, 3 * t + 1, 3 * t + 2], pa.int64()),
+        pa.array([t] * 3, pa.uint64()), pa.array([1, 1, 1], pa.int64()),
+    ], schema=schema) for t in range(n)]
+
+
+def timed_appends(shard: Any, batches: list[pa.Table]) -> list[float]:
+    """Compare-and-append `batches` in order; each one's latency (s)."""
     latencies = []
-    for t in range(n):
-        batch = pa.Table.from_arrays([
-            pa.array([writer] * 3, pa.int64()), pa.array([3 * t, 3 * t + 1, 3 * t + 2], pa.int64()),
-            pa.array([t] * 3, pa.uint64()), pa.array([1, 1, 1], pa.int64()),
-        ], schema=schema)
+    for t, batch in enumerate(batches):
         start = time.perf_counter()
         shard.compare_and_append(batch, Frontier.at(t), Frontier.at(t + 1))
         latencies.append(time.perf_counter() - start)
+    return latencies
+
+
+def check_small(shard: Any, n: int) -> None:
     assert shard.snapshot(n - 1).num_rows == 3 * n
+
+
+def small_appends(storage: Storage, shard_id: str, n: int, writer: int = 0) -> list[float]:
+    """`n` compare-and-appends of 3 rows each on a fresh shard; each one's latency (s)."""
+    batches = small_batches(n, writer)
+    shard = storage.create_shard(shard_id, SMALL)
+    latencies = timed_appends(shard, batches)
+    check_small(shard, n)
     return latencies
 
 
 def process_small_writer(url: str, shard_id: str, n: int, writer: int, ready: Any,
                          start: Any, out: Any) -> None:
+    """One of the four writers: everything but the appends (opening storage, creating the
+    shard, building the batches, and reading them back to check) is outside the timed span."""
     with open_storage(url) as storage:
-        storage.create_shard(shard_id, SMALL)
+        shard = storage.create_shard(shard_id, SMALL)
+        batches = small_batches(n, writer)
         ready.release()
         start.wait()
         began = time.perf_counter()
-        latencies = small_appends(storage, shard_id, n, writer)
-        out.put((latencies, began, time.perf_counter()))
+        latencies = timed_appends(shard, batches)
+        ended = time.perf_counter()
+        check_small(shard, n)
+        out.put((latencies, began, ended))
 
 
 def four_shards(url: str, n: int, tag: str) -> tuple[float, list[float]]:
@@ -152,38 +172,45 @@ REFERENCE_CAS = (
 )
 
 
-def reference_cas(url: str, shard: str, n: int) -> list[float]:
+def reference_setup(conn: Any, shard: str) -> None:
+    conn.execute("CREATE TABLE IF NOT EXISTS ref_consensus (shard text, seqno bigint, "
+                 "data bytea, PRIMARY KEY (shard, seqno))")
+    conn.execute("INSERT INTO ref_consensus VALUES (%s, 0, '') ON CONFLICT DO NOTHING", (shard,))
+
+
+def reference_loop(conn: Any, shard: str, n: int) -> list[float]:
     """PostgreSQL alone: the reference's CAS of version n+1 (10 KB state) `n` times on one
     shard, one connection; each one's latency (s)."""
+    state = os.urandom(10_000)
+    latencies = []
+    for i in range(n):
+        start = time.perf_counter()
+        cur = conn.execute(REFERENCE_CAS, {"s": shard, "n": i, "d": state})
+        latencies.append(time.perf_counter() - start)
+        assert cur.rowcount == 1
+    return latencies
+
+
+def reference_cas(url: str, shard: str, n: int) -> list[float]:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE IF NOT EXISTS ref_consensus (shard text, seqno bigint, "
-                     "data bytea, PRIMARY KEY (shard, seqno))")
-        conn.execute("INSERT INTO ref_consensus VALUES (%s, 0, '') ON CONFLICT DO NOTHING",
-                     (shard,))
-        state = os.urandom(10_000)
-        latencies = []
-        for i in range(n):
-            start = time.perf_counter()
-            cur = conn.execute(REFERENCE_CAS, {"s": shard, "n": i, "d": state})
-            latencies.append(time.perf_counter() - start)
-            assert cur.rowcount == 1
-    return latencies
+        reference_setup(conn, shard)
+        return reference_loop(conn, shard, n)
 
 
 def process_reference_writer(url: str, shard: str, n: int, ready: Any, start: Any,
                              out: Any) -> None:
+    """As `process_small_writer`: connecting and creating the shard are not timed."""
     import psycopg
 
-    with psycopg.connect(url, autocommit=True) as conn:  # create the table before the start
-        conn.execute("CREATE TABLE IF NOT EXISTS ref_consensus (shard text, seqno bigint, "
-                     "data bytea, PRIMARY KEY (shard, seqno))")
-    ready.release()
-    start.wait()
-    began = time.perf_counter()
-    latencies = reference_cas(url, shard, n)
-    out.put((latencies, began, time.perf_counter()))
+    with psycopg.connect(url, autocommit=True) as conn:
+        reference_setup(conn, shard)
+        ready.release()
+        start.wait()
+        began = time.perf_counter()
+        latencies = reference_loop(conn, shard, n)
+        out.put((latencies, began, time.perf_counter()))
 
 
 def four_writers(target: Any, args: list[tuple[Any, ...]]) -> tuple[float, list[float]]:

@@ -267,6 +267,10 @@ def test_many_small_appends_fold_inlined_parts_and_spill_them_into_blobs(pg: Sto
             parts = persist(pg)._head("s").data.parts
             assert all(p.inline is not None for p in parts) and len(parts) <= 16
             assert max(p.count for p in parts) > 4
+        # A writer's cache of its inlined parts holds only parts the head references: it does
+        # not grow with every append the shard ever took.
+        live = S.inline_keys_of(persist(pg)._heads["s"].data)
+        assert set(persist(pg)._inline.get("s", {})) <= live
     data = persist(pg)._head("s").data
     assert S.inline_bytes(data) <= 64 * 1024 and 1 <= len(blob_keys(pg)) < 20
     assert len(data.parts) <= 24

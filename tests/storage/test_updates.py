@@ -96,6 +96,30 @@ def test_bad_input_is_a_typed_error(updates: object, error: type[Exception], nee
         to_update_table(updates, DESC)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("k", "time", "diff", "error", "needle"),
+    [
+        ([1, None], [0, 0], [1, 1], SchemaMismatch, "'k' is not nullable but holds 1 NULLs"),
+        ([1, 2], [0, None], [1, 1], SchemaMismatch, "'time' is not nullable"),
+        ([1, 2], [0, 0], [1, None], SchemaMismatch, "'diff' is not nullable"),
+        ([1, 2], [0, 0], [1, 0], InvalidUpdates, "non-zero"),
+    ],
+)
+def test_a_table_of_the_canonical_schema_is_still_checked(
+        k: list[int | None], time: list[int | None], diff: list[int | None],
+        error: type[Exception], needle: str) -> None:
+    # The schema says not nullable; the arrays may still hold NULLs (and zero diffs).
+    table = pa.Table.from_arrays(
+        [pa.array(k, pa.int64()), pa.array(["a", None]), pa.array(time, pa.uint64()),
+         pa.array(diff, pa.int64())], schema=update_schema(DESC))
+    with pytest.raises(error, match=re.escape(needle)):
+        to_update_table(table, DESC)
+    fine = pa.Table.from_arrays(
+        [pa.array([1, 2], pa.int64()), pa.array(["a", None]), pa.array([0, 0], pa.uint64()),
+         pa.array([1, -1], pa.int64())], schema=update_schema(DESC))
+    assert to_update_table(fine, DESC) is fine
+
+
 def test_dictionary_columns_are_decoded() -> None:
     frame = pl.DataFrame({"k": [1], "s": ["a"], "time": [0], "diff": [1]}).with_columns(
         pl.col("s").cast(pl.Categorical)

@@ -207,11 +207,7 @@ def to_update_table(updates: UpdatesLike, desc: RelationDesc) -> pa.Table:
             )
         updates = _from_tuples(updates, desc)
     if updates.schema.equals(schema):  # already canonical (the common case): check values only
-        for field in schema:
-            if not field.nullable and updates.column(field.name).null_count:
-                raise SchemaMismatch(f"column {field.name!r} is not nullable but holds "
-                                     f"{updates.column(field.name).null_count} NULLs")
-        _check_diffs(updates)
+        _check_values(updates, desc)
         return updates
     names = set(updates.column_names)
     expected = set(schema.names)
@@ -228,6 +224,21 @@ def to_update_table(updates: UpdatesLike, desc: RelationDesc) -> pa.Table:
     table = pa.Table.from_arrays(columns, schema=schema)
     _check_diffs(table)
     return table
+
+
+def _check_values(table: pa.Table, desc: RelationDesc) -> None:
+    """A table of the canonical schema: refuse NULLs where the schema allows none, and zero
+    diffs. By column position, not name (a name lookup per column costs more than the check on
+    the few rows of a small append)."""
+    columns = table.columns
+    arity = len(desc.types)
+    for i, column in enumerate(columns):
+        if column.null_count and (i >= arity or not desc.types[i].nullable):
+            name = desc.names[i] if i < arity else (TIME, DIFF)[i - arity]
+            raise SchemaMismatch(f"column {name!r} is not nullable but holds "
+                                 f"{column.null_count} NULLs")
+    if table.num_rows and not np.all(columns[arity + 1].to_numpy()):
+        raise InvalidUpdates("updates must have non-zero diffs")
 
 
 def _check_diffs(table: pa.Table) -> None:

@@ -69,6 +69,9 @@ INLINE_TOTAL: Final = 64 * 1024
 """The inlined bytes one state may reference."""
 MIN_ROW_BYTES: Final = 16
 """An encoded update is at least its time and diff."""
+Row = tuple[str, bytes, pa.Table]
+"""An inlined part's row of `parts`: its key, its bytes, and the updates they encode (kept in
+this handle's cache once the row is committed, so folding it later decodes nothing)."""
 MERGE_BELOW: Final = 100_000
 """Blob parts smaller than this (updates) are merged, newest first, geometrically."""
 TRUNCATE_EVERY: Final = 64
@@ -116,7 +119,7 @@ class PersistBackend(ReaderCommands, GarbageCollection):
         self._schemas: dict[str, pa.Schema] = {}
         self._data_cache: dict[str, tuple[int, S.StateData]] = {}
         self._heads: dict[str, S.Head] = {}  # this handle's last known head, per shard
-        self._inline: dict[str, dict[str, bytes]] = {}  # inlined parts' bytes, per shard
+        self._inline: dict[str, dict[str, pa.Table]] = {}  # inlined parts, decoded, per shard
         self._advances = 0
         self.merge_below = MERGE_BELOW
         self.fault: Callable[[str], None] | None = None  # test hook (see Consensus.fault)
@@ -174,19 +177,19 @@ class PersistBackend(ReaderCommands, GarbageCollection):
     # -- the CAS loop -----------------------------------------------------------------------
 
     def _commit(self, shard_id: str, head: S.Head, upper: Frontier, data: S.StateData | None,
-                token: uuid.UUID, inline: tuple[str, bytes] | None = None) -> bool:
+                token: uuid.UUID, inline: Row | None = None) -> bool:
         """CAS `head.seqno + 1` with `upper` and (if changed) `data`, inserting the inlined
-        part `inline` (key, bytes) with it."""
+        part `inline` with it."""
         blob = None if data is None else S.encode_state(data)
         data_seqno = head.data_seqno if data is None else head.seqno + 1
         if self.fault is not None:
             self.fault("before_commit")
         won = self.consensus.cas(shard_id, head.seqno, enc_frontier(upper), blob, data_seqno,
-                                 token, inline,
+                                 token, None if inline is None else inline[:2],
                                  notify=S.has_listeners(head.data if data is None else data))
         if won:
             if inline is not None:
-                self._inline.setdefault(shard_id, {})[inline[0]] = inline[1]
+                self._inline.setdefault(shard_id, {})[inline[0]] = inline[2]
             new = S.Head(head.seqno + 1, upper, data_seqno, head.data if data is None else data)
             self._heads[shard_id] = new
             if data is not None:
@@ -196,7 +199,7 @@ class PersistBackend(ReaderCommands, GarbageCollection):
         return won
 
     def _update(self, shard_id: str, command: Callable[[S.Head], S.StateData | None],
-                what: str, inline: tuple[str, bytes] | None = None) -> S.Head:
+                what: str, inline: Row | None = None) -> S.Head:
         """Apply `command` (head -> new data, or `None` for no change) by CAS until it lands;
         `inline` is the row of an inlined part the new data references."""
         token = uuid.uuid4()
@@ -264,16 +267,16 @@ class PersistBackend(ReaderCommands, GarbageCollection):
     # -- writes -----------------------------------------------------------------------------
 
     def _stage(self, shard_id: str, updates: pa.Table, lower: int, upper: Frontier,
-               since: int) -> tuple[PartRef, tuple[str, bytes] | None]:
+               since: int) -> tuple[PartRef, Row | None]:
         """Encode a part; PUT it to the blob store unless it is small enough to inline, in
-        which case its `parts` row `(key, bytes)` is returned for the CAS to insert."""
+        which case its `parts` row is returned for the CAS to insert."""
         count = updates.num_rows
         if count * MIN_ROW_BYTES <= INLINE_BYTES:  # else it cannot fit: skip encoding it
             data = encode_batch(updates)
             if len(data) <= INLINE_BYTES:
                 key = os.urandom(8).hex()
                 return S.PartRef(0, lower, S.enc(upper), since, count, inline=key,
-                                 size=len(data)), (key, data)
+                                 size=len(data)), (key, data, updates)
         key = self.blobs.new_key(shard_id)
         self.blobs.put(key, encode_ipc(updates))
         return S.PartRef(0, lower, S.enc(upper), since, count, key=key), None
@@ -285,7 +288,7 @@ class PersistBackend(ReaderCommands, GarbageCollection):
                 and S.inline_bytes(data) + part.size <= INLINE_TOTAL)
 
     def _folded(self, shard_id: str, data: S.StateData, part: PartRef, updates: pa.Table
-                ) -> tuple[S.StateData, PartRef, tuple[str, bytes] | None]:
+                ) -> tuple[S.StateData, PartRef, Row | None]:
         """When the newest inlined parts are many (or too big): the state with them and this
         append folded into one part holding the same updates at the same times — inlined (its
         row returned for the CAS) while small enough, else a blob, PUT here."""
@@ -301,7 +304,7 @@ class PersistBackend(ReaderCommands, GarbageCollection):
             key = os.urandom(8).hex()
             ref = S.PartRef(0, lower, part.upper, 0, merged.num_rows, inline=key,
                             size=len(encoded))
-            return S.spill(data, suffix, ref), ref, (key, encoded)
+            return S.spill(data, suffix, ref), ref, (key, encoded, merged)
         key = self.blobs.new_key(shard_id)
         self.blobs.put(key, encode_ipc(merged))
         ref = S.PartRef(0, lower, part.upper, 0, merged.num_rows, key=key)
@@ -311,7 +314,7 @@ class PersistBackend(ReaderCommands, GarbageCollection):
         self, shard_id: str, lower: Frontier, new_upper: Frontier, updates: pa.Table | None
     ) -> Frontier | None:
         part: PartRef | None = None
-        inline: tuple[str, bytes] | None = None
+        inline: Row | None = None
         if updates is not None and updates.num_rows and lower.time is not None:
             part, inline = self._stage(shard_id, updates, lower.time, new_upper, 0)
         token = uuid.uuid4()
@@ -325,7 +328,7 @@ class PersistBackend(ReaderCommands, GarbageCollection):
                     return head.upper
             data = None
             spilled: PartRef | None = None
-            row: tuple[str, bytes] | None = None
+            row: Row | None = None
             if part is not None:
                 if self._fits_inline(head.data, part):
                     data, row = S.append_part(head.data, part), inline
@@ -336,6 +339,8 @@ class PersistBackend(ReaderCommands, GarbageCollection):
                 added_blob = (spilled is not None and spilled.key is not None) or (
                     part is not None and part.key is not None)
                 part = None
+                if spilled is not None:  # the folded parts' cached updates are garbage now
+                    self._prune_inline(shard_id, self._heads[shard_id])
                 self.notifier.notify(shard_id)
                 if added_blob:
                     self._merge_tail(shard_id)
@@ -416,8 +421,8 @@ class PersistBackend(ReaderCommands, GarbageCollection):
 
     # -- parts ------------------------------------------------------------------------------
 
-    def _fetch_inline(self, shard_id: str, refs: list[PartRef]) -> dict[str, bytes]:
-        """The bytes of the inlined parts among `refs`: cached ones (they never change), the
+    def _fetch_inline(self, shard_id: str, refs: list[PartRef]) -> dict[str, pa.Table]:
+        """The updates of the inlined parts among `refs`: cached ones (they never change), the
         rest in one query; `BlobMissing` if a row is gone (its part was replaced and the
         versions referencing it truncated: the head has moved on)."""
         cache = self._inline.setdefault(shard_id, {})
@@ -428,8 +433,10 @@ class PersistBackend(ReaderCommands, GarbageCollection):
                             f"AND key = ANY(%s)", (shard_id, wanted))
                 return cur.fetchall()
 
+            schema = self._schema(shard_id)
             for key, data in self.consensus.run(f"reading shard {shard_id!r} parts", fetch):
-                cache[key] = bytes(data)
+                cache[key] = decode_batch(bytes(data), schema,
+                                          f"shard {shard_id!r} inlined part {key}")
             if any(k not in cache for k in wanted):
                 raise BlobMissing(f"shard {shard_id!r}: an inlined part is gone")
         return cache
@@ -438,11 +445,11 @@ class PersistBackend(ReaderCommands, GarbageCollection):
         inline = self._fetch_inline(shard_id, refs)
         return [self._load(shard_id, r, inline) for r in refs]
 
-    def _load(self, shard_id: str, ref: PartRef, inline: dict[str, bytes]) -> Part:
+    def _load(self, shard_id: str, ref: PartRef, inline: dict[str, pa.Table]) -> Part:
         what = f"shard {shard_id!r} part {ref.id}"
         raw: bytes | memoryview
         if ref.inline is not None:
-            table = decode_batch(inline[ref.inline], self._schema(shard_id), what)
+            table = inline[ref.inline]
         elif ref.key is not None:
             raw = self.blobs.get(ref.key)
             table = decode_ipc(raw, self._schema(shard_id), what)  # type: ignore[arg-type]
@@ -520,10 +527,11 @@ class PersistBackend(ReaderCommands, GarbageCollection):
             outcome["ok"] = data is not None
             return data
 
-        self._update(shard_id, command, "compaction", inline)
+        head = self._update(shard_id, command, "compaction", inline)
         if not outcome["ok"]:
             self._discard(ref)
             return False
+        self._prune_inline(shard_id, head)
         if truncate:
             self._truncate_quietly(shard_id)
         return True
