@@ -6,7 +6,9 @@ Contract: `copy_statement(db, copy, params, sql)` checks a COPY against the cata
 the Outcome the session sends (for FROM STDIN: the columns the data carries; for TO STDOUT: the
 query's rows or subscription, the query run by `sql` — the session's, inside its transaction).
 `CopyIn` collects CopyData; `finish(db, insert)` parses it and has `insert` write every row in
-one write, or none on a bad line or tuple (`22P02` naming it), and returns the count. `CopyOut`
+one write, or none on a bad line or tuple (`22P02` naming it), and returns the count. Text and
+csv data are parsed in batches into an Arrow table (`copy_batch`); what that path leaves
+undecided (and every error) goes through the row parser, `statements.parse_copy_rows`. `CopyOut`
 encodes a COPY TO's messages: `start()`, `rows(batch)` (any number of times), `finish()`.
 
 The binary format is PostgreSQL's: the 11-byte signature `PGCOPY\\n\\377\\r\\n\\0`, a flags
@@ -22,6 +24,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from twofold.server import messages as m
+from twofold.server.copy_batch import columns_in_order, parse_batch
 from twofold.server.output import copy_rows
 from twofold.server.portals import Column, Outcome, SessionError, table_columns
 from twofold.server.statements import CopyStatement, parse_copy_rows
@@ -85,19 +88,23 @@ class CopyIn:
         self.data.extend(data)
 
     async def finish(self, db: Any,
-                     insert: Callable[[str, list[tuple[Any, ...]]], Awaitable[int]]) -> int:
+                     insert: Callable[[str, Any], Awaitable[int]]) -> int:
         copy, cols = self.copy, self.columns
+        assert copy.table is not None
         scalars = [s for _, s in cols]
+        names = [n for n, _ in cols]
+        table = table_columns(db, copy.table)
+        order = [n for n, _ in table]
+        batch = None if copy.binary else parse_batch(bytes(self.data), copy, scalars)
+        if batch is not None:
+            return await insert(copy.table, columns_in_order(batch, names, order, dict(table)))
         if copy.binary:
             rows = parse_binary_rows(bytes(self.data), scalars)
-        else:
+        else:  # what the batch parser leaves to the row parser: same rows, or its typed error
             rows = parse_copy_rows(bytes(self.data), copy, scalars)
-        names = [n for n, _ in cols]
-        order = [n for n, _ in table_columns(db, copy.table or "")]
         if names != order:
             at = {n: i for i, n in enumerate(names)}
             rows = [tuple(r[at[n]] if n in at else None for n in order) for r in rows]
-        assert copy.table is not None
         return await insert(copy.table, rows)
 
 

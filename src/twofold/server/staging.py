@@ -164,8 +164,9 @@ def _insert_query(text: str) -> bool:
     return source is not None and source.find(exp.Table) is not None
 
 
-async def insert_rows(s: Any, table: str, rows: list[tuple[Any, ...]]) -> int:
-    """COPY FROM's write of `rows` into `table`: at once outside `BEGIN`, else staged."""
+async def insert_rows(s: Any, table: str, rows: Any) -> int:
+    """COPY FROM's write of `rows` (tuples in column order, or an Arrow table of the table's
+    columns) into `table`: at once outside `BEGIN`, else staged."""
     tx: Transaction = s.tx
     obj = s.db.get(table)
     if tx.explicit:

@@ -147,12 +147,31 @@ def parse_copy(sql: str) -> CopyStatement | None:
 
 
 _ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\"}
+_ESCAPE = re.compile(r"\\([0-7]{1,3}|x[0-9a-fA-F]{1,2}|.)", re.S)
 
 
-def _unescape(field: str) -> str:
+def unescape(field: str) -> str:
+    """PostgreSQL's text-format escapes: `\\n` and friends, octal `\\nnn` and hex `\\xhh` (a
+    byte each), any other `\\c` is `c`."""
     if "\\" not in field:
         return field
-    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), field)
+    raw = bytearray()
+    pos = 0
+    for e in _ESCAPE.finditer(field):
+        raw += field[pos:e.start()].encode("utf-8")
+        c = e.group(1)
+        if c[0] in "01234567":
+            raw.append(int(c, 8) & 0xFF)
+        elif c[0] == "x" and len(c) > 1:
+            raw.append(int(c[1:], 16))
+        else:
+            raw += _ESCAPES.get(c, c).encode("utf-8")
+        pos = e.end()
+    raw += field[pos:].encode("utf-8")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidParameterValue(f"COPY: the escapes of {field!r} are not UTF-8") from None
 
 
 _PG_NAMES = {"int": "bigint", "float": "double precision", "str": "text", "bool": "boolean",
@@ -182,7 +201,7 @@ def parse_copy_rows(data: bytes, copy: CopyStatement,
                 line = line[:-1]
             if line == "\\." or line == "":
                 continue
-            raw.append([None if f == copy.null else _unescape(f)
+            raw.append([None if f == copy.null else unescape(f)
                         for f in line.split(copy.delimiter)])
     if copy.header and raw:
         raw = raw[1:]
