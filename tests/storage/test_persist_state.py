@@ -118,3 +118,5 @@ def test_state_commands_keep_their_invariants(cmds: list[Any]) -> None:
         check_parts(data)
         assert sum(p.count for p in data.parts) == total
         assert S.decode_state(S.encode_state(data)) == data
+        for limit in (1, 2, 16):  # the appends' bounded look at the run of inlined parts
+            assert S.inline_suffix_shorter(data, limit) == (len(S.inline_suffix(data)) < limit)

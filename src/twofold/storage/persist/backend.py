@@ -284,7 +284,7 @@ class PersistBackend(ReaderCommands, GarbageCollection):
     def _fits_inline(self, data: S.StateData, part: PartRef) -> bool:
         if part.inline is None:
             return True
-        return (len(S.inline_suffix(data)) < INLINE_RUN
+        return (S.inline_suffix_shorter(data, INLINE_RUN)
                 and S.inline_bytes(data) + part.size <= INLINE_TOTAL)
 
     def _folded(self, shard_id: str, data: S.StateData, part: PartRef, updates: pa.Table
@@ -446,17 +446,19 @@ class PersistBackend(ReaderCommands, GarbageCollection):
         return [self._load(shard_id, r, inline) for r in refs]
 
     def _load(self, shard_id: str, ref: PartRef, inline: dict[str, pa.Table]) -> Part:
-        what = f"shard {shard_id!r} part {ref.id}"
         raw: bytes | memoryview
         if ref.inline is not None:
             table = inline[ref.inline]
         elif ref.key is not None:
             raw = self.blobs.get(ref.key)
-            table = decode_ipc(raw, self._schema(shard_id), what)  # type: ignore[arg-type]
+            table = decode_ipc(raw, self._schema(shard_id),  # type: ignore[arg-type]
+                               f"shard {shard_id!r} part {ref.id}")
         else:
-            raise CorruptStorage(f"{what}: neither inlined nor in a blob")
+            raise CorruptStorage(f"shard {shard_id!r} part {ref.id}: neither inlined nor in "
+                                 f"a blob")
         if table.num_rows != ref.count:
-            raise CorruptStorage(f"{what}: holds {table.num_rows} updates, recorded {ref.count}")
+            raise CorruptStorage(f"shard {shard_id!r} part {ref.id}: holds {table.num_rows} "
+                                 f"updates, recorded {ref.count}")
         return Part(ref.id, ref.lower, S.dec(ref.upper), ref.since, ref.count, table)
 
     def _prune_inline(self, shard_id: str, head: S.Head) -> None:

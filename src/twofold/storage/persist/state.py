@@ -105,7 +105,7 @@ def inline_keys_of(data: StateData) -> set[str]:
 
 
 def inline_bytes(data: StateData) -> int:
-    return sum(p.size for p in data.parts if p.inline is not None)
+    return sum([p.size for p in data.parts if p.inline is not None])
 
 
 def append_part(data: StateData, part: PartRef) -> StateData:
@@ -140,6 +140,15 @@ def inline_suffix(data: StateData) -> list[PartRef]:
     while k > 0 and data.parts[k - 1].inline is not None and data.parts[k - 1].since == 0:
         k -= 1
     return list(data.parts[k:])
+
+
+def inline_suffix_shorter(data: StateData, limit: int) -> bool:
+    """`len(inline_suffix(data)) < limit`, looking at no more than `limit` parts."""
+    parts = data.parts
+    for k in range(1, limit + 1):
+        if k > len(parts) or parts[-k].inline is None or parts[-k].since != 0:
+            return True
+    return False
 
 
 def spill(data: StateData, suffix: list[PartRef], merged: PartRef) -> StateData:
