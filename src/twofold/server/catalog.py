@@ -8,7 +8,7 @@ Contract: `is_catalog_query(sql)` says whether a statement reads these relations
 `pg_` relation, `pg_catalog.`, `information_schema.` or `twofold_`); `run(db, sql, params)`
 answers it from a snapshot of twofold's catalog (tables, views, materialized views, indexes,
 their columns and types) loaded into an in-memory DuckDB database whose tables have
-PostgreSQL's catalog names and columns, after rewriting the PostgreSQL-only spellings psql uses
+PostgreSQL's catalog names and columns (`catalog_ddl`), after rewriting the PostgreSQL-only spellings psql uses
 (`OPERATOR(pg_catalog.~)`, `COLLATE pg_catalog.default`, `::regclass`). The snapshot is rebuilt
 when the catalog changes; the monitoring relations a query names are refilled, live, for
 that query (under the snapshot's lock, so concurrent queries each see their own complete
@@ -26,6 +26,9 @@ import zlib
 from typing import Any
 
 from twofold.server import monitoring
+from twofold.server.catalog_ddl import DDL as _DDL
+from twofold.server.catalog_ddl import FORMAT as _FORMAT
+from twofold.server.catalog_ddl import TYPES as _TYPES
 from twofold.server.shims import DEFAULTS
 from twofold.server.types import OIDS
 from twofold.sql.errors import FeatureNotSupported
@@ -33,185 +36,12 @@ from twofold.sql.errors import FeatureNotSupported
 _CATALOG = re.compile(r"\b(pg_catalog\.|information_schema\.|pg_(class|type|namespace|attribute|"
                       r"index|indexes|database|settings|am|proc|description|attrdef|constraint|"
                       r"roles|user|tables|views|matviews|inherits|trigger|collation|"
-                      r"tablespace|policy|range|enum|extension|opclass)\b|twofold_(objects|columns|"
+                      r"tablespace|policy|range|enum|extension|opclass|auth_members|language|"
+                      r"event_trigger|foreign_data_wrapper|foreign_server)\b|twofold_(objects|columns|"
                       r"indexes|frontiers|lag|arrangement_sizes|peek_durations|"
                       r"step_durations)\b)", re.I)
 
 PUBLIC, PG_CATALOG, INFO_SCHEMA = 2200, 11, 13183
-_TYPES = [  # oid, name, len, category, array oid
-    (16, "bool", 1, "B", 1000), (17, "bytea", -1, "U", 1001), (19, "name", 64, "S", 1003),
-    (20, "int8", 8, "N", 1016), (21, "int2", 2, "N", 1005), (23, "int4", 4, "N", 1007),
-    (25, "text", -1, "S", 1009), (26, "oid", 4, "N", 1028), (700, "float4", 4, "N", 1021),
-    (701, "float8", 8, "N", 1022), (705, "unknown", -2, "X", 0),
-    (1042, "bpchar", -1, "S", 1014), (1043, "varchar", -1, "S", 1015),
-    (1700, "numeric", -1, "N", 1231), (2205, "regclass", 4, "N", 2210),
-    (1114, "timestamp", 8, "D", 1115), (1184, "timestamptz", 8, "D", 1185),
-]
-_FORMAT = {16: "boolean", 17: "bytea", 19: "name", 20: "bigint", 21: "smallint",
-           23: "integer", 25: "text", 26: "oid", 700: "real", 701: "double precision",
-           705: "unknown", 1042: "character", 1043: "character varying", 1700: "numeric",
-           1114: "timestamp without time zone", 1184: "timestamp with time zone"}
-
-_DDL = """
-CREATE TABLE pg_namespace (oid BIGINT, nspname VARCHAR, nspowner BIGINT, nspacl VARCHAR);
-CREATE TABLE pg_class (oid BIGINT, relname VARCHAR, relnamespace BIGINT, reltype BIGINT,
-  reloftype BIGINT, relowner BIGINT, relam BIGINT, relfilenode BIGINT, reltablespace BIGINT,
-  relpages INTEGER, reltuples DOUBLE, relallvisible INTEGER, reltoastrelid BIGINT,
-  relhasindex BOOLEAN, relisshared BOOLEAN, relpersistence VARCHAR, relkind VARCHAR,
-  relnatts INTEGER, relchecks INTEGER, relhasrules BOOLEAN, relhastriggers BOOLEAN,
-  relhassubclass BOOLEAN, relrowsecurity BOOLEAN, relforcerowsecurity BOOLEAN,
-  relispopulated BOOLEAN, relreplident VARCHAR, relispartition BOOLEAN, relrewrite BIGINT,
-  relfrozenxid BIGINT, relminmxid BIGINT, relacl VARCHAR, reloptions VARCHAR[],
-  relpartbound VARCHAR);
-CREATE TABLE pg_attribute (attrelid BIGINT, attname VARCHAR, atttypid BIGINT,
-  attstattarget INTEGER, attlen INTEGER, attnum INTEGER, attndims INTEGER, attcacheoff INTEGER,
-  atttypmod INTEGER, attbyval BOOLEAN, attalign VARCHAR, attstorage VARCHAR,
-  attcompression VARCHAR, attnotnull BOOLEAN, atthasdef BOOLEAN, atthasmissing BOOLEAN,
-  attidentity VARCHAR, attgenerated VARCHAR, attisdropped BOOLEAN, attislocal BOOLEAN,
-  attinhcount INTEGER, attcollation BIGINT, attacl VARCHAR, attoptions VARCHAR[],
-  attfdwoptions VARCHAR[], attmissingval VARCHAR);
-CREATE TABLE pg_type (oid BIGINT, typname VARCHAR, typnamespace BIGINT, typowner BIGINT,
-  typlen INTEGER, typbyval BOOLEAN, typtype VARCHAR, typcategory VARCHAR,
-  typispreferred BOOLEAN, typisdefined BOOLEAN, typdelim VARCHAR, typrelid BIGINT,
-  typsubscript BIGINT, typelem BIGINT, typarray BIGINT, typinput VARCHAR, typoutput VARCHAR,
-  typreceive VARCHAR, typsend VARCHAR, typmodin VARCHAR, typmodout VARCHAR,
-  typanalyze VARCHAR, typalign VARCHAR, typstorage VARCHAR, typnotnull BOOLEAN,
-  typbasetype BIGINT, typtypmod INTEGER, typndims INTEGER, typcollation BIGINT,
-  typdefaultbin VARCHAR, typdefault VARCHAR, typacl VARCHAR);
-CREATE TABLE pg_index (indexrelid BIGINT, indrelid BIGINT, indnatts INTEGER,
-  indnkeyatts INTEGER, indisunique BOOLEAN, indnullsnotdistinct BOOLEAN, indisprimary BOOLEAN,
-  indisexclusion BOOLEAN, indimmediate BOOLEAN, indisclustered BOOLEAN, indisvalid BOOLEAN,
-  indcheckxmin BOOLEAN, indisready BOOLEAN, indislive BOOLEAN, indisreplident BOOLEAN,
-  indkey SMALLINT[], indcollation BIGINT[], indclass BIGINT[], indoption VARCHAR,
-  indexprs VARCHAR, indpred VARCHAR);
-CREATE TABLE pg_opclass (oid BIGINT, opcmethod BIGINT, opcname VARCHAR, opcnamespace BIGINT,
-  opcowner BIGINT, opcfamily BIGINT, opcintype BIGINT, opcdefault BOOLEAN, opckeytype BIGINT);
-CREATE TABLE pg_am (oid BIGINT, amname VARCHAR, amhandler VARCHAR, amtype VARCHAR);
-CREATE TABLE pg_attrdef (oid BIGINT, adrelid BIGINT, adnum INTEGER, adbin VARCHAR);
-CREATE TABLE pg_constraint (oid BIGINT, conname VARCHAR, connamespace BIGINT, contype VARCHAR,
-  condeferrable BOOLEAN, condeferred BOOLEAN, convalidated BOOLEAN, conrelid BIGINT,
-  contypid BIGINT, conindid BIGINT, conparentid BIGINT, confrelid BIGINT,
-  confupdtype VARCHAR, confdeltype VARCHAR, confmatchtype VARCHAR, conislocal BOOLEAN,
-  coninhcount INTEGER, connoinherit BOOLEAN, conkey INTEGER[], confkey INTEGER[],
-  conbin VARCHAR);
-CREATE TABLE pg_database (oid BIGINT, datname VARCHAR, datdba BIGINT, encoding INTEGER,
-  datlocprovider VARCHAR, datistemplate BOOLEAN, datallowconn BOOLEAN, datconnlimit INTEGER,
-  dattablespace BIGINT, datcollate VARCHAR, datctype VARCHAR, daticulocale VARCHAR,
-  datcollversion VARCHAR, datacl VARCHAR);
-CREATE TABLE pg_settings (name VARCHAR, setting VARCHAR, unit VARCHAR, category VARCHAR,
-  short_desc VARCHAR, extra_desc VARCHAR, context VARCHAR, vartype VARCHAR, source VARCHAR,
-  min_val VARCHAR, max_val VARCHAR, enumvals VARCHAR[], boot_val VARCHAR, reset_val VARCHAR,
-  sourcefile VARCHAR, sourceline INTEGER, pending_restart BOOLEAN);
-CREATE TABLE pg_description (objoid BIGINT, classoid BIGINT, objsubid INTEGER,
-  description VARCHAR);
-CREATE TABLE pg_roles (oid BIGINT, rolname VARCHAR, rolsuper BOOLEAN, rolinherit BOOLEAN,
-  rolcreaterole BOOLEAN, rolcreatedb BOOLEAN, rolcanlogin BOOLEAN, rolreplication BOOLEAN,
-  rolconnlimit INTEGER, rolpassword VARCHAR, rolvaliduntil VARCHAR, rolbypassrls BOOLEAN,
-  rolconfig VARCHAR[]);
-CREATE TABLE pg_inherits (inhrelid BIGINT, inhparent BIGINT, inhseqno INTEGER,
-  inhdetachpending BOOLEAN);
-CREATE TABLE pg_trigger (oid BIGINT, tgrelid BIGINT, tgname VARCHAR, tgenabled VARCHAR,
-  tgisinternal BOOLEAN, tgparentid BIGINT);
-CREATE TABLE pg_policy (oid BIGINT, polname VARCHAR, polrelid BIGINT, polcmd VARCHAR,
-  polpermissive BOOLEAN, polroles BIGINT[], polqual VARCHAR, polwithcheck VARCHAR);
-CREATE TABLE pg_statistic_ext (oid BIGINT, stxrelid BIGINT, stxname VARCHAR,
-  stxnamespace BIGINT, stxowner BIGINT, stxstattarget INTEGER, stxkeys VARCHAR,
-  stxkind VARCHAR[]);
-CREATE TABLE pg_publication (oid BIGINT, pubname VARCHAR, puballtables BOOLEAN);
-CREATE TABLE pg_publication_rel (oid BIGINT, prpubid BIGINT, prrelid BIGINT, prqual VARCHAR,
-  prattrs SMALLINT[]);
-CREATE TABLE pg_publication_namespace (oid BIGINT, pnpubid BIGINT, pnnspid BIGINT);
-CREATE TABLE pg_rewrite (oid BIGINT, rulename VARCHAR, ev_class BIGINT);
-CREATE TABLE pg_collation (oid BIGINT, collname VARCHAR, collnamespace BIGINT);
-CREATE TABLE pg_tablespace (oid BIGINT, spcname VARCHAR);
-CREATE TABLE pg_foreign_table (ftrelid BIGINT, ftserver BIGINT);
-CREATE TABLE pg_partitioned_table (partrelid BIGINT);
-CREATE TABLE pg_extension (oid BIGINT, extname VARCHAR, extversion VARCHAR);
-CREATE TABLE pg_enum (oid BIGINT, enumtypid BIGINT, enumsortorder DOUBLE, enumlabel VARCHAR);
-CREATE TABLE pg_range (rngtypid BIGINT, rngsubtype BIGINT);
-CREATE TABLE pg_proc (oid BIGINT, proname VARCHAR, pronamespace BIGINT);
-CREATE TABLE pg_sequence (seqrelid BIGINT, seqtypid BIGINT, seqstart BIGINT,
-  seqincrement BIGINT, seqmax BIGINT, seqmin BIGINT, seqcache BIGINT, seqcycle BOOLEAN);
-CREATE TABLE _indexdef (oid BIGINT, def VARCHAR);
-CREATE TABLE _viewdef (oid BIGINT, def VARCHAR);
-CREATE TABLE information_schema_tables (table_catalog VARCHAR, table_schema VARCHAR,
-  table_name VARCHAR, table_type VARCHAR, is_insertable_into VARCHAR);
-CREATE TABLE information_schema_columns (table_catalog VARCHAR, table_schema VARCHAR,
-  table_name VARCHAR, column_name VARCHAR, ordinal_position INTEGER, column_default VARCHAR,
-  is_nullable VARCHAR, data_type VARCHAR, character_maximum_length INTEGER,
-  numeric_precision INTEGER, udt_name VARCHAR);
-CREATE TABLE twofold_objects (name VARCHAR, type VARCHAR, oid BIGINT);
-CREATE TABLE twofold_columns (object VARCHAR, name VARCHAR, position INTEGER, type VARCHAR,
-  nullable BOOLEAN);
-CREATE TABLE twofold_indexes (name VARCHAR, "on" VARCHAR, key VARCHAR);
-@MONITORING@CREATE VIEW pg_tables AS SELECT n.nspname AS schemaname, c.relname AS tablename,
-  'twofold' AS tableowner, NULL AS tablespace, c.relhasindex AS hasindexes,
-  false AS hasrules, false AS hastriggers, false AS rowsecurity
-  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r';
-CREATE VIEW pg_views AS SELECT 'public' AS schemaname, c.relname AS viewname,
-  'twofold' AS viewowner, d.def AS definition FROM pg_class c JOIN _viewdef d ON d.oid = c.oid
-  WHERE c.relkind = 'v';
-CREATE VIEW pg_matviews AS SELECT 'public' AS schemaname, c.relname AS matviewname,
-  'twofold' AS matviewowner, NULL AS tablespace, c.relhasindex AS hasindexes,
-  true AS ispopulated, d.def AS definition FROM pg_class c LEFT JOIN _viewdef d ON d.oid = c.oid
-  WHERE c.relkind = 'm';
-CREATE VIEW pg_indexes AS SELECT 'public' AS schemaname, t.relname AS tablename,
-  c.relname AS indexname, NULL AS tablespace, d.def AS indexdef
-  FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class t ON t.oid = i.indrelid
-  JOIN _indexdef d ON d.oid = i.indexrelid;
-CREATE VIEW pg_user AS SELECT rolname AS usename, oid AS usesysid, rolcreatedb AS usecreatedb,
-  rolsuper AS usesuper FROM pg_roles;
-CREATE MACRO format_type(t, m) AS CASE t @FORMAT@ ELSE 'text' END;
-CREATE TABLE _settings (name VARCHAR, setting VARCHAR);
-CREATE MACRO _current_setting(x) AS (SELECT min(setting) FROM _settings
-  WHERE lower(name) = lower(x)), (x, y) AS (SELECT min(setting) FROM _settings
-  WHERE lower(name) = lower(x));
-CREATE MACRO pg_get_userbyid(x) AS 'twofold';
-CREATE MACRO to_regtype(x) AS (SELECT min(oid) FROM pg_type WHERE typname = x);
-CREATE MACRO to_regclass(x) AS (SELECT min(oid) FROM pg_class WHERE relname = x);
-CREATE MACRO pg_table_is_visible(x) AS true;
-CREATE MACRO pg_type_is_visible(x) AS true;
-CREATE MACRO pg_get_expr(x, y) AS x, (x, y, z) AS x;
-CREATE MACRO pg_get_indexdef(x) AS (SELECT def FROM _indexdef WHERE oid = x),
-  (x, y, z) AS CASE WHEN y = 0 THEN (SELECT def FROM _indexdef WHERE oid = x)
-    ELSE (SELECT attname FROM pg_attribute WHERE attrelid = x AND attnum = y) END;
-CREATE MACRO pg_get_viewdef(x) AS (SELECT def FROM _viewdef WHERE oid = x),
-  (x, y) AS (SELECT def FROM _viewdef WHERE oid = x);
-CREATE MACRO pg_get_constraintdef(x) AS NULL, (x, y) AS NULL;
-CREATE MACRO pg_get_partkeydef(x) AS NULL;
-CREATE MACRO pg_get_statisticsobjdef_columns(x) AS NULL;
-CREATE MACRO pg_relation_is_publishable(x) AS false;
-CREATE MACRO pg_relation_size(x) AS 0;
-CREATE MACRO pg_total_relation_size(x) AS 0;
-CREATE MACRO pg_table_size(x) AS 0;
-CREATE MACRO pg_size_pretty(x) AS '0 bytes';
-CREATE MACRO pg_encoding_to_char(x) AS 'UTF8';
-CREATE MACRO obj_description(x) AS NULL, (x, y) AS NULL;
-CREATE MACRO col_description(x, y) AS NULL;
-CREATE MACRO shobj_description(x, y) AS NULL;
-CREATE MACRO has_table_privilege(x, y) AS true, (x, y, z) AS true;
-CREATE MACRO has_schema_privilege(x, y) AS true, (x, y, z) AS true;
-CREATE MACRO has_database_privilege(x, y) AS true;
-CREATE MACRO pg_has_role(x, y) AS true, (x, y, z) AS true;
-CREATE MACRO pg_is_other_temp_schema(x) AS false;
-CREATE MACRO pg_my_temp_schema() AS 0;
-CREATE MACRO pg_get_serial_sequence(x, y) AS NULL;
-CREATE MACRO quote_ident(x) AS x;
-CREATE MACRO pg_collation_is_visible(x) AS true;
-CREATE MACRO json_build_object(a, b) AS NULL,
-  (a, b, c, d) AS NULL,
-  (a, b, c, d, e, f) AS NULL,
-  (a, b, c, d, e, f, g, h) AS NULL,
-  (a, b, c, d, e, f, g, h, i, j) AS NULL,
-  (a, b, c, d, e, f, g, h, i, j, k, l) AS NULL,
-  (a, b, c, d, e, f, g, h, i, j, k, l, m, n) AS NULL,
-  (a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p) AS NULL;
-CREATE MACRO array_length(x, y) AS len(x);
-CREATE MACRO array_upper(x, y) AS len(x);
-CREATE MACRO array_lower(x, y) AS 1;
-CREATE MACRO current_schemas(x) AS ['public'];
-""".replace("@FORMAT@", " ".join(f"WHEN {o} THEN '{n}'" for o, n in _FORMAT.items())).replace(
-    "@MONITORING@", monitoring.DDL)
 
 
 _OPCLASS = 3124  # every index column's operator class (btree int8_ops, the default)
@@ -298,6 +128,11 @@ class _Snapshot:
                     "true, -1, 1663, 'C', 'C', NULL, NULL, NULL)")
         con.execute("INSERT INTO pg_roles VALUES (10, 'twofold', true, true, true, true, true, "
                     "false, -1, NULL, NULL, true, NULL)")
+        con.execute("INSERT INTO pg_language (oid, lanname, lanowner, lanispl, lanpltrusted) "
+                    "VALUES (12, 'internal', 10, false, false), (13, 'c', 10, false, false), "
+                    "(14, 'sql', 10, false, true)")
+        con.execute("INSERT INTO pg_tablespace (oid, spcname, spcowner) VALUES "
+                    "(1663, 'pg_default', 10), (1664, 'pg_global', 10)")
         con.executemany(
             "INSERT INTO pg_type (oid, typname, typnamespace, typowner, typlen, typbyval, "
             "typtype, typcategory, typispreferred, typisdefined, typdelim, typrelid, typelem, "

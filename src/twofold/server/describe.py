@@ -35,7 +35,7 @@ async def describe_sql(s: Session, sql: str, params: list[Any]) -> list[Column] 
     if (shown := shims.show_statement(sql, s.vars)) is not None:
         return [(shown[0], "str")]
     if (probe := shims.probe(sql, s.vars, s.pid)) is not None:
-        return [(n, "str") for n in probe[0]]
+        return probe[0]
     if (fetch := parse_fetch(sql)) is not None:
         return s.cursors.columns(fetch[0])
     from twofold.server import catalog

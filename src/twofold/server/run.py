@@ -43,8 +43,8 @@ async def run(s: Session, sql: str, params: list[Any]) -> Outcome:
     if shims.reset_statement(sql, s.vars):
         return Outcome(command_tag(sql, 0))
     if (probe := shims.probe(sql, s.vars, s.pid)) is not None:
-        names, row = probe
-        return Outcome("SELECT 1", [(n, "str") for n in names], [tuple(row)])
+        cols, row = probe
+        return Outcome("SELECT 1", cols, [tuple(row)])
     if (copy := parse_copy(sql)) is not None:
         return await copy_statement(s.db, copy, params,
                                     lambda q, p: staging.sql(s, q, p))

@@ -6,12 +6,13 @@ Contract: `classify(sql)` names a transaction-control statement (`BEGIN`, `COMMI
 `SAVEPOINT`, `RELEASE`) or returns None. `Variables` holds one session's settings with
 PostgreSQL's defaults; `set_statement`/`show_statement` parse `SET [SESSION|LOCAL] x = v | TO v`
 and `SHOW x` (unknown variables: 42704). `probe(sql, session)` answers a `SELECT` of only shim
-functions with `(column names, row)` or returns None.
+functions with `(columns, row)` (`pg_backend_pid()` is int4, the others text) or returns None.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from twofold.sql.errors import InvalidParameter, SqlError, UndefinedObject
 
@@ -188,12 +189,15 @@ _FN = re.compile(r"^(?:pg_catalog\.)?(version|current_schema|current_database|cu
                  r"(?:\s+(?:as\s+)?(\"?\w+\"?))?$", re.I)
 
 
-def probe(sql: str, variables: Variables, pid: int) -> tuple[list[str], list[str]] | None:
+def probe(sql: str, variables: Variables, pid: int
+          ) -> tuple[list[tuple[str, str]], list[Any]] | None:
+    """`SELECT version(), current_user, pg_backend_pid(), ...` answered here: the columns
+    (name, scalar: `pg_backend_pid()` is int4, as in PostgreSQL; the rest text) and the row."""
     m = _PROBE.match(sql)
     if m is None or " from " in f" {m.group(1).lower()} ":
         return None
-    names: list[str] = []
-    row: list[str] = []
+    names: list[tuple[str, str]] = []
+    row: list[Any] = []
     for part in _split_commas(m.group(1)):
         f = _FN.match(part.strip())
         if f is None:
@@ -202,6 +206,7 @@ def probe(sql: str, variables: Variables, pid: int) -> tuple[list[str], list[str
         if fn in ("version", "current_schema", "current_database", "pg_backend_pid",
                   "current_setting") and not parens:
             return None
+        value: Any
         if fn == "version":
             value = VERSION
         elif fn == "current_schema":
@@ -209,14 +214,15 @@ def probe(sql: str, variables: Variables, pid: int) -> tuple[list[str], list[str
         elif fn in ("current_database", "current_catalog"):
             value = DATABASE
         elif fn == "pg_backend_pid":
-            value = str(pid)
+            value = pid
         elif fn == "current_setting":
             if arg is None:
                 return None
             value = variables.get(arg)[1]
         else:
             value = variables.values["session_authorization"]
-        names.append(alias.strip('"') if alias else fn)
+        names.append((alias.strip('"') if alias else fn,
+                      "int4" if fn == "pg_backend_pid" else "str"))
         row.append(value)
     return names, row
 

@@ -23,7 +23,7 @@ NUMERIC = 1700
 
 OIDS: Final = {"bool": BOOL, "int": INT8, "float": FLOAT8, "str": TEXT, "bytes": BYTEA,
                "null": TEXT, "bool[]": 1000, "int[]": 1016, "float[]": 1022, "str[]": 1009,
-               "int2vector": 22}
+               "int2vector": 22, "int4": INT4}
 """... and the one-dimensional arrays the catalog relations hold (`str[]` is text[], ...)."""
 _ELEMENT: Final = {"bool[]": (BOOL, "bool"), "int[]": (INT8, "int"), "float[]": (FLOAT8, "float"),
                    "str[]": (TEXT, "str")}
@@ -113,6 +113,8 @@ def encode(value: Any, scalar: str, binary: bool) -> bytes | None:
         return b"\x01" if value else b"\x00"
     if scalar == "int":
         return struct.pack("!q", value)
+    if scalar == "int4":  # pg_backend_pid()
+        return struct.pack("!i", value)
     if scalar == "float":
         return struct.pack("!d", value)
     if scalar == "bytes":
