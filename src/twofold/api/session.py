@@ -190,6 +190,8 @@ class AsyncDatabase(Definitions, Queries):
             read_policy=LagWindow(int(self.retain_history * 1000)),
             unavailable_after=self.connect_timeout if remote else None,
             names={i: f"{h}:{p}" for i, (h, p) in enumerate(self.addresses, 1)})
+        if self.replica is not None:  # in this process: ready lookups answered at once
+            self.controller.attach_local_reads(1, self.replica.lookup_now)
         await self.controller.start()
         try:
             await connect_replicas(self.controller, self.connect_timeout)

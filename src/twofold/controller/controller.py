@@ -7,13 +7,21 @@ become transient single-time peek dataflows, dropped whatever the outcome; subsc
 contiguous batches exactly once; copy-tos deliver their first result. A read abandoned (timed
 out, cancelled, or failed because no replica is available) is cancelled at the replicas and
 releases its hold.
+
+`peek_now` is a point lookup's synchronous fast path for a replica in this process that offered one
+(`attach_local_reads`): at the time `peek` would choose (or the given one, never before the
+since), it asks that replica to answer from an arrangement it has already published, with no
+command sent, nothing held and no await; it returns None whenever that cannot answer at once
+(then `peek` does, with its errors). The answer is the index's contents at that time — the same
+rows any replica's `Peek` gives, as an arrangement readable at `t` (`since <= t < upper`)
+holds exactly those.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from uuid import UUID, uuid4
 
 from twofold.controller.dataflows import peek_dataflow
@@ -26,7 +34,9 @@ from twofold.controller.errors import (
     PeekTimeout,
     SinceViolation,
 )
+from twofold.controller.frontiers import ReplicaId
 from twofold.controller.holds import ReadPolicy
+from twofold.controller.state import CollectionKind
 from twofold.controller.subscription import Subscription
 from twofold.protocol import (
     DataflowDescription,
@@ -47,11 +57,60 @@ from twofold.protocol import (
 
 log = logging.getLogger(__name__)
 
+LocalReads = Callable[[GlobalId, int, list[Row], MapFilterProject | None,
+                       RowSetFinishing | None], list[tuple[Row, int]] | None]
+"""A replica in this process answering a ready point lookup at once — index, time, keys, mfp,
+finishing — with a `Peek`'s rows, or None."""
+
 
 class Controller(InstanceDriver):
     """Drives the replicas of one instance. Use `async with Controller(...) as c:`."""
 
+    _local_reads: dict[ReplicaId, LocalReads] | None = None
+
     # -- peeks ------------------------------------------------------------------------------
+
+    def attach_local_reads(self, replica: ReplicaId, reads: LocalReads) -> None:
+        """`replica` runs in this process and answers ready peeks synchronously with `reads`
+        (`peek_now`); used only while the replica is connected."""
+        if self._local_reads is None:
+            self._local_reads = {}
+        self._local_reads[replica] = reads
+
+    def peek_now(
+        self,
+        target: GlobalId,
+        *,
+        timestamp: int | None = None,
+        literal_constraints: list[Row],
+        mfp: MapFilterProject | None = None,
+        finishing: RowSetFinishing | None = None,
+    ) -> list[tuple[Row, int]] | None:
+        """`peek(target, ...)`'s rows for the keys `literal_constraints` now, from a connected
+        replica in this process that can answer index `target` at the time without waiting
+        (module docstring), else None: not an index, failed, unknown, before its since, not
+        yet published that far, an error, or no such replica. Never raises for those; `peek`
+        then answers or raises."""
+        reads = self._local_reads
+        if not reads or self._closed or not self._started or self._watchdog.down:
+            return None
+        if target in self.failed:
+            return None
+        c = self.state.collections.get(target)
+        if c is None or c.kind is not CollectionKind.INDEX:
+            return None
+        try:
+            ts = self.state.choose_timestamp(target, timestamp)
+        except SinceViolation:
+            return None
+        for replica, read in reads.items():
+            conn = self.connections.get(replica)
+            if conn is None or not conn.connected:
+                continue
+            rows = read(target, ts, literal_constraints, mfp, finishing)
+            if rows is not None:
+                return rows
+        return None
 
     async def peek(
         self,

@@ -31,7 +31,15 @@ from typing import Literal
 from twofold.client import ComputeClient
 from twofold.engine import ArrangementSnapshot
 from twofold.multiplex import Multiplexer
-from twofold.protocol import ComputeCommand, ComputeResponse, Hello
+from twofold.protocol import (
+    ComputeCommand,
+    ComputeResponse,
+    GlobalId,
+    Hello,
+    MapFilterProject,
+    Row,
+    RowSetFinishing,
+)
 from twofold.replica.process import MaintenanceProcess
 from twofold.replica.start import StartMethod
 from twofold.runtime import sched
@@ -323,6 +331,21 @@ class Replica:
             self._current.close()
         self._current = LocalConnection(endpoint)
         return self._current
+
+    def lookup_now(self, gid: GlobalId, t: int, keys: list[Row], mfp: MapFilterProject | None,
+                   finishing: RowSetFinishing | None) -> list[tuple[Row, int]] | None:
+        """A ready point lookup answered at once on the calling (event loop's) thread from the
+        interactive runtime's published arrangement (`ComputeWorker.lookup_now`), or None
+        (not two runtimes, not started, not ready): the controller's synchronous read of a
+        replica in its own process (`Controller.peek_now`). Nothing is sent to the runtime,
+        so no ordering against its command stream is needed: the answer is the index's
+        contents at `t`, which any arrangement readable there holds."""
+        client = self.runtimes.get("interactive")
+        if client is None or self.endpoint is None:
+            return None
+        worker = client.worker
+        assert isinstance(worker, ComputeWorker)
+        return worker.lookup_now(gid, t, keys, mfp, finishing)
 
     # A Replica is itself usable as a ComputeClient once started.
     async def send(self, command: ComputeCommand) -> None:

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from twofold.engine import Arrangement, ArrangementSnapshot
+from twofold.engine import peek as engine_peek
 from twofold.protocol import (
     AllowCompaction,
     AllowWrites,
@@ -47,9 +48,13 @@ from twofold.protocol import (
     Hello,
     IndexTarget,
     InitializationComplete,
+    MapFilterProject,
     Peek,
     PeekError,
     PeekResponse,
+    PeekRows,
+    Row,
+    RowSetFinishing,
     Schedule,
     StorageTarget,
     SubscribeBatch,
@@ -327,23 +332,36 @@ class ComputeWorker:
         keys = p.literal_constraints
         if not isinstance(target, IndexTarget) or keys is None or len(keys) > INLINE_LOOKUP_KEYS:
             return None
-        gid = target.id
-        if gid in self.dataflows or p.uuid in self.peeks:
+        if p.uuid in self.peeks:
+            return None
+        rows = self.lookup_now(target.id, p.timestamp, keys, p.mfp, p.finishing)
+        return None if rows is None else PeekResponse(p.uuid, PeekRows(rows))
+
+    def lookup_now(self, gid: GlobalId, t: int, keys: list[Row], mfp: MapFilterProject | None,
+                   finishing: RowSetFinishing | None) -> list[tuple[Row, int]] | None:
+        """`answer_now`'s rows for a lookup of `keys` on index `gid` at `t` (at most
+        `INLINE_LOOKUP_KEYS` of them), or None when it is not ready or fails (the same
+        conditions, and the same thread safety). What the front's controller reads at once
+        (`Replica.answer_now`), with no `Peek` to build: nothing is sent."""
+        registry = self.registry
+        if (self.role != "interactive" or registry is None or len(keys) > INLINE_LOOKUP_KEYS
+                or gid in self.dataflows):
             return None
         started = time.perf_counter()
         try:
-            snap = self.registry.lookup(gid)
+            snap = registry.lookup(gid)
             if snap is None:
                 return None
-            since = snap.since.join(self.registry.standing_hold(gid) or Frontier.minimum())
-            t = p.timestamp
+            hold = registry.standing_hold(gid)
+            since = snap.since if hold is None else snap.since.join(hold)
             if not since.contains(t) or snap.upper.contains(t):
                 return None
-            response = answer_from_snapshot(p, snap, self.max_result_size)
+            rows = engine_peek(snap, t, literal_constraints=keys, mfp=mfp, finishing=finishing,
+                               max_result_size=self.max_result_size)
         except Exception:  # the runtime's thread answers it, with the error
             return None
         self.metrics.peek_durations.record(self.role, time.perf_counter() - started)
-        return response
+        return rows
 
     def _peek_done(self, pp: PendingPeek, response: PeekResponse) -> None:
         self.out.append(response)

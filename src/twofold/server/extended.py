@@ -19,15 +19,24 @@ from typing import TYPE_CHECKING, Any
 
 from twofold.server import messages as m
 from twofold.server.describe import describe_sql
-from twofold.server.output import data_rows, fields
+from twofold.server.output import data_rows, fields, row_description
 from twofold.server.params import infer_param_types
 from twofold.server.portals import Outcome, Portal, Prepared, SessionError, fmt, scalar_of
+from twofold.server.run import run_now
 from twofold.server.statements import split_statements
 from twofold.server.types import decode
 from twofold.sql.prepared import catalog_version, refresh_catalog
 
 if TYPE_CHECKING:
     from twofold.server.session import Session
+
+
+
+def _changed_result_type() -> SessionError:
+    # PostgreSQL's routine name is what asyncpg recognises to prepare again.
+    return SessionError("cached plan must not change result type", "0A000",
+                        routine="RevalidateCachedQuery")
+
 
 _DUMMY = {"int": 0, "float": 0.0, "str": "", "bool": False, "bytes": b""}
 _TYPES_KEPT = 512
@@ -95,6 +104,26 @@ class Extended:
         self.portals[msg.portal] = Portal(stmt.sql, params, msg.result_formats, statement=stmt)
         self.s.out(m.BIND_COMPLETE)
 
+    def describe_now(self, msg: m.Describe) -> bool:
+        """`describe(msg)` done synchronously, when it needs no wait: a portal whose statement
+        has run or runs at once (`prime_now`), or a DECLAREd cursor; False (nothing done) when
+        it must be awaited."""
+        if msg.kind == "S":
+            return False
+        if msg.name and msg.name not in self.portals and \
+                (cursor := self.s.cursors.columns(msg.name)) is not None:
+            self.s.out(m.encode_row_description(fields(cursor, ())))
+            return True
+        portal = self._portal(msg.name)
+        if not self.prime_now(portal):
+            return False
+        self._describe_portal(portal)
+        return True
+
+    def _describe_portal(self, portal: Portal) -> None:
+        self.s.out(m.NO_DATA if portal.columns is None or portal.copy is not None else
+                   row_description(portal.columns, portal.formats))
+
     async def describe(self, msg: m.Describe) -> None:
         out = self.s.out
         if msg.kind == "S":
@@ -113,8 +142,7 @@ class Extended:
             return
         portal = self._portal(msg.name)
         await self._prime(portal)
-        out(m.NO_DATA if portal.columns is None or portal.copy is not None else
-            m.encode_row_description(fields(portal.columns, portal.formats)))
+        self._describe_portal(portal)
 
     def _portal(self, name: str) -> Portal:
         portal = self.portals.get(name)
@@ -128,36 +156,67 @@ class Extended:
             return
         portal.executed = True
         o = await self.s.run(portal.sql, portal.params)
+        if not o.empty and portal.statement is not None and \
+                self._result_type_changed(portal.statement, o):
+            if o.stream is not None:
+                await o.stream.close()
+            raise _changed_result_type()
+        self._primed(portal, o)
+
+    def prime_now(self, portal: Portal) -> bool:
+        """Whether the portal's statement has run, running it now if that needs no wait
+        (`run.run_now`: a kept point lookup answered at once); False leaves the portal as it
+        was, for `_prime` to run it."""
+        if portal.executed:
+            return True
+        o = run_now(self.s, portal.sql, portal.params)
+        if o is None:
+            return False
+        portal.executed = True
+        if not o.empty and portal.statement is not None and \
+                self._result_type_changed(portal.statement, o):
+            raise _changed_result_type()  # run_now's Outcome holds no stream to close
+        self._primed(portal, o)
+        return True
+
+    @staticmethod
+    def _primed(portal: Portal, o: Outcome) -> None:
         if o.empty:
             portal.tag = ""
             return
-        if portal.statement is not None:
-            await self._same_result_type(portal.statement, o)
         portal.tag, portal.columns = o.tag, o.columns
         portal.rows = collections.deque(o.rows)
         portal.stream, portal.copy = o.stream, o.copy
 
-    async def _same_result_type(self, stmt: Prepared, o: Outcome) -> None:
+    def _result_type_changed(self, stmt: Prepared, o: Outcome) -> bool:
         """As PostgreSQL: a prepared statement whose result columns changed with the catalog
-        since the client learned them is `0A000` — a driver that decodes with the columns it
-        was told (asyncpg) would otherwise misread the rows; asyncpg then prepares again."""
+        since the client learned them is `0A000` — a driver that
+        decodes with the columns it was told (asyncpg) would otherwise misread the rows;
+        asyncpg then prepares again. Otherwise the statement now has `o`'s columns."""
         version = catalog_version(self.s.db)
         if (stmt.version is not None and version != stmt.version and o.copy is None
                 and stmt.columns is not None and o.columns is not None
                 and o.columns != stmt.columns):
-            if o.stream is not None:
-                await o.stream.close()
-            # PostgreSQL's routine name is what asyncpg recognises to prepare again.
-            raise SessionError("cached plan must not change result type", "0A000",
-                               routine="RevalidateCachedQuery")
+            return True
         stmt.columns, stmt.version = o.columns, version
+        return False
+
+    def execute_now(self, msg: m.Execute) -> bool:
+        """`execute(msg)` done synchronously, when it needs no wait: a portal whose statement
+        has run or runs at once (`prime_now`) with rows or a tag to send (no COPY, no
+        subscription); False (nothing sent) when it must be awaited."""
+        portal = self._portal(msg.portal)
+        if not self.prime_now(portal) or portal.copy is not None or portal.stream is not None:
+            return False
+        self._execute_rows(portal, msg)
+        return True
 
     async def execute(self, msg: m.Execute) -> None:
         out = self.s.out
         portal = self._portal(msg.portal)
         await self._prime(portal)
-        if portal.tag == "":
-            out(m.EMPTY_QUERY)
+        if portal.copy is None and portal.stream is None:
+            self._execute_rows(portal, msg)
             return
         if portal.copy is not None:
             if portal.copy.direction == "in":
@@ -173,11 +232,19 @@ class Extended:
         if portal.columns is None:
             out(m.encode_command_complete(portal.tag or ""))
             return
+        await self._execute_stream(portal, msg.max_rows if msg.max_rows > 0 else None)
+
+    def _execute_rows(self, portal: Portal, msg: m.Execute) -> None:
+        """Execute of a portal holding rows (no COPY, no subscription): up to the row limit."""
+        out = self.s.out
+        if portal.tag == "":
+            out(m.EMPTY_QUERY)
+            return
+        if portal.columns is None:
+            out(m.encode_command_complete(portal.tag or ""))
+            return
         limit = msg.max_rows if msg.max_rows > 0 else None
         rows = portal.rows if portal.rows is not None else collections.deque()
-        if portal.stream is not None:
-            await self._execute_stream(portal, limit)
-            return
         n = len(rows) if limit is None else min(limit, len(rows))
         batch = [rows.popleft() for _ in range(n)]
         out(data_rows(portal.columns, batch, portal.formats))
@@ -227,6 +294,15 @@ class Extended:
             portal = self.portals.pop("")
             if portal.stream is not None:
                 await portal.stream.close()
+
+    def sync_now(self) -> bool:
+        """`sync()` done synchronously, when it needs no wait (no subscription to close)."""
+        portal = self.portals.get("")
+        if portal is not None and portal.stream is not None and self.s.txn == "I":
+            return False
+        if portal is not None and self.s.txn == "I":
+            del self.portals[""]
+        return True
 
     def take_streams(self) -> list[Any]:
         """Forget every portal; their open subscriptions, for the caller to close."""

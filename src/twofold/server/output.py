@@ -2,12 +2,15 @@
 
 Contract: `fields(cols, formats)` is the RowDescription of columns `(name, scalar)` with the
 result format codes of a Bind (none: text; one: every column; else per column).
+`row_description(cols, formats)` is that message encoded (kept for the most recent shapes: a
+prepared statement sends the same one at every execution).
 `data_rows(cols, rows, formats)` encodes rows as DataRow messages, all in one bytes object;
 `copy_rows(rows, scalars)` encodes rows as COPY text-format CopyData messages and counts them.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,6 +26,15 @@ def fields(cols: list[Column], formats: tuple[int, ...]) -> list[m.Field]:
         oid = OIDS.get(scalar, TEXT)
         out.append((name, oid, SIZES.get(oid, -1), fmt(formats, i)))
     return out
+
+
+def row_description(cols: list[Column], formats: tuple[int, ...]) -> bytes:
+    return _row_description(tuple(cols), formats)
+
+
+@functools.lru_cache(maxsize=256)
+def _row_description(cols: tuple[Column, ...], formats: tuple[int, ...]) -> bytes:
+    return m.encode_row_description(fields(list(cols), formats))
 
 
 def data_rows(cols: list[Column], rows: Iterable[tuple[Any, ...]],

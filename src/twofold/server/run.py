@@ -5,10 +5,17 @@ session shims (SET/SHOW/RESET, `version()` and friends) answered here, COPY, cur
 relations for tools, everything else through the SQL layer (`db.sql`) within the session's
 transaction (`staging`: pinned reads, staged writes; inside a failed transaction every
 statement but COMMIT/ROLLBACK is `25P02`).
+
+`run_now(session, sql, params)` is `run`'s Outcome computed synchronously where that is
+possible — a text `run` has already handed to the SQL layer (no shim, COPY, cursor or catalog
+relation answers it: a property of the text), outside a transaction block, that the SQL layer
+answers at once (`PreparedStatement.execute_now`: a kept point lookup) — else None, and the
+caller awaits `run`.
 """
 
 from __future__ import annotations
 
+import collections
 from typing import TYPE_CHECKING, Any
 
 from twofold.server import messages as m
@@ -22,6 +29,11 @@ from twofold.server.statements import (
     parse_declare,
     parse_fetch,
 )
+from twofold.sql.prepared import statement
+
+_SQL_TEXTS_KEPT = 1024
+_sql_texts: collections.OrderedDict[str, None] = collections.OrderedDict()
+"""Texts `run` handed to the SQL layer (every recogniser before it declined them)."""
 
 if TYPE_CHECKING:
     from twofold.server.session import Session
@@ -60,4 +72,17 @@ async def run(s: Session, sql: str, params: list[Any]) -> Outcome:
     if catalog.is_catalog_query(sql):
         cols, rows = await catalog.run(s.db, sql, params, s)
         return Outcome(f"SELECT {len(rows)}", cols, rows)
+    _sql_texts[sql] = None
+    if len(_sql_texts) > _SQL_TEXTS_KEPT:
+        _sql_texts.popitem(last=False)
     return Outcome.of(sql, await staging.sql(s, sql, params))
+
+
+def run_now(s: Session, sql: str, params: list[Any]) -> Outcome | None:
+    """`run(s, sql, params)`'s Outcome at once, or None (module docstring). Outside a
+    transaction block `staging.sql` is the prepared statement's `execute`, whose synchronous
+    form this takes."""
+    if sql not in _sql_texts or s.tx.explicit or s.tx.failed:
+        return None
+    result = statement(s.db, sql).execute_now(params)
+    return None if result is None else Outcome.of(sql, result)

@@ -23,7 +23,7 @@ from twofold.server import shims
 from twofold.server.auth import Authenticator, AuthFailed
 from twofold.server.machine import Machine, Phase
 from twofold.server.portals import SessionError
-from twofold.server.session import Session
+from twofold.server.session import FLUSH_AT, Session
 
 log = logging.getLogger(__name__)
 READ_CHUNK = 65536
@@ -182,17 +182,24 @@ class _Conn:
         while True:
             msg = self.machine.next_message()
             if msg is None:
-                self.flush()
+                await self.drain()  # the replies so far, in one write (back-pressured)
                 if pending is None:
-                    pending = self._pending = asyncio.ensure_future(self.read())
-                data = await pending
-                pending = None
+                    data = await self.read()
+                else:  # the read that watched the last statement
+                    data = await pending
+                    pending = self._pending = None
                 if not data:
                     return
                 self.machine.receive_data(data)
                 continue
             if isinstance(msg, m.Terminate):
                 return
+            # A message that needs no wait (a kept point lookup's Bind/Describe/Execute/Sync)
+            # is handled here, with no task and no socket watch: nothing can hang up mid-way.
+            if session.handle_now(msg):
+                if self._out_size > FLUSH_AT:
+                    await self.drain()
+                continue
             # Run the statement while watching the socket: a hang-up cancels it.
             self.task = asyncio.ensure_future(self._handle_received(session, msg))
             self.cancelled_by_key = False

@@ -71,6 +71,37 @@ class Session:
 
     # -- dispatch -------------------------------------------------------------------------
 
+    def handle_now(self, msg: m.Frontend) -> bool:
+        """Handle `msg` synchronously if that needs no wait — Parse, Bind, Close, Flush, and
+        Describe/Execute/Sync of a portal whose statement runs at once (a kept point lookup,
+        `Extended.prime_now`) — as `handle` would; False (nothing done) when it must be
+        awaited. The caller sends the replies (`handle`'s drain) once no message waits."""
+        ext = self.extended
+        if isinstance(msg, m.Bind):
+            self._guard(ext.bind, msg)
+        elif isinstance(msg, m.Describe):
+            return self._guard_now(ext.describe_now, msg)
+        elif isinstance(msg, m.Execute):
+            return self._guard_now(ext.execute_now, msg)
+        elif isinstance(msg, m.Sync):
+            if not ext.sync_now():
+                return False
+            self.ready()
+        elif isinstance(msg, m.Parse):
+            self._guard(ext.parse, msg)
+        elif isinstance(msg, m.Close):
+            ext.close(msg)
+        elif not isinstance(msg, m.Flush):
+            return False
+        return True
+
+    def _guard_now(self, fn: Callable[[Any], bool], msg: Any) -> bool:
+        try:
+            return fn(msg)
+        except Exception as e:
+            self.error(e)
+            return True
+
     async def handle(self, msg: m.Frontend) -> None:
         ext = self.extended
         if isinstance(msg, m.Query):

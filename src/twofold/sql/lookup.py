@@ -7,8 +7,10 @@ else `None`. `run_lookup` then reads only the matching rows of that index's arra
 read path of `db.lookup(index, key)` — and applies the whole fused map/filter/project (the key
 equalities included) and the query's order to them, at `AS OF`'s time or else at the index's
 own latest complete time (where `db.lookup` reads: no wait for the index to catch up with the
-table's ticks), so the result is the filter path's at the time it carries. The fast path is
-taken only when it cannot change the answer; otherwise the query runs as planned:
+table's ticks), so the result is the filter path's at the time it carries — at once when a
+replica in this process has published the index that far (`lookup_now`,
+`Controller.peek_now`), else by a peek. The fast path is taken only when it cannot change the
+answer; otherwise the query runs as planned:
 
 - each key constant's type is exactly the key column's (`int` key with `5.0` is not
   taken; `'5'` is already an `int` constant after binding), not NULL (`k = NULL` holds for no
@@ -154,6 +156,9 @@ async def run_lookup(db: Any, relation: Relation, found: Lookup,
         t = db._choose_time(found.index, as_of)
     except ReadBeforeSince:
         return None
+    now = lookup_now(db, rel, found, t)
+    if now is not None:
+        return now
     finishing = RowSetFinishing(order_by=rel.order) if rel.order else None
     with translate(db._name_of(rel)):
         rows = await db._ctl.peek(found.index.id, timestamp=t, literal_constraints=[found.key],
@@ -161,6 +166,19 @@ async def run_lookup(db: Any, relation: Relation, found: Lookup,
                                   finishing=finishing,
                                   result_desc=rel.schema.desc(), timeout=db.timeout)
     return Result(rel.schema, t, expand(rows))
+
+
+def lookup_now(db: Any, rel: Relation, found: Lookup, t: int) -> Result | None:
+    """`run_lookup`'s result at `t` (a time `db._choose_time` gave for `found.index`), computed
+    at once when a replica in this process has published the index that far
+    (`Controller.peek_now`: no command, no wait), else None (then peek it)."""
+    from twofold.api.results import expand
+    from twofold.protocol import RowSetFinishing
+
+    rows = db._ctl.peek_now(found.index.id, timestamp=t, literal_constraints=[found.key],
+                            mfp=None if found.mfp.is_identity else found.mfp,
+                            finishing=RowSetFinishing(order_by=rel.order) if rel.order else None)
+    return None if rows is None else Result(rel.schema, t, expand(rows))
 
 
 def explain_lookup(found: Lookup) -> str:

@@ -341,11 +341,14 @@ class _LookupBatch:
         # At the index's latest complete time (never before the database's latest write), as
         # `db.lookup` reads: no wait for the index to catch up with the table's next tick.
         t = db._choose_time(self.index, None)
-        with translate(db._name_of(rel)):
-            found = await db._ctl.peek(self.index.id, timestamp=t,
-                                       literal_constraints=[list(k) for k in keys],
-                                       result_desc=self.index.schema.desc(),
-                                       timeout=db.timeout)
+        constraints = [list(k) for k in keys]
+        desc = self.index.schema.desc()
+        found = db._ctl.peek_now(self.index.id, timestamp=t, literal_constraints=constraints)
+        if found is None:  # not readable at once here: peek (and wait)
+            with translate(db._name_of(rel)):
+                found = await db._ctl.peek(self.index.id, timestamp=t,
+                                           literal_constraints=constraints, result_desc=desc,
+                                           timeout=db.timeout)
         by_key: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
         positions, project = self.positions, self.project
         for row, n in found:
@@ -435,6 +438,38 @@ class PreparedStatement:
                 template.batch.epoch = version
             self._plans[kinds] = template
         return self._plans[kinds]
+
+    def execute_now(self, params: Sequence[Any]) -> Result | None:
+        """`execute(params)`'s result, computed synchronously, when this statement's plan for
+        these parameter types is a kept index lookup, the catalog has not moved since it was
+        planned, no dataflow waits to be installed, and a replica in this process has
+        published the index at the read's time (`sql.lookup.lookup_now`); else None — then
+        `await execute(params)`, which also gives the errors. The read is the one `execute`
+        makes: at the index's latest complete time, never before the latest write."""
+        from twofold.sql.lookup import lookup_now
+
+        node = self._node
+        if node is None or not self._query or not isinstance(node, _QUERIES):
+            return None  # not parsed yet, not a query, or AS OF
+        template = self._plans.get(tuple(type(p) for p in params))
+        if template is None or template.lookup is None:
+            return None
+        db = self.db
+        try:
+            if not _installed(db):
+                return None
+            refresh_catalog(db)  # a storage read only when the catalog may have moved
+            if catalog_version(db) != self._epoch or not _installed(db):
+                return None
+            found = template.lookup_for(params)
+            if found is None:
+                return None
+            relation = db._check_relation(template.relation, "query")
+            t = db._choose_time(found.index, None)
+            result = lookup_now(db, relation, found, t)
+        except Exception:  # whatever it is, `execute` meets it again and says so
+            return None
+        return None if result is None else _visible(result, relation, template.visible)
 
     async def execute(self, params: Sequence[Any] | None = None, *,
                       as_of: int | None = None) -> Any:
@@ -553,6 +588,12 @@ class _CatalogWatch:
 
 def _zero() -> int:
     return 0
+
+
+def _installed(db: Any) -> bool:
+    """Whether no dataflow of `db` waits to be created or dropped (`db._install` has none)."""
+    lock = db._install_lock
+    return not db._to_install and not db._to_drop and (lock is None or not lock.locked())
 
 
 def refresh_catalog(db: Any) -> None:
