@@ -8,13 +8,13 @@ Contract: `is_catalog_query(sql)` says whether a statement reads these relations
 `pg_` relation, `pg_catalog.`, `information_schema.` or `twofold_`); `run(db, sql, params)`
 answers it from a snapshot of twofold's catalog (tables, views, materialized views, indexes,
 their columns and types) loaded into an in-memory DuckDB database whose tables have
-PostgreSQL's catalog names and columns (`catalog_ddl`), after rewriting the PostgreSQL-only spellings psql uses
-(`OPERATOR(pg_catalog.~)`, `COLLATE pg_catalog.default`, `::regclass`). The snapshot is rebuilt
-when the catalog changes; the monitoring relations a query names are refilled, live, for
-that query (under the snapshot's lock, so concurrent queries each see their own complete
-rows). Result columns are typed as the engine's scalars. A catalog query
-DuckDB cannot run is an error naming the query (`0A000`), never a wrong answer from a user
-table: user relations are empty in the snapshot and are never queried there.
+PostgreSQL's catalog names and columns (`catalog_ddl`), after rewriting the PostgreSQL-only
+spellings psql uses (`OPERATOR(pg_catalog.~)`, `COLLATE pg_catalog.default`, `::regclass`). The
+snapshot is rebuilt when the catalog changes; the monitoring relations a query names are
+refilled, live, for that query (under the snapshot's lock, so concurrent queries each see their
+own complete rows). Result columns are typed as the engine's scalars. A catalog query DuckDB
+cannot run is an error naming the query (`0A000`), never a wrong answer from a user table: user
+relations are empty in the snapshot and are never queried there.
 """
 
 from __future__ import annotations
