@@ -146,3 +146,28 @@ def test_releases_beyond_the_budget_close_the_memfd() -> None:
     assert pool.free_buffers == 0 and pool.live_buffers == 0
     with pytest.raises(OSError):
         os.fstat(fd)
+
+
+def _shared_then_freed(pool: shm.BufferPool, rows: int) -> int:
+    """Share a batch of `rows` rows (never sent to the front), drop it: its memfd is free."""
+    shared = pool.share(_batch([(i, "b", 2.0, False, None, 2, 1) for i in range(rows)]))
+    fd = shared.fd
+    del shared
+    gc.collect()
+    assert pool.free_buffers == 1
+    return fd
+
+
+@pytest.mark.parametrize(("first", "then"), [(20_000, 500), (500, 20_000)])
+def test_a_free_buffer_of_another_size_is_resized_and_reused(first: int, then: int) -> None:
+    """A merge's output rarely has the size of the batch it replaces: a free memfd much larger
+    is shrunk (its spare pages go), a smaller one grown, rather than a fresh one allocated."""
+    pool = shm.BufferPool(inline_max=0)
+    fd = _shared_then_freed(pool, first)
+    batch = _batch([(i, "c", 3.0, True, b"", 3, 1) for i in range(then)])
+    again = pool.share(batch)
+    assert again.fd == fd and pool.free_buffers == 0
+    assert os.fstat(fd).st_size >= again.layout.size
+    assert os.fstat(fd).st_size <= again.layout.size + again.layout.size // 4 + (64 << 10)
+    _equal(again.batch, batch)
+    pool.close()

@@ -416,7 +416,11 @@ class Workers:
         return True
 
     def step(self, which: int) -> None:
+        """One turn of runtime `which`'s loop: step, take its responses, then the merges the
+        step deferred (as `RuntimeClient` and the maintenance process do)."""
         self.workers[which].step()
+        self._collect(which)
+        self.workers[which].maintain()
         self._collect(which)
 
     def _collect(self, which: int) -> None:

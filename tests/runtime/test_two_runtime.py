@@ -306,3 +306,34 @@ def test_peek_right_behind_allow_compaction_errors(mode: Mode) -> None:
         w.settle(lambda: u in w.check.peek_results)
         result = w.check.peek_results[u]
         assert isinstance(result, PeekError) and "since" in result.message, result
+
+
+# -- deferred merges -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["one", "two"])
+def test_a_step_reports_its_frontier_before_it_merges(mode: Mode) -> None:
+    """The step that absorbs a write reports the new frontier (and, with two runtimes,
+    publishes a snapshot readable there) without merging; `maintain` merges afterwards, and
+    republishes the same contents with fewer batches."""
+    with world_of(mode) as world:
+        w = world.workers
+        runtime = w.maintenance
+        arr = runtime.dataflows[IDX].export(IDX)
+        arr.maintain()
+        before = arr.batch_count
+        rows = [[100 + i, "z"] for i in range(len(arr))]  # large enough to merge at once
+        ts = world.table.write(rows, 1)
+        world.log.extend((r, ts, 1) for r in rows)
+        runtime.step()  # a step alone, without the loop's `maintain` after it
+        w._collect(0)
+        assert Frontier.at(ts + 1) <= (w.check.last(IDX) or Frontier.minimum())
+        assert arr.batch_count == before + 1, "the step merged"
+        if w.registry is not None:
+            assert len(w.registry.lookup(IDX).data) == before + 1
+        runtime.maintain()
+        merged = arr.batch_count
+        assert merged < before + 1
+        snap = w.registry.lookup(IDX) if w.registry is not None else arr.snapshot()
+        assert len(snap.data) == merged, "the merged batches were published again"
+        assert Frontier.at(ts + 1) <= snap.upper
+        assert multiset(snap.read_rows(ts)) == world.state_at(ts)

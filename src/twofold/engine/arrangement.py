@@ -6,15 +6,18 @@ collection (`error` column) — a `since` (reads before it are refused; merges a
 it) and an `upper` (every update at a time before it is present). `insert` appends a batch
 covering `[upper, new_upper)`; batches merge geometrically (a batch merges into its left
 neighbour while that neighbour is at most twice its size), so each update is merged O(log n)
-times. `snapshot()` returns an `ArrangementSnapshot`: the current batch tuples plus `since` and
-`upper`. It is immutable and holds only references to immutable batches, so another thread may
+times. With `defer_merges()`, `insert` only appends and `maintain()` does those merges later —
+a runtime then reports the new upper before it spends time merging (`runtime/worker.py`);
+the contents at every time at or after `since` are the same either way. `snapshot()` returns
+an `ArrangementSnapshot`: the current batch tuples plus `since` and `upper`. It is immutable
+and holds only references to immutable batches, so another thread may
 read it while the writer keeps inserting, merging and compacting (reads live in `snapshot`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import polars as pl
 import pyarrow as pa
@@ -52,17 +55,25 @@ def as_update_frame(desc: RelationDesc, updates: Updates) -> pl.DataFrame:
     return updates_from_rows(desc, updates)
 
 
+MAX_UNMERGED: Final = 8
+"""Batches a spine that defers merges appends before it merges on insert anyway (a bound on
+what a read walks if nobody calls `maintain`)."""
+
+
 class Spine:
     """A single-writer list of batches, merged geometrically. Internal to arrangements and
-    operators; `batches` is replaced (never mutated) on every change."""
+    operators; `batches` is replaced (never mutated) on every change. With `deferred`, `insert`
+    appends and `maintain` merges (the batches from `settled` on are the unmerged ones)."""
 
-    __slots__ = ("batches", "key_cols", "sch", "since")
+    __slots__ = ("batches", "deferred", "key_cols", "sch", "settled", "since")
 
     def __init__(self, sch: dict[str, pl.DataType], key_cols: Sequence[str]) -> None:
         self.sch = sch
         self.key_cols = list(key_cols)
         self.batches: tuple[Batch, ...] = ()
         self.since = 0
+        self.deferred = False
+        self.settled = 0
 
     def insert(self, updates: pl.DataFrame, lower: int, upper: int | None) -> None:
         if updates.height == 0:
@@ -72,17 +83,32 @@ class Spine:
         batch = build_batch(updates, self.key_cols, lower, upper, self.since)
         if len(batch) == 0:
             return
-        batches = [*self.batches, batch]
-        while len(batches) >= 2 and len(batches[-2]) <= 2 * len(batches[-1]):
-            merged = merge_batches(batches[-2:], self.since)
-            batches[-2:] = [merged] if len(merged) else []
+        self.batches = (*self.batches, batch)
+        if not self.deferred or len(self.batches) - self.settled > MAX_UNMERGED:
+            self.maintain()
+
+    def maintain(self) -> bool:
+        """Merge the batches appended since the last merge, each as an eager `insert` would
+        have; True if the batches changed."""
+        if self.settled >= len(self.batches):
+            return False
+        batches = list(self.batches[: self.settled])
+        for batch in self.batches[self.settled :]:
+            batches.append(batch)
+            while len(batches) >= 2 and len(batches[-2]) <= 2 * len(batches[-1]):
+                merged = merge_batches(batches[-2:], self.since)
+                batches[-2:] = [merged] if len(merged) else []
+        changed = len(batches) != len(self.batches)
         self.batches = tuple(batches)
+        self.settled = len(batches)
+        return changed
 
     def merge_all(self) -> None:
         """Merge every batch into one (fully compacted to `since`)."""
         if len(self.batches) > 1 or (self.batches and self.batches[0].since < self.since):
             merged = merge_batches(self.batches, self.since)
             self.batches = (merged,) if len(merged) else ()
+        self.settled = len(self.batches)
 
     def __len__(self) -> int:
         return sum(len(b) for b in self.batches)
@@ -177,6 +203,17 @@ class Arrangement:
         """Merge every batch into one (physical compaction to `since`)."""
         self._data.merge_all()
         self._errors.merge_all()
+
+    def defer_merges(self) -> None:
+        """From now on `insert` appends without merging (beyond `MAX_UNMERGED` pending
+        batches) and `maintain` merges: a writer can publish the new upper first."""
+        self._data.deferred = self._errors.deferred = True
+
+    def maintain(self) -> bool:
+        """Do the merges `insert` deferred; True if the batches changed (the contents did not)."""
+        data = self._data.maintain()
+        errors = self._errors.maintain()
+        return data or errors
 
     def adopt(self, taken: ArrangementSnapshot, twin: ArrangementSnapshot) -> None:
         """Replace each batch of `taken` (a snapshot of this arrangement) still in the spines by

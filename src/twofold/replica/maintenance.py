@@ -188,6 +188,10 @@ def serve(sock: socket.socket, storage_url: str | None, *, poll_interval: float)
                 out.append((wire.pack(wire.RESPONSE, encode(response)), []))
             sender.sync(out)
             flush()
+            # The merges the step deferred, once its frontiers are on their way: the front
+            # learns of the new upper without waiting for them (their publication follows).
+            worker.maintain()
+            flush()
     except (BrokenPipeError, ConnectionResetError):
         return 0  # the front went away mid-send
     except BaseException as e:

@@ -229,17 +229,19 @@ class BufferPool:
             os.close(buf.fd)
 
     def _acquire(self, size: int) -> _Buffer:
-        best: _Buffer | None = None
-        for b in self._free:
-            # Reuse only a buffer not much larger than needed: its spare pages stay resident.
-            if size <= b.capacity <= size + size // 4 + _GRAIN and (
-                    best is None or b.capacity < best.capacity):
-                best = b
+        capacity = _align(size, _GRAIN)
+        best = _best_fit(self._free, size)
         if best is not None:
+            # Any free buffer saves the fresh-page cost of the part it covers (a merge's output
+            # rarely has the size of the batch it replaces): resize it to what is needed —
+            # shrinking returns the spare pages, growing adds fresh ones only past its end.
             self._free.remove(best)
-            buf = _Buffer(self._new_id(), best.fd, best.capacity)
+            if not size <= best.capacity <= size + size // 4 + _GRAIN:
+                os.ftruncate(best.fd, capacity)
+            else:
+                capacity = best.capacity
+            buf = _Buffer(self._new_id(), best.fd, capacity)
         else:
-            capacity = _align(size, _GRAIN)
             fd = os.memfd_create("twofold-batch", os.MFD_CLOEXEC)
             os.ftruncate(fd, capacity)
             buf = _Buffer(self._new_id(), fd, capacity)
@@ -259,6 +261,15 @@ class BufferPool:
             os.close(b.fd)
         self._live.clear()
         self._free.clear()
+
+
+def _best_fit(free: list[_Buffer], size: int) -> _Buffer | None:
+    """The free buffer to reuse for `size` bytes: the smallest that holds it, else the largest
+    (whose pages cover the most of it); `None` if none is free."""
+    holding = [b for b in free if b.capacity >= size]
+    if holding:
+        return min(holding, key=lambda b: b.capacity)
+    return max(free, key=lambda b: b.capacity, default=None)
 
 
 # -- front side ------------------------------------------------------------------------------

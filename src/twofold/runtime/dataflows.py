@@ -70,6 +70,9 @@ class HostedDataflow:
         try:
             self.as_of = choose_as_of(desc, storage)
             self.df = Dataflow(desc, as_of=self.as_of)
+            for arrangement in self.df.index_exports.values():
+                # The runtime merges after it has reported a step's frontiers (`maintain`).
+                arrangement.defer_merges()
             if desc.source_imports:
                 if storage is None:
                     raise StorageError("no storage configured for source imports")
@@ -154,6 +157,16 @@ class HostedDataflow:
         (shared fate), naming this dataflow so the controller can tell a failure that repeats."""
         return DataflowFailure(self.desc.export_ids(), self.desc.debug_name,
                                f"{type(e).__name__}: {e}")
+
+    def maintain(self) -> list[GlobalId]:
+        """Do the merges the index exports deferred; the exports whose batches changed."""
+        if self.df is None or self.failed is not None:
+            return []
+        try:
+            return [gid for gid, arr in self.df.index_exports.items()
+                    if gid in self.live_exports and arr.maintain()]
+        except Exception as e:
+            raise self.unexpected(e) from e
 
     def export(self, gid: GlobalId) -> Arrangement | None:
         if self.df is None or gid not in self.desc.index_exports:

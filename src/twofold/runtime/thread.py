@@ -28,7 +28,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from twofold.protocol import ComputeCommand, ComputeResponse, Hello
 from twofold.runtime import sched
@@ -105,6 +105,13 @@ class Worker(Protocol):
 
     def shutdown(self) -> None:
         """Release resources; called once on the worker thread when the loop ends."""
+
+
+@runtime_checkable
+class Maintains(Protocol):
+    """A worker with deferred work (merges) to do after each step's responses are out."""
+
+    def maintain(self) -> None: ...
 
 
 class RuntimeClient:
@@ -186,6 +193,7 @@ class RuntimeClient:
         worker = self.worker
         if not self.hints.is_default:
             sched.apply(self.hints, self.name)
+        maintain = worker.maintain if isinstance(worker, Maintains) else None
         try:
             while not self._stop.is_set():
                 self.activator.wait(worker.wait_timeout())
@@ -204,6 +212,8 @@ class RuntimeClient:
                 responses = worker.take_responses()
                 if responses:
                     outbox.put_many(responses)
+                if maintain is not None:
+                    maintain()  # after the responses: frontiers do not wait for merges
         except BaseException as e:  # shared fate: the error ends the runtime and is raised above
             log.exception("runtime %s failed", self.name)
             self.error = e

@@ -399,6 +399,23 @@ class ComputeWorker:
             self.step_count += 1
             self.metrics.step_durations.record(self.role, self.last_step_seconds)
 
+    def maintain(self) -> None:
+        """The merges the index exports deferred in `step` (`Arrangement.defer_merges`), done
+        once the step's responses have gone out, so a new upper is reported without waiting for
+        them; a maintained index whose batches merged is published again (same since and
+        upper, fewer batches). Recorded as a step of its own in `step_durations`."""
+        started = time.perf_counter()
+        merged = False
+        for hosted in list(self.order):
+            for gid in hosted.maintain():
+                merged = True
+                arr = hosted.export(gid)
+                if arr is not None:
+                    self.published.pop(gid, None)  # same (since, upper), new batches
+                    self._publish(gid, arr)
+        if merged:
+            self.metrics.step_durations.record(self.role, time.perf_counter() - started)
+
     def _drain_sinks(self, hosted: HostedDataflow) -> None:
         df = hosted.df
         if df is None:
