@@ -18,6 +18,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from twofold.server import messages as m
+from twofold.server import staging
 from twofold.server.describe import describe_sql
 from twofold.server.output import data_rows, fields, row_description
 from twofold.server.params import infer_param_types
@@ -289,14 +290,19 @@ class Extended:
         self.s.out(m.CLOSE_COMPLETE)
 
     async def sync(self) -> None:
-        """At Sync outside a transaction block the unnamed portal ends."""
+        """At Sync the implicit transaction ends (its writes are applied, `staging`); outside a
+        transaction block the unnamed portal ends."""
+        await staging.end_implicit(self.s)
         if self.portals.get("") is not None and self.s.txn == "I":
             portal = self.portals.pop("")
             if portal.stream is not None:
                 await portal.stream.close()
 
     def sync_now(self) -> bool:
-        """`sync()` done synchronously, when it needs no wait (no subscription to close)."""
+        """`sync()` done synchronously, when it needs no wait (no subscription to close, no
+        implicit transaction's writes to apply)."""
+        if self.s.tx.implicit:
+            return False
         portal = self.portals.get("")
         if portal is not None and portal.stream is not None and self.s.txn == "I":
             return False

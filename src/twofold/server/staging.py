@@ -17,6 +17,10 @@ Contract:
   a relation stages the rows its query gives then; after another staged write it is refused
   (`0A000`): its query could not see the transaction's own writes.
 - `insert_rows(s, table, rows)` is COPY FROM's write, staged the same way inside `BEGIN`.
+- In the extended protocol a write outside `BEGIN` opens the implicit transaction that lasts
+  until Sync (`transaction.Transaction.begin_implicit`): its writes are staged as inside
+  `BEGIN`, and `end_implicit(s)` (at Sync) applies them in one atomic write, or discards them
+  when a statement failed. They are applied to the tables as they are at Sync (no `40001`).
 - The first read's timestamp is held: every index readable there gets a controller read hold
   at it (Materialize holds back compaction the same way), released when the transaction ends
   or the session does (`release(s)`), so later reads of those indexes stay possible however
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import functools
 from typing import Any
 
@@ -38,6 +43,7 @@ from sqlglot import exp
 from twofold.api.objects import Table
 from twofold.api.tablestate import TableState
 from twofold.api.writes import Compiled, Delta, TableWriter, Written, _assign, _mask
+from twofold.server.machine import Phase
 from twofold.server.portals import Outcome
 from twofold.server.shims import classify as classify_control
 from twofold.server.transaction import (
@@ -99,6 +105,25 @@ async def control(s: Any, sql: str) -> Outcome | None:
     return Outcome(done.tag)
 
 
+async def end_implicit(s: Any) -> None:
+    """At Sync: end the extended protocol's implicit transaction, applying its writes in one
+    atomic write (an error is reported before ReadyForQuery, as PostgreSQL's COMMIT at Sync
+    is), or discarding them after an error."""
+    tx: Transaction = s.tx
+    if not tx.implicit:
+        return
+    held = tx.held
+    writes = tx.end_implicit()
+    _release(s.db, held)
+    if writes:
+        try:
+            # Planned against the table as it was at Execute; applied to it as it is now (as
+            # an autocommit write would be), so a concurrent write is no 40001 here.
+            await _apply(s.db, [dataclasses.replace(w, version=None) for w in writes])
+        except Exception as e:
+            s.error(e)
+
+
 def release(s: Any) -> None:
     """The session ends: release what its transaction holds."""
     tx: Transaction = s.tx
@@ -135,7 +160,9 @@ def _release(db: Any, held: list[Any]) -> None:
 async def sql(s: Any, text: str, params: list[Any] | None) -> Any:
     tx: Transaction = s.tx
     if not tx.explicit:
-        return await statement(s.db, text).execute(params)
+        if s.machine.phase is not Phase.EXTENDED or classify(text)[0] is not Kind.WRITE:
+            return await statement(s.db, text).execute(params)
+        tx.begin_implicit()  # a write between Syncs: staged until Sync (`end_implicit`)
     kind, table = classify(text)
     action = tx.check(kind, table)
     if action is Action.RUN:

@@ -21,6 +21,12 @@ The rules are Materialize's (`docs/pgwire.md`, "Transactions"):
   `ROLLBACK` and `ROLLBACK TO SAVEPOINT` is `25P02` until then; `COMMIT` then reports
   `ROLLBACK` and discards the staged writes. `SAVEPOINT` marks the staged writes;
   `ROLLBACK TO` drops those staged after the mark and clears a failure; `RELEASE` forgets it.
+- The extended protocol's implicit transaction, as PostgreSQL's: outside `BEGIN`, the first
+  write between two Syncs opens one (`begin_implicit`; reads before it ran on their own, as
+  autocommit) and the statements until Sync follow the rules above — later writes are staged
+  with it, a read of data after it is `25000`; an error skips to Sync and discards them all;
+  Sync applies them in one atomic write (`end_implicit`). `BEGIN` inside it makes it a block;
+  ReadyForQuery reports `I` throughout.
 - `SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY` (what JDBC's `setReadOnly` and
   SQLAlchemy's `postgresql_readonly` send) makes every later `BEGIN` read-only (`READ WRITE`
   undoes it); `SET TRANSACTION READ ONLY` makes the current one read-only; `SET TRANSACTION
@@ -118,6 +124,7 @@ class Transaction:
 
     def _reset(self) -> None:
         self.explicit = False
+        self.implicit = False  # the extended protocol's implicit transaction (ends at Sync)
         self.failed = False
         self.read_only = False
         self.access = Access.NONE
@@ -130,7 +137,7 @@ class Transaction:
 
     @property
     def status(self) -> str:
-        if not self.explicit:
+        if not self.explicit or self.implicit:
             return "I"
         return "E" if self.failed else "T"
 
@@ -144,7 +151,10 @@ class Transaction:
         """`BEGIN`/`COMMIT`/`ROLLBACK`/`SAVEPOINT`/`RELEASE`/`ROLLBACK TO` (`word` as
         `shims.classify` names them); returns the tag and, for COMMIT, the writes to apply."""
         if word == "BEGIN":
-            if not self.explicit:
+            if self.implicit:  # BEGIN inside an implicit transaction makes it a block
+                self.implicit = False
+                self.read_only = bool(_READ_ONLY.search(sql))
+            elif not self.explicit:
                 self._reset()
                 self.explicit = True
                 self.read_only = bool(_READ_ONLY.search(sql)) or (
@@ -211,6 +221,20 @@ class Transaction:
         if self.explicit and (ro or rw):
             self.read_only = ro
         return True
+
+    def begin_implicit(self) -> None:
+        """A write outside `BEGIN` in the extended protocol: the statements until Sync are one
+        transaction (PostgreSQL's implicit transaction), under the rules of a block."""
+        if not self.explicit:
+            self._reset()
+            self.explicit = self.implicit = True
+            self.read_only = False
+
+    def end_implicit(self) -> list[Staged]:
+        """Sync ends the implicit transaction: the writes to apply (none if it failed)."""
+        writes = [] if self.failed else self.writes
+        self._reset()
+        return writes
 
     # -- statements -------------------------------------------------------------------------
 
