@@ -29,13 +29,24 @@ $(STAMP): pyproject.toml | $(BIN)/uv
 # The storage tests start a throwaway PostgreSQL (installed from Debian here when missing and
 # running as root) and an S3 server (rclone, from the test extra); without them they skip, and
 # pytest's summary says why.
+#
+# The suite runs in two parts. Most of it on $(WORKERS) pytest-xdist workers (a module's tests
+# stay on one worker, so a module's shared server starts once); then, alone, the directories in
+# SERIAL: their tests place runtimes in processes with 10 s waits and check machine-wide state
+# (/dev/shm, child processes), which another worker's replicas would disturb.
+WORKERS ?= 2
+SERIAL := tests/replica tests/runtime
+PYTEST_PARTS = $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile \
+	  $(addprefix --ignore=,$(SERIAL)) && $(BIN)/python -m pytest $(SERIAL)
+
 test: $(STAMP)
 	$(BIN)/python -m twofold.testing.pgcluster ensure
-	$(BIN)/python -m pytest
+	$(PYTEST_PARTS)
 
 # Property tests search 25x deeper (hypothesis profile `deep`, tests/conftest.py) (much longer than `make test`).
 test-deep: $(STAMP)
-	TWOFOLD_HYPOTHESIS=deep $(BIN)/python -m pytest
+	$(BIN)/python -m twofold.testing.pgcluster ensure
+	export TWOFOLD_HYPOTHESIS=deep && $(PYTEST_PARTS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

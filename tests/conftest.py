@@ -18,8 +18,9 @@ import pytest
 
 from twofold.testing.profiles import factor, load_profile
 
-# Throwaway PostgreSQL/S3 servers for the storage backends (`servers` fixture, skip summary).
-pytest_plugins = ["twofold.testing.pytest_servers"]
+# Throwaway PostgreSQL/S3 servers for the storage backends (`servers` fixture, skip summary);
+# `pytester` for the tests of that plugin's summary.
+pytest_plugins = ["twofold.testing.pytest_servers", "pytester"]
 
 PROFILE = load_profile()
 

@@ -24,6 +24,9 @@ BACKENDS: Final = ("memory", "sqlite", "postgres+file", "postgres+s3")
 
 BUCKET: Final = "twofold"
 
+SERVER_NAMES: Final = ("PostgreSQL", "S3 (rclone serve s3)")
+"""The servers whose absence skips tests (the skip reason starts `<name> unavailable: `)."""
+
 
 class Servers:
     """The session's servers, started on demand; `close` stops whatever started."""
@@ -33,7 +36,6 @@ class Servers:
         self._s3: S3Server | None = None
         self.pg_error: str | None = None
         self.s3_error: str | None = None
-        self.skipped: dict[str, int] = {}
 
     def pg(self) -> PgCluster:
         if self._pg is None and self.pg_error is None:
@@ -42,7 +44,7 @@ class Servers:
             except ServerUnavailable as e:
                 self.pg_error = str(e)
         if self._pg is None:
-            self._skip("PostgreSQL", self.pg_error)
+            self._skip(SERVER_NAMES[0], self.pg_error)
         assert self._pg is not None
         return self._pg
 
@@ -54,12 +56,11 @@ class Servers:
             except ServerUnavailable as e:
                 self.s3_error = str(e)
         if self._s3 is None:
-            self._skip("S3 (rclone serve s3)", self.s3_error)
+            self._skip(SERVER_NAMES[1], self.s3_error)
         assert self._s3 is not None
         return self._s3
 
     def _skip(self, what: str, why: str | None) -> None:
-        self.skipped[what] = self.skipped.get(what, 0) + 1
         pytest.skip(f"{what} unavailable: {why}")
 
     def storage_url(self, kind: str, tmp_path: Path) -> str:
@@ -99,8 +100,19 @@ def servers() -> Iterator[Servers]:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    for what, count in sorted(_SERVERS.skipped.items()):
-        why = _SERVERS.pg_error if what == "PostgreSQL" else _SERVERS.s3_error
+    """One line per unavailable server, counted from the skip reports (not from `_SERVERS`, so
+    the line is there too when pytest-xdist's workers ran the tests)."""
+    skipped: dict[str, tuple[int, str]] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = str(longrepr[2] if isinstance(longrepr, tuple) else longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        for what in SERVER_NAMES:
+            prefix = f"{what} unavailable: "
+            if reason.startswith(prefix):
+                count, _ = skipped.get(what, (0, ""))
+                skipped[what] = (count + 1, reason.removeprefix(prefix))
+    for what, (count, why) in sorted(skipped.items()):
         terminalreporter.write_line(
             f"STORAGE SERVERS: {count} test(s) skipped because {what} is unavailable: {why}",
             red=True, bold=True,
