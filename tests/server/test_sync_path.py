@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.server.wire import Raw, msg
+from tests.server.wire import Raw, msg, query
 
 from twofold.server import run as run_module
 from twofold.sql import prepared
@@ -198,3 +198,60 @@ def test_row_limits_and_errors_on_the_synchronous_path(server: ServerHandle, kv:
     assert [k for k, _ in got] == [b"2", b"T", b"D", b"D", b"D", b"C", b"Z"]
     assert got[-2][1].startswith(b"SELECT 3")
     raw.close()
+
+
+def test_the_loop_takes_over_where_the_synchronous_path_cannot(server: ServerHandle,
+                                                              kv: str) -> None:
+    """In one packet: kept lookups answered at once, then a simple query the loop runs, then a
+    lookup again — replies in order, the connection still serving."""
+    raw = Raw(server.host, server.port)
+    raw.login()
+    sql = f"SELECT k FROM {kv} WHERE k = $1".encode()
+    raw.send(msg(b"P", b"q\0" + sql + b"\0\0\0") + msg(b"S"))
+    raw.until(b"Z")
+    raw.send(_bind(b"q", b"5"))
+    raw.until(b"Z")
+    raw.send(_bind(b"q", b"5") + query("SELECT 41 + 1") + _bind(b"q", b"6"))
+    got = raw.until(b"Z") + raw.until(b"Z") + raw.until(b"Z")
+    rows = [body for kind, body in got if kind == b"D"]
+    assert [r[-1:] for r in rows] == [b"5"] * 3 + [b"2"] + [b"6"] * 3, rows
+    raw.close()
+
+
+def test_inbox_hands_over_bytes_in_order_and_pauses_a_fast_sender() -> None:
+    import asyncio
+
+    from twofold.server.inbox import LIMIT, Inbox
+
+    class Transport:
+        paused = 0
+
+        def pause_reading(self) -> None:
+            self.paused += 1
+
+        def resume_reading(self) -> None:
+            self.paused -= 1
+
+        def is_closing(self) -> bool:
+            return False
+
+    async def go() -> None:
+        inbox = Inbox()
+        transport = Transport()
+        inbox.transport = transport  # type: ignore[assignment]
+        taken: list[bytes] = []
+        inbox.now = lambda data: taken.append(data) or data == b"mine"
+        inbox.feed(b"mine")  # taken by the synchronous handler
+        inbox.feed(b"a")  # declined: kept for the read, and from now on in order
+        inbox.now = None
+        inbox.feed(b"b" * LIMIT)
+        assert transport.paused == 1  # past LIMIT unread: reading stops
+        assert await inbox.read() == b"a" + b"b" * LIMIT
+        assert transport.paused == 0
+        inbox.poke()
+        assert await inbox.read() is None
+        inbox.feed_eof()
+        assert await inbox.read() == b""
+        assert taken == [b"mine", b"a"]
+
+    asyncio.run(go())

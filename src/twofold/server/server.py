@@ -21,6 +21,7 @@ from typing import Any
 from twofold.server import messages as m
 from twofold.server import shims
 from twofold.server.auth import Authenticator, AuthFailed
+from twofold.server.inbox import Inbox, InboxProtocol
 from twofold.server.machine import Machine, Phase
 from twofold.server.portals import SessionError
 from twofold.server.session import FLUSH_AT, Session
@@ -30,11 +31,12 @@ READ_CHUNK = 65536
 
 
 class _Conn:
-    def __init__(self, server: Server, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
+    def __init__(self, server: Server, inbox: Inbox, writer: asyncio.StreamWriter) -> None:
         self.server = server
-        self.reader = reader
+        self.inbox = inbox
         self.writer = writer
+        self._held: m.Frontend | None = None  # taken by the synchronous path, for the loop
+        self._failure: BaseException | None = None  # raised in the synchronous path
         self.machine = Machine()
         self.session: Session | None = None
         self.task: asyncio.Task[Any] | None = None  # the running statement
@@ -63,8 +65,10 @@ class _Conn:
         """Bytes written and not yet sent (buffered here or in the transport)."""
         return self._out_size + self.writer.transport.get_write_buffer_size()
 
-    async def read(self) -> bytes:
-        return await self.reader.read(READ_CHUNK)
+    async def read(self) -> bytes | None:
+        """The bytes received since the last read; b"" at end of stream; None when the
+        synchronous path (`_now`) left something for the loop."""
+        return await self.inbox.read()
 
     async def next_message(self) -> m.Frontend | None:
         """The next accepted message, or None at end of stream."""
@@ -76,6 +80,34 @@ class _Conn:
             if not data:
                 return None
             self.machine.receive_data(data)
+
+    def _now(self, data: bytes) -> bool:
+        """The synchronous path, run by the protocol as bytes arrive while the loop waits for
+        them: each complete message the session handles at once (`Session.handle_now`) is
+        answered here and the replies written; the first one it cannot is left in `_held`
+        for the loop (and so is a full socket buffer to drain, or an error to raise)."""
+        session = self.session
+        assert session is not None
+        self.machine.receive_data(data)
+        try:
+            while True:
+                msg = self.machine.next_message()
+                if msg is None:
+                    break
+                if isinstance(msg, m.Terminate) or not session.handle_now(msg):
+                    self._held = msg
+                    self.inbox.poke()
+                    break
+                if self._out_size > FLUSH_AT:
+                    self.flush()
+                    if self.writer.transport.get_write_buffer_size() > FLUSH_AT:
+                        self.inbox.poke()  # the loop drains it, then goes on
+                        break
+        except Exception as e:  # a protocol violation: the loop raises it
+            self._failure = e
+            self.inbox.poke()
+        self.flush()
+        return True
 
     async def serve(self) -> None:
         try:
@@ -162,7 +194,7 @@ class _Conn:
             return msg
 
     async def _loop(self, session: Session) -> None:
-        self._pending: asyncio.Task[bytes] | None = None
+        self._pending: asyncio.Task[bytes | None] | None = None
         try:
             await self._run_loop(session)
         finally:
@@ -178,16 +210,29 @@ class _Conn:
                     await self._pending
 
     async def _run_loop(self, session: Session) -> None:
-        pending: asyncio.Task[bytes] | None = None
+        pending: asyncio.Task[bytes | None] | None = None
         while True:
-            msg = self.machine.next_message()
+            msg, self._held = self._held, None
+            if msg is None:
+                msg = self.machine.next_message()
             if msg is None:
                 await self.drain()  # the replies so far, in one write (back-pressured)
                 if pending is None:
-                    data = await self.read()
+                    # Bytes arriving now are answered as they come where that needs no wait
+                    # (`_now`); the read returns once the loop has something to do.
+                    self.inbox.now = self._now
+                    try:
+                        data = await self.read()
+                    finally:
+                        self.inbox.now = None
                 else:  # the read that watched the last statement
                     data = await pending
                     pending = self._pending = None
+                if self._failure is not None:
+                    failure, self._failure = self._failure, None
+                    raise failure
+                if data is None:
+                    continue  # the synchronous path left a message (or a drain) for the loop
                 if not data:
                     return
                 self.machine.receive_data(data)
@@ -278,11 +323,11 @@ class Server:
         if found is not None and found[0] == secret:
             found[1].cancel()
 
-    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _client(self, inbox: Inbox, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._conns.add(task)
-        conn = _Conn(self, reader, writer)
+        conn = _Conn(self, inbox, writer)
         self._live.add(conn)
         try:
             await conn.serve()
@@ -303,7 +348,14 @@ class Server:
         return sum(c.backlog() for c in self._live)
 
     async def start(self, host: str = "127.0.0.1", port: int = 6875) -> Server:
-        self._server = await asyncio.start_server(self._client, host, port, limit=READ_CHUNK)
+        loop = asyncio.get_running_loop()
+
+        def protocol() -> InboxProtocol:  # as `asyncio.start_server`'s, reading into an Inbox
+            inbox = Inbox()
+            return InboxProtocol(inbox, asyncio.StreamReader(limit=READ_CHUNK, loop=loop),
+                                 lambda _, writer: self._client(inbox, writer), loop)
+
+        self._server = await loop.create_server(protocol, host, port)
         sock = self._server.sockets[0].getsockname()
         self.host, self.port = sock[0], sock[1]
         return self

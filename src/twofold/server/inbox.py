@@ -1,0 +1,105 @@
+"""A connection's received bytes, handed over as they arrive — to a synchronous handler while the
+connection waits for them, else to the connection's next read.
+
+Contract: `InboxProtocol` is asyncio's stream protocol (so `StreamWriter`'s writes, drain and
+`start_tls` work unchanged) whose received bytes go to its `Inbox` instead of a
+`StreamReader`. `Inbox.read()` returns the bytes received since the last read (all of them, in
+order), `b""` at end of stream, and None when `poke()` asked the reader to look again without
+new bytes. While `Inbox.now` is set and nothing is waiting to be read, arriving bytes are
+offered to it first, inside the protocol's callback: when it returns True it has taken them
+(and the read goes on waiting) — what lets a connection answer a request with no task to wake,
+no read to complete and no extra turn of the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+LIMIT = 1 << 17
+"""Bytes an inbox holds unread before the transport stops reading (as a `StreamReader`)."""
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self.transport: asyncio.Transport | None = None  # paused past LIMIT unread bytes
+        self._paused = False
+        self._eof = False
+        self._poked = False
+        self._waiter: asyncio.Future[None] | None = None
+        self.now: Callable[[bytes], bool] | None = None
+        """Offered arriving bytes first while set and nothing waits to be read."""
+
+    def feed(self, data: bytes) -> None:
+        now = self.now
+        if now is not None and not self._chunks and now(data):
+            return
+        self._chunks.append(data)
+        self._size += len(data)
+        if self._size > LIMIT and self.transport is not None and not self._paused:
+            self._paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def feed_eof(self) -> None:
+        self._eof = True
+        self._wake()
+
+    def poke(self) -> None:
+        """Have the pending (or next) read return None: look again, no new bytes."""
+        self._poked = True
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def read(self) -> bytes | None:
+        while not self._chunks and not self._eof and not self._poked:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        if self._chunks:
+            data = b"".join(self._chunks) if len(self._chunks) > 1 else self._chunks[0]
+            self._chunks.clear()
+            self._size = 0
+            if self._paused:
+                self._paused = False
+                if self.transport is not None and not self.transport.is_closing():
+                    self.transport.resume_reading()
+            return data
+        if self._poked:
+            self._poked = False
+            return None
+        return b""
+
+
+class InboxProtocol(asyncio.StreamReaderProtocol):
+    """A stream protocol whose received bytes go to `inbox` (module docstring)."""
+
+    def __init__(self, inbox: Inbox, reader: asyncio.StreamReader, connected: Any,
+                 loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(reader, connected, loop=loop)
+        self.inbox = inbox
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.inbox.transport = transport
+        super().connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.inbox.feed(data)
+
+    def eof_received(self) -> bool:
+        self.inbox.feed_eof()
+        return bool(super().eof_received())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.inbox.feed_eof()
+        super().connection_lost(exc)
