@@ -170,3 +170,24 @@ async def test_nice_lowers_only_the_runtime_thread_priority() -> None:
         await rt.recv()
     assert seen == [min(mine + 5, 19)]
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
+
+
+def test_a_put_on_the_loop_wakes_the_consumer_without_an_extra_loop_turn() -> None:
+    """`Outbox.put_many_from_loop` (the maintenance process's client delivers responses with it
+    on the loop's thread) resolves the waiting `get` directly: it returns after one loop turn,
+    where `put_many`'s thread-safe wakeup needs a turn for the callback and one for the get."""
+    from twofold.runtime.bridge import Outbox
+
+    async def turns_until_got(from_loop: bool) -> int:
+        box: Outbox[int] = Outbox(asyncio.get_running_loop())
+        getter = asyncio.ensure_future(box.get())
+        await asyncio.sleep(0)  # the getter now waits
+        (box.put_many_from_loop if from_loop else box.put_many)([1, 2])
+        turns = 0
+        while not getter.done():
+            await asyncio.sleep(0)
+            turns += 1
+        assert getter.result() == 1 and box.get_nowait() == 2
+        return turns
+
+    assert asyncio.run(turns_until_got(True)) < asyncio.run(turns_until_got(False))

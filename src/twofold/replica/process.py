@@ -244,7 +244,9 @@ class MaintenanceProcess:
 
     def _deliver(self, items: list[ComputeResponse | object]) -> None:
         if items and self._responses is not None:
-            self._responses.outbox.put_many(items)  # type: ignore[arg-type]
+            # On the loop's thread: the multiplexer's pump is woken directly, not a loop turn
+            # later through the self-pipe (responses wait behind reads for every such turn).
+            self._responses.outbox.put_many_from_loop(items)  # type: ignore[arg-type]
             items.clear()
 
     def _dispatch(self, msg: wire.Message, items: list[ComputeResponse | object]) -> None:

@@ -101,12 +101,20 @@ class Outbox(Generic[T]):
         self.put_many((item,))
 
     def put_from_loop(self, item: T) -> None:
-        """`put`, called on the consumer's event-loop thread: the waiter is woken directly,
-        without `call_soon_threadsafe`'s write to the loop's self-pipe."""
+        """`put`, called on the consumer's event-loop thread."""
+        self.put_many_from_loop((item,))
+
+    def put_many_from_loop(self, items: Iterable[T]) -> None:
+        """`put_many`, called on the consumer's event-loop thread: the waiter is woken
+        directly, without `call_soon_threadsafe`'s write to the loop's self-pipe and the loop
+        turn it costs before the consumer runs."""
         with self._lock:
             if self._closed:
                 return
-            self._items.append(item)
+            before = len(self._items)
+            self._items.extend(items)
+            if len(self._items) == before:
+                return
             w, self._waiter = self._waiter, None
         if w is not None and not w.done():
             w.set_result(None)
