@@ -255,3 +255,34 @@ def test_inbox_hands_over_bytes_in_order_and_pauses_a_fast_sender() -> None:
         assert taken == [b"mine", b"a"]
 
     asyncio.run(go())
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(x=st.one_of(st.floats(), st.floats(1e-5, 1e16), st.floats(-1e16, -1e-5),
+                   st.integers(-10**15, 10**15).map(float)))
+def test_float_text_is_postgresql_output(x: float) -> None:
+    """float8 text as PostgreSQL writes it (extra_float_digits 1): the shortest round-trip
+    digits, positional for decimal exponents -4..14, else d.ddde+XX — against a reference
+    built from those digits with `decimal`; the fast path and the general one agree."""
+    import decimal
+    import math
+
+    from twofold.server.types import _float_text, float_text
+
+    if math.isnan(x) or math.isinf(x) or x == 0:
+        want = {True: "NaN"}.get(math.isnan(x)) or (
+            ("Infinity" if x > 0 else "-Infinity") if math.isinf(x) else
+            ("-0" if math.copysign(1.0, x) < 0 else "0"))
+    else:
+        sign, digits, exponent = decimal.Decimal(repr(x)).normalize().as_tuple()
+        assert isinstance(exponent, int)
+        text = "".join(map(str, digits))
+        e10 = len(text) + exponent - 1
+        if -4 <= e10 < 15:
+            want = f"{decimal.Decimal(repr(x)):f}"
+            want = want.rstrip("0").rstrip(".") if "." in want else want
+        else:
+            mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
+            want = f"{'-' if sign else ''}{mantissa}e{'+' if e10 >= 0 else '-'}{abs(e10):02d}"
+    assert float_text(x) == want
+    assert _float_text(x, repr(x)) == want

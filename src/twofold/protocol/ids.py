@@ -35,7 +35,8 @@ MAX_ID: Final = 2**64 - 1
 class GlobalId:
     """An immutable, hashable, totally ordered collection identifier."""
 
-    __slots__ = ("_kind", "_n")
+    __slots__ = ("_hash", "_kind", "_n")
+    _hash: int
     _kind: IdKind
     _n: int
 
@@ -46,6 +47,9 @@ class GlobalId:
             raise ValueError(f"GlobalId number must be an int in [0, 2**64), got {n!r}")
         object.__setattr__(self, "_kind", kind)
         object.__setattr__(self, "_n", n)
+        # Ids key the controller's and the runtimes' tables, several lookups per read: hashed
+        # once (from ints only, so the same in every process).
+        object.__setattr__(self, "_hash", hash((int(kind), n)))
 
     @classmethod
     def system(cls, n: int) -> GlobalId:
@@ -113,12 +117,12 @@ class GlobalId:
         return f"GlobalId.{self._kind.name.lower()}({self._n})"
 
     def __hash__(self) -> int:
-        return hash((GlobalId, self._kind, self._n))
+        return self._hash
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, GlobalId):
             return NotImplemented
-        return self._key() == other._key()
+        return self._n == other._n and self._kind is other._kind
 
     def __lt__(self, other: GlobalId) -> bool:
         if not isinstance(other, GlobalId):

@@ -106,9 +106,14 @@ class CopyFail(msgspec.Struct, frozen=True):
     message: str
 
 
+_SYNC_MSG = Sync()
+
 Frontend = (Startup | SslRequest | GssEncRequest | CancelRequest | Password | Query | Parse
             | Bind | Describe | Execute | Close | Sync | Flush | Terminate | CopyData | CopyDone
             | CopyFail)
+
+
+_I16, _I32, _U32 = struct.Struct("!h"), struct.Struct("!i"), struct.Struct("!I")
 
 
 class _Reader:
@@ -130,20 +135,27 @@ class _Reader:
             raise ProtocolViolation("a string field is not valid UTF-8") from None
 
     def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
+        pos = self.pos
+        if n < 0 or pos + n > len(self.data):
             raise ProtocolViolation("the message is shorter than its fields")
-        raw = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return raw
+        self.pos = pos + n
+        return self.data[pos:pos + n]
+
+    def _fixed(self, fmt: struct.Struct) -> int:
+        pos = self.pos
+        if pos + fmt.size > len(self.data):
+            raise ProtocolViolation("the message is shorter than its fields")
+        self.pos = pos + fmt.size
+        return int(fmt.unpack_from(self.data, pos)[0])
 
     def i16(self) -> int:
-        return int(struct.unpack("!h", self.take(2))[0])
+        return self._fixed(_I16)
 
     def i32(self) -> int:
-        return int(struct.unpack("!i", self.take(4))[0])
+        return self._fixed(_I32)
 
     def u32(self) -> int:
-        return int(struct.unpack("!I", self.take(4))[0])
+        return self._fixed(_U32)
 
     def count(self) -> int:
         n = self.i16()
@@ -183,6 +195,8 @@ def parse_startup(body: bytes) -> Startup | SslRequest | GssEncRequest | CancelR
 
 
 def parse_message(kind: bytes, body: bytes) -> Frontend:
+    if kind == b"S" and not body:
+        return _SYNC_MSG
     r = _Reader(body)
     msg: Frontend
     if kind == b"Q":

@@ -44,18 +44,26 @@ class InvalidParameterValue(SqlError):
 
 def float_text(x: float) -> str:
     """PostgreSQL's float8 output (extra_float_digits >= 1: shortest round trip)."""
+    r = repr(x)
+    if 1e-4 <= abs(x) < 1e15 and "e" not in r:
+        # Where PostgreSQL writes no exponent, Python's shortest round trip is its digits:
+        # only an integral value's ".0" differs.
+        return r[:-2] if r.endswith(".0") else r
+    return _float_text(x, r)
+
+
+def _float_text(x: float, r: str) -> str:
     if math.isnan(x):
         return "NaN"
     if math.isinf(x):
         return "Infinity" if x > 0 else "-Infinity"
     if x == 0:
         return "-0" if math.copysign(1.0, x) < 0 else "0"
-    r = repr(x)
     mantissa, _, _ = r.partition("e")
     digits = mantissa.replace("-", "").replace(".", "").lstrip("0").rstrip("0") or "0"
-    exp10 = math.floor(math.log10(abs(x)))
-    if abs(float(f"{x:.{max(len(digits) - 1, 0)}e}")) != abs(x):  # log10 rounding guard
-        exp10 = int(f"{x:e}".split("e")[1])
+    # The shortest digits written with an exponent give its decimal exponent exactly
+    # (`log10` rounds up just below a power of ten: 999999999999998 is not 1e15's).
+    exp10 = int(f"{x:.{max(len(digits) - 1, 0)}e}".split("e")[1])
     if -4 <= exp10 < 15:
         s = f"{x:.{max(len(digits) - 1 - exp10, 0)}f}"
         return s

@@ -33,8 +33,8 @@ from typing import Any
 from twofold.api.objects import Index
 from twofold.api.reads import _remap, mfp_chain
 from twofold.api.relation import Relation
-from twofold.api.results import Result
-from twofold.protocol import Call, Column, Get, Literal, MapFilterProject
+from twofold.api.results import Result, expand
+from twofold.protocol import Call, Column, Get, Literal, MapFilterProject, RowSetFinishing
 from twofold.protocol import Expr as PExpr
 
 _SCALAR = {bool: "bool", int: "int", float: "float", str: "str", bytes: "bytes"}
@@ -145,8 +145,6 @@ async def run_lookup(db: Any, relation: Relation, found: Lookup,
     the table's ticks, and its answer is the filter path's at that time."""
     from twofold.api.errors import ReadBeforeSince
     from twofold.api.reads import translate
-    from twofold.api.results import expand
-    from twofold.protocol import RowSetFinishing
 
     await db._install()
     rel = db._check_relation(relation, "query")
@@ -172,9 +170,6 @@ def lookup_now(db: Any, rel: Relation, found: Lookup, t: int) -> Result | None:
     """`run_lookup`'s result at `t` (a time `db._choose_time` gave for `found.index`), computed
     at once when a replica in this process has published the index that far
     (`Controller.peek_now`: no command, no wait), else None (then peek it)."""
-    from twofold.api.results import expand
-    from twofold.protocol import RowSetFinishing
-
     rows = db._ctl.peek_now(found.index.id, timestamp=t, literal_constraints=[found.key],
                             mfp=None if found.mfp.is_identity else found.mfp,
                             finishing=RowSetFinishing(order_by=rel.order) if rel.order else None)

@@ -59,6 +59,7 @@ from twofold.api.results import Result
 from twofold.api.schema import Schema
 from twofold.protocol import Literal, MapFilterProject
 from twofold.sql.errors import FeatureNotSupported, InternalError, SqlError
+from twofold.sql.lookup import Lookup, _usable, lookup_now
 
 CACHE_SIZE = 256
 _QUERY_START = re.compile(r"^[\s(]*(select|with|values|table)\b", re.I)
@@ -193,16 +194,12 @@ class _Template:
 
     def key_for(self, params: Sequence[Any]) -> list[Any] | None:
         """The lookup's key for `params`, or None when the lookup cannot take it."""
-        from twofold.sql.lookup import _usable
-
         key = [params[k.param] if k.param is not None else k.value for k in self.key]
         if not all(_usable(v, s) for v, s in zip(key, self.key_scalars, strict=True)):
             return None
         return key
 
     def lookup_for(self, params: Sequence[Any]) -> Any:
-        from twofold.sql.lookup import Lookup
-
         key = self.key_for(params)
         if key is None:
             return None
@@ -446,8 +443,6 @@ class PreparedStatement:
         published the index at the read's time (`sql.lookup.lookup_now`); else None — then
         `await execute(params)`, which also gives the errors. The read is the one `execute`
         makes: at the index's latest complete time, never before the latest write."""
-        from twofold.sql.lookup import lookup_now
-
         node = self._node
         if node is None or not self._query or not isinstance(node, _QUERIES):
             return None  # not parsed yet, not a query, or AS OF
@@ -573,9 +568,9 @@ class _CatalogWatch:
     def _token(self) -> tuple[int, int] | None:
         if self._probe is None:
             return None
-        with self._lock:
-            notes = self._notes
-        return notes, int(self._probe())
+        # Read before the probe, without the lock: an int read is atomic, and a note landing
+        # after it moves the next token.
+        return self._notes, int(self._probe())
 
     def refresh(self, db: Any) -> None:
         """`db._refresh()`, skipped when nothing can have changed since the last one."""
