@@ -14,9 +14,7 @@ from twofold.testing.pgwire import ServerHandle
 
 def test_asyncpg_named_prepared_statements_and_types(server: ServerHandle, name: str) -> None:
     async def main() -> None:
-        conn = await asyncpg.connect(host=server.host, port=server.port, user="twofold",
-                                     database="twofold", timeout=10)
-        try:
+        async with server.asyncpg() as conn:
             await conn.execute(f"CREATE TABLE {name} (k bigint, v double precision, s text, "
                                "b boolean, y bytea)")
             await conn.executemany(f"INSERT INTO {name} VALUES ($1, $2, $3, $4, $5)",
@@ -36,8 +34,6 @@ def test_asyncpg_named_prepared_statements_and_types(server: ServerHandle, name:
                 await conn.fetch(f"SELECT nope FROM {name}")
             async with conn.transaction():
                 assert await conn.fetchval(f"SELECT max(k) FROM {name}") == 2
-        finally:
-            await conn.close()
 
     asyncio.run(main())
 
@@ -86,13 +82,9 @@ def test_asyncpg_type_introspection(server: ServerHandle) -> None:
     """`set_type_codec` makes asyncpg introspect the type in pg_type (through the catalog)."""
 
     async def main() -> None:
-        conn = await asyncpg.connect(host=server.host, port=server.port, user="twofold",
-                                     database="twofold", timeout=10)
-        try:
+        async with server.asyncpg() as conn:
             await conn.set_type_codec("int8", encoder=str, decoder=lambda x: ("int8", x),
                                       schema="pg_catalog", format="text")
             assert await conn.fetchval("SELECT 5") == ("int8", "5")
-        finally:
-            await conn.close()
 
     asyncio.run(main())

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import struct
 
-import asyncpg
 from tests.server.wire import Raw, msg, query
 
 from twofold.testing.pgwire import ServerHandle
@@ -68,9 +67,7 @@ def test_error_skips_to_sync(server: ServerHandle) -> None:
 
 def test_asyncpg_cursor_prefetch(server: ServerHandle, name: str) -> None:
     async def main() -> None:
-        conn = await asyncpg.connect(host=server.host, port=server.port, user="twofold",
-                                     database="twofold")
-        try:
+        async with server.asyncpg() as conn:
             await conn.execute(f"CREATE TABLE {name} (k bigint)")
             await conn.execute(f"INSERT INTO {name} VALUES " +
                                ", ".join(f"({i})" for i in range(25)))
@@ -78,7 +75,5 @@ def test_asyncpg_cursor_prefetch(server: ServerHandle, name: str) -> None:
                 got = [r["k"] async for r in conn.cursor(
                     f"SELECT k FROM {name} ORDER BY k", prefetch=4)]
             assert got == list(range(25))
-        finally:
-            await conn.close()
 
     asyncio.run(main())

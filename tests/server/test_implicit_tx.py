@@ -98,16 +98,12 @@ def test_psycopg_pipeline_and_executemany(server: ServerHandle, name: str) -> No
 
 def test_asyncpg_executemany_is_atomic(server: ServerHandle, name: str) -> None:
     async def run() -> None:
-        conn = await asyncpg.connect(host=server.host, port=server.port, user="twofold",
-                                     database="twofold", timeout=10)
-        try:
+        async with server.asyncpg() as conn:
             await conn.execute(f"CREATE TABLE {name} (k bigint PRIMARY KEY)")
             await conn.executemany(f"INSERT INTO {name} VALUES ($1)", [(1,), (2,), (3,)])
             with pytest.raises(asyncpg.UniqueViolationError):
                 await conn.executemany(f"INSERT INTO {name} VALUES ($1)", [(4,), (5,), (2,)])
             assert await conn.fetchval(f"SELECT count(*) FROM {name}") == 3
-        finally:
-            await conn.close()
 
     asyncio.run(run())
 

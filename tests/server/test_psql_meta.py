@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import asyncio
 
-import asyncpg
 import psycopg
-
 from tests.server.test_psql import psql
+
 from twofold.testing.pgwire import ServerHandle
 
 
@@ -48,13 +47,9 @@ def test_pg_backend_pid_is_int4(server: ServerHandle) -> None:
         assert binary.fetchone() == (c.info.backend_pid, "twofold")
 
     async def via_asyncpg() -> None:
-        conn = await asyncpg.connect(host=server.host, port=server.port, user="twofold",
-                                     database="twofold", timeout=10)
-        try:
+        async with server.asyncpg() as conn:
             stmt = await conn.prepare("SELECT pg_backend_pid()")
             assert [a.type.name for a in stmt.get_attributes()] == ["int4"]
             assert await stmt.fetchval() == conn.get_server_pid()
-        finally:
-            await conn.close()
 
     asyncio.run(via_asyncpg())

@@ -15,7 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import asyncpg
 import psycopg
 import pytest
 import sqlalchemy as sa
@@ -40,9 +39,7 @@ def test_parameters_without_spaces(server: ServerHandle, name: str) -> None:
 
 def test_parameter_types_through_casts_and_arithmetic(server: ServerHandle, name: str) -> None:
     async def main() -> list[object]:
-        conn = await asyncpg.connect(host=server.host, port=server.port, user="twofold",
-                                     database="twofold", timeout=10)
-        try:
+        async with server.asyncpg() as conn:
             await conn.execute(f"CREATE TABLE {name} (k bigint, f double precision)")
             await conn.execute(f"INSERT INTO {name} VALUES (1, 1.5), (2, NULL), (3, 0.5)")
             stmt = await conn.prepare("SELECT $1::bigint, $2::double precision, $3::boolean, "
@@ -57,8 +54,6 @@ def test_parameter_types_through_casts_and_arithmetic(server: ServerHandle, name
                 await conn.fetchval(f"SELECT coalesce(f, $1) FROM {name} WHERE k = 2", 7.5),
                 await conn.fetchval("SELECT -$1::bigint", 5),
             ]
-        finally:
-            await conn.close()
 
     assert asyncio.run(main()) == [(1, 2.5, True, 4, "x"), 3, 2, 3, 7.5, -5]
 

@@ -95,21 +95,15 @@ def test_prepared_subscribe_with_progress_is_described(server: ServerHandle, nam
     """Describe of a prepared SUBSCRIBE names mz_progressed (typed bool) before it runs."""
     import asyncio
 
-    import asyncpg
-
     with connect(server) as c:
         c.execute(f"CREATE TABLE {name} (k bigint)")
         with pytest.raises(errors.FeatureNotSupported):
             c.execute(f"SUBSCRIBE {name} WITH (PROGRESS = 'maybe')").fetchone()
 
     async def described() -> list[tuple[str, str]]:
-        conn = await asyncpg.connect(host=server.host, port=server.port, user="twofold",
-                                     database="twofold", timeout=10)
-        try:
+        async with server.asyncpg() as conn:
             stmt = await conn.prepare(f"SUBSCRIBE {name} WITH (PROGRESS)")
             return [(a.name, a.type.name) for a in stmt.get_attributes()]
-        finally:
-            await conn.close()
 
     assert asyncio.run(described()) == [("mz_timestamp", "int8"), ("mz_progressed", "bool"),
                                         ("mz_diff", "int8"), ("k", "int8")]

@@ -386,11 +386,7 @@ def test_asyncpg_transactions(server: ServerHandle, name: str) -> None:
     import asyncpg
 
     async def main() -> None:
-        a = await asyncpg.connect(host=server.host, port=server.port, user="twofold",
-                                  database="twofold")
-        b = await asyncpg.connect(host=server.host, port=server.port, user="twofold",
-                                  database="twofold")
-        try:
+        async with server.asyncpg() as a, server.asyncpg() as b:
             await a.execute(f"CREATE TABLE {name} (k bigint, v text)")
             async with a.transaction():  # staged, applied together at COMMIT
                 await a.executemany(f"INSERT INTO {name} VALUES ($1, $2)",
@@ -410,9 +406,6 @@ def test_asyncpg_transactions(server: ServerHandle, name: str) -> None:
                 with pytest.raises(asyncpg.ReadOnlySQLTransactionError):
                     await a.execute(f"INSERT INTO {name} VALUES (9, 'nine')")
             assert await stmt.fetchval(1) == "uno"
-        finally:
-            await a.close()
-            await b.close()
 
     asyncio.run(main())
 

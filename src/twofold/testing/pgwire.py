@@ -1,12 +1,13 @@
 """A pgwire server on a thread for tests and benchmarks: `running_server()` yields a
-`ServerHandle` (host, port, dsn, the database and its event loop) and stops it on exit."""
+`ServerHandle` (host, port, dsn, the database and its event loop) and stops it on exit;
+`handle.asyncpg()` is an asyncpg connection to it whose every wait is bounded."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -25,9 +26,36 @@ class ServerHandle:
                  **extra}
         return " ".join(f"{k}={v}" for k, v in parts.items())
 
+    def asyncpg(self, timeout: float = 30, **kwargs: Any) -> Any:
+        """An asyncpg connection as an async context manager whose every wait is bounded:
+        connecting, each command (`command_timeout`) and closing. asyncpg waits forever by
+        default — for a reply to a command, and in `close()` for the server to answer
+        Terminate — so a test against a server that stopped answering hung past
+        pytest-timeout's alarm: the alarm's exception cancelled the test's task, and the
+        task's `finally: await conn.close()` then waited forever inside `asyncio.run`."""
+        return _asyncpg_connection(self.host, self.port, timeout, kwargs)
+
     def call(self, coro: Any, timeout: float = 30) -> Any:
         """Run a coroutine on the server's loop and wait for it."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+
+@contextlib.asynccontextmanager
+async def _asyncpg_connection(host: str, port: int, timeout: float,
+                              kwargs: dict[str, Any]) -> AsyncIterator[Any]:
+    import asyncpg
+
+    args: dict[str, Any] = {"user": "twofold", "database": "twofold", "timeout": 10,
+                            "command_timeout": timeout, **kwargs}
+    conn = await asyncpg.connect(host=host, port=port, **args)
+    try:
+        yield conn
+    finally:
+        try:
+            await conn.close(timeout=min(5.0, timeout))
+        except BaseException:
+            conn.terminate()
+            raise
 
 
 @contextlib.contextmanager
