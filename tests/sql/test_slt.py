@@ -28,7 +28,7 @@ def test_ours(path: Path) -> None:
     assert report.passed > 0
 
 
-@pytest.mark.parametrize("name", ["views_drop", "surface"])
+@pytest.mark.parametrize("name", ["views_drop", "surface", "pg_surface"])
 def test_against_postgres(name: str) -> None:
     """These files also against PostgreSQL, which checks their SQLSTATEs (2BP01 for a DROP
     others depend on, 42809 for DROP VIEW of a table) — DuckDB reports none."""

@@ -318,3 +318,33 @@ def test_the_dsls_string_agg_is_sqls() -> None:
             t.group_by("s").agg(string_agg("g", ","))
         with pytest.raises(twofold.InvalidArgument, match="separator"):
             string_agg("s", 1)  # type: ignore[arg-type]
+
+
+def test_drop_of_several_names_is_one_change_all_or_none(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    with _open(path) as db:
+        for t in ("a", "b", "c"):
+            db.sql(f"CREATE TABLE {t} (k int)")
+        db.sql("CREATE VIEW av AS SELECT k FROM a")
+        db.sql("CREATE MATERIALIZED VIEW am AS SELECT count(*) AS n FROM av")
+        before = sorted(db.objects())
+        # Refusals change nothing: a missing name, a dependent outside the set, a wrong kind.
+        for sql, state in [("DROP TABLE b, nope", "42P01"), ("DROP TABLE b, a", "2BP01"),
+                           ("DROP VIEW av, b", "42809"), ("DROP TABLE b, av, am", "42809")]:
+            with pytest.raises(twofold.TwofoldError) as e:
+                db.sql(sql)
+            assert sqlstate_of(e.value) == state, (sql, e.value)
+            assert sorted(db.objects()) == before, sql
+        # Dependents inside the set go with it, without CASCADE; names may repeat.
+        db.sql("DROP MATERIALIZED VIEW am, am")
+        db.sql("DROP VIEW av")
+        db.sql("CREATE VIEW av AS SELECT k FROM a")
+        db.sql("DROP TABLE IF EXISTS b, nope, c")
+        assert sorted(n for n, _ in db.objects()) == ["a", "av"]
+        db.sql("CREATE TABLE b (k int)")
+        db.sql("DROP TABLE a, b CASCADE")
+        assert db.objects() == []
+    with _open(path) as db:
+        assert db.objects() == []
+        db.sql("CREATE TABLE a (k int)")
+        assert db.sql("SELECT count(*) FROM a").rows == [(0,)]

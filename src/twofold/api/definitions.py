@@ -284,6 +284,38 @@ class Definitions(CatalogSync):
         self._absorb(state)
         await self._install()
 
+    async def drop_all(self, names: Sequence[str], *, cascade: bool = False) -> None:
+        """Drop several objects in one catalog change, all or none (SQL's `DROP TABLE a, b`):
+        an object that only others in `names` read may go without `cascade`; one read by
+        anything outside them is refused (`DependencyError`) unless `cascade=True`."""
+        await self._refresh_async()
+        for name in names:
+            if name not in self._catalog:
+                raise UnknownObject(name, "object", sorted(self._catalog))
+        wanted = set(names)
+
+        def build(change: Change) -> None:
+            for name in names:
+                closure = change.state.dependents_closure(name)
+                outside = sorted(set(closure) - wanted)
+                if outside and not cascade:
+                    raise HasDependents(name, outside)
+                for n in closure:
+                    if n not in change.removed:
+                        change.remove(n)
+
+        try:
+            _, state = self._cat.transact(build)
+        except HasDependents as e:
+            raise DependencyError(f"drop: {e}") from None
+        except UnknownEntry as e:
+            raise UnknownObject(e.name, "object (dropped by another process?)",
+                                sorted(self._catalog)) from None
+        except CatalogConflict as e:
+            raise self._conflict(e) from None
+        self._absorb(state)
+        await self._install()
+
 
 def _read_ids(entry: Entry) -> set[GlobalId]:
     """The ids a definition may read `entry` by."""

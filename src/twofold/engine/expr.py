@@ -24,6 +24,13 @@ import numpy as np
 import polars as pl
 
 from twofold.engine.frames import DTYPES, ERROR
+from twofold.engine.functions import (
+    MATH_FUNCTIONS,
+    STRING_FUNCTIONS,
+    compile_function,
+    err_when,
+    first_error,
+)
 from twofold.engine.typecheck import expr_type, typecheck_expr
 from twofold.protocol import Call, Column, ColumnType, Expr, Literal, MapFilterProject
 from twofold.protocol.codec import encode
@@ -41,15 +48,8 @@ _FLOAT_RE: Final = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 _NULL_STR: Final = pl.lit(None, pl.String)
 
 
-def _err(cond: pl.Expr, msg: str) -> pl.Expr:
-    return pl.when(cond).then(pl.lit(msg)).otherwise(_NULL_STR)
-
-
-def _first(*errs: pl.Expr | None) -> pl.Expr | None:
-    present = [e for e in errs if e is not None]
-    if not present:
-        return None
-    return present[0] if len(present) == 1 else pl.coalesce(present)
+_err = err_when
+_first = first_error
 
 
 def _like_body(pattern: str) -> str:
@@ -190,6 +190,8 @@ class _Compiler:
         if func in ("cast_int", "cast_float", "cast_str"):
             value, err = self.cast(func, vals[0], scalars[0])
             return value, _first(errs[0], err)
+        if func in MATH_FUNCTIONS or func in STRING_FUNCTIONS:
+            return compile_function(func, vals, errs)
         if func in ("round", "floor", "ceil", "substr", "trim", "ltrim", "rtrim", "error"):
             return self.sql_function(func, args, vals, errs, scalars)
         raise TypeError(f"unknown function {func!r}")

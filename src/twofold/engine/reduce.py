@@ -21,10 +21,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from twofold.engine import fsum
+from twofold.engine import fsum, variance
 from twofold.engine.consolidation import consolidate
 from twofold.engine.expr import OUT_OF_RANGE
 from twofold.engine.frames import DIFF, ERROR
+from twofold.engine.functions import OVERFLOW
 from twofold.engine.operator import (
     EMPTY_ERRORS,
     Delta,
@@ -36,6 +37,7 @@ from twofold.engine.state import KeyedState, consolidated_union, distinct_keys
 from twofold.protocol import Aggregate, ColumnType, GlobalId, OrderKey
 
 _I64 = (-(2**63), 2**63 - 1)
+_VARIANCES = ("var_samp", "var_pop")
 
 
 class KeyedOp(Operator):
@@ -115,7 +117,7 @@ class ReduceOp(KeyedOp):
             for j, a in enumerate(self.aggs)
             if a.column is not None
             and a.func != "count"
-            and self.child.types[a.column].scalar == "float"
+            and (self.child.types[a.column].scalar == "float" or a.func in _VARIANCES)
         ]
         if floats:
             frame = frame.with_row_index("_i")
@@ -186,13 +188,19 @@ class ReduceOp(KeyedOp):
         )
         grouped = grouped.filter(pl.col("_n") > 0)
         errors = EMPTY_ERRORS
-        if checks:
-            bad = pl.any_horizontal([(pl.col(c) < _I64[0]) | (pl.col(c) > _I64[1]) for c in checks])
+        failures = [(pl.col(c) < _I64[0]) | (pl.col(c) > _I64[1]) for c in checks]
+        if "_overflow" in grouped.columns:
+            failures.append(pl.col("_overflow"))
+        if failures:
+            bad = pl.any_horizontal(failures)
             flagged = grouped.select(bad.fill_null(False).alias("_bad"))["_bad"]
             if flagged.any():
-                errors = pl.DataFrame(
-                    {ERROR: [OUT_OF_RANGE] * int(flagged.sum()), DIFF: [1] * int(flagged.sum())},
-                    schema={ERROR: pl.String, DIFF: pl.Int64},
+                # An int sum out of range, or a variance's squares out of the double range.
+                int_bad = pl.any_horizontal(failures[: len(checks)]) if checks else pl.lit(False)
+                errors = grouped.filter(flagged).select(
+                    pl.when(int_bad.fill_null(False)).then(pl.lit(OUT_OF_RANGE))
+                    .otherwise(pl.lit(OVERFLOW)).alias(ERROR),
+                    pl.lit(1, pl.Int64).alias(DIFF),
                 )
                 grouped = grouped.filter(~flagged)
         # with_columns, not select: a lone literal would make one row of an empty frame.
@@ -211,12 +219,23 @@ class ReduceOp(KeyedOp):
         groups[rows] = np.repeat(np.arange(m), rows_col.list.len().to_numpy())
         diff = frame.get_column(DIFF).to_numpy()
         cols = []
+        overflow: np.ndarray | None = None
         for j in floats:
             agg = self.aggs[j]
             assert agg.column is not None
-            c = frame.get_column(f"c{agg.column}")
+            c = frame.get_column(f"c{agg.column}").cast(pl.Float64)
             valid = c.is_not_null().to_numpy()
             x = c.fill_null(0.0).to_numpy()
+            if agg.func in _VARIANCES:
+                keep = valid & (diff > 0)
+                if agg.distinct:
+                    keep = keep & _first_of_each(groups, x, keep)
+                d = np.ones_like(diff) if agg.distinct else diff
+                var, ok, over = variance.group_variance(
+                    groups, m, x, keep, d, agg.func == "var_samp")
+                cols.append(_float_column(f"_a{j}", var, ok))
+                overflow = over if overflow is None else overflow | over
+                continue
             if agg.func == "sum" and not agg.distinct:
                 total, n = fsum.group_sums(groups, m, x, valid, diff)
                 cols.append(_float_column(f"_a{j}", total, n > 0))
@@ -227,7 +246,21 @@ class ReduceOp(KeyedOp):
                 cols.append(_distinct_float_sum(f"_a{j}", g, m, v))
             else:
                 cols.append(_float_extreme(f"_a{j}", g, m, v, agg.func == "max"))
+        if overflow is not None:
+            cols.append(pl.Series("_overflow", overflow, dtype=pl.Boolean))
         return grouped.drop("_rows").with_columns(cols)
+
+
+def _first_of_each(groups: np.ndarray, x: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """A mask keeping one row of each distinct (group, value) among `keep` (values comparing
+    equal are one: -0.0 and 0.0, every NaN)."""
+    bits = _canonical(x).view(np.int64)
+    idx = np.flatnonzero(keep)
+    pairs = pl.DataFrame({"g": groups[idx], "b": bits[idx], "i": idx})
+    first = pairs.unique(subset=["g", "b"], keep="first").get_column("i").to_numpy()
+    out = np.zeros(len(x), bool)
+    out[first] = True
+    return out
 
 
 def _canonical_float(e: pl.Expr) -> pl.Expr:

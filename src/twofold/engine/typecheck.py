@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from twofold.engine.errors import PlanError
+from twofold.engine.functions import MATH_FUNCTIONS, STRING_FUNCTIONS
 from twofold.protocol import (
     Call,
     Column,
@@ -125,6 +126,13 @@ def _call_type(func: str, tys: list[Ty], where: str) -> Ty:
         _require(tys[:1], {"str"}, where, "str")
         _require(tys[1:], {"int"}, where, "int positions")
         return ("str", nullable)
+    if func in MATH_FUNCTIONS:
+        _require(tys, _NUMERIC, where, "int or float")
+        return ("float", nullable)
+    if func in STRING_FUNCTIONS:
+        for j, want in enumerate(STRING_FUNCTIONS[func][0]):
+            _require(tys[j:j + 1], {want}, where, want)
+        return (STRING_FUNCTIONS[func][1], nullable)
     if func == "error":
         _require(tys, {"str"}, where, "a str message")
         return (_NULL, True)
@@ -217,6 +225,13 @@ def typecheck_plan(
                             f"({desc.names[agg.column]}) of type {ct.scalar}"
                         )
                     types.append(ColumnType(ct.scalar, ct.nullable or not gk))
+                elif agg.func in ("var_samp", "var_pop"):
+                    if ct.scalar not in ("int", "float"):
+                        raise PlanError(
+                            f"{here}.aggregates[{j}]: {agg.func} of column {agg.column} "
+                            f"({desc.names[agg.column]}) of type {ct.scalar}"
+                        )
+                    types.append(ColumnType("float", True))
                 elif agg.func == "string_agg":
                     if ct.scalar != "str":
                         raise PlanError(

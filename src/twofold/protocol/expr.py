@@ -20,6 +20,8 @@ FuncName = TypeLiteral[
     "concat", "lower", "upper", "length", "like",
     "abs", "cast_int", "cast_float", "cast_str",
     "round", "floor", "ceil", "substr", "trim", "ltrim", "rtrim", "error",
+    "sqrt", "cbrt", "power", "ln", "log10", "exp", "sign", "trunc",
+    "replace", "strpos", "split_part", "lpad", "rpad", "repeat", "reverse", "initcap",
 ]  # fmt: skip
 
 # Number of arguments per function; `None` means "one or more".
@@ -32,6 +34,9 @@ FUNCTION_ARITY: Final[dict[str, int | None]] = {
     "abs": 1, "cast_int": 1, "cast_float": 1, "cast_str": 1,
     "round": 2, "floor": 1, "ceil": 1, "substr": 3, "trim": 1, "ltrim": 1, "rtrim": 1,
     "error": 1,
+    "sqrt": 1, "cbrt": 1, "power": 2, "ln": 1, "log10": 1, "exp": 1, "sign": 1, "trunc": 1,
+    "replace": 3, "strpos": 2, "split_part": 3, "lpad": 3, "rpad": 3, "repeat": 2,
+    "reverse": 1, "initcap": 1,
 }  # fmt: skip
 
 

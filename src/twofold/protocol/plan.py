@@ -39,9 +39,11 @@ class OrderKey(Value, frozen=True):
 class Aggregate(Value, frozen=True):
     """`func` over `column` (`count` with `column=None` counts rows). `string_agg` joins a
     text column's non-NULL values (each as often as it occurs, in ascending order, or
-    descending with `desc`) with `separator` between them; NULL when there are none."""
+    descending with `desc`) with `separator` between them; NULL when there are none.
+    `var_samp`/`var_pop` are the sample/population variance of an int or float column, as a
+    float (NULL below two values, resp. one)."""
 
-    func: TypeLiteral["count", "sum", "min", "max", "string_agg"]
+    func: TypeLiteral["count", "sum", "min", "max", "string_agg", "var_samp", "var_pop"]
     column: int | None = None
     distinct: bool = False
     separator: str | None = None

@@ -135,6 +135,12 @@ class CardinalityViolation(SqlError):
     sqlstate = "21000"
 
 
+class InvalidColumnReference(SqlError):
+    """DISTINCT ON expressions that are not the leading ORDER BY items (`42P10`)."""
+
+    sqlstate = "42P10"
+
+
 class WrongObjectType(SqlError):
     """`DROP VIEW` of a table and the like (`42809`)."""
 
@@ -155,6 +161,11 @@ _EVAL_STATES = (
     ("division by zero", "22012"),
     ("out of range", "22003"),
     ("invalid input", "22P02"),
+    ("square root of a negative number", "2201F"),
+    ("raised to a", "2201F"),  # zero to a negative power; a negative to a fraction
+    ("cannot take logarithm", "2201E"),
+    ("field position must not be zero", "22023"),
+    ("requested length too large", "54000"),
     (SUBQUERY_ROWS, "21000"),
     ("duplicate key", "23505"),
     ("unique", "23505"),

@@ -25,6 +25,7 @@ from twofold.protocol import Call, Column
 from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
 from twofold.protocol.expr import FuncName
+from twofold.sql.builtins import BuiltinBinders
 from twofold.sql.errors import (
     DatatypeMismatch,
     FeatureNotSupported,
@@ -72,7 +73,7 @@ class AggContext:
     exprs: dict[Any, int] = field(default_factory=dict)
 
 
-class Binder(FunctionBinders):
+class Binder(FunctionBinders, BuiltinBinders):
     """Binds expressions over `scope` (see the module docstring)."""
 
     def __init__(self, planner: Planner, scope: Scope, agg: AggContext | None = None,

@@ -84,6 +84,15 @@ class _Core(TokenizerCore):
         return bool(super()._scan_string(start))
 
 
+def _named(cls: type[exp.Func], name: str) -> Any:
+    def build(args: list[Any]) -> exp.Expr:
+        node = cls.from_arg_list(args)
+        node.meta["name"] = name
+        return node
+
+    return build
+
+
 class Twofold(Postgres):
     """PostgreSQL as sqlglot reads it, plus Materialize's statements (module docstring)."""
 
@@ -97,6 +106,10 @@ class Twofold(Postgres):
             return core
 
     class Parser(Postgres.Parser):  # type: ignore[misc, valid-type]
+        # sqlglot reads var_samp as variance: keep the name the user wrote (a result column
+        # is named after it).
+        FUNCTIONS = {**Postgres.Parser.FUNCTIONS, "VAR_SAMP": _named(exp.Variance, "var_samp")}
+
         def _parse_statement(self) -> Any:
             if not self._curr:
                 return None

@@ -27,13 +27,29 @@ from twofold.api.joins import left_join_on, nullsafe_key, typed_null
 from twofold.protocol import Aggregate, Column, Constant, Distinct, Mfp, OrderKey, Reduce, TopK
 from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
-from twofold.sql.errors import FeatureNotSupported, GroupingError, SqlSyntaxError
+from twofold.sql.errors import (
+    FeatureNotSupported,
+    GroupingError,
+    InvalidColumnReference,
+    SqlSyntaxError,
+)
 from twofold.sql.exprs import AGGREGATES, AggContext, B, Binder, call, node_key
 from twofold.sql.from_ import conjuncts, filtered, plan_from
 from twofold.sql.scope import NULL, Col, Outer, Rel, Scope
 
 if TYPE_CHECKING:
     from twofold.sql.planner import Planned, Planner
+
+
+_VARIANCES: dict[type[exp.Expr], str] = {
+    exp.Stddev: "stddev_samp", exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop",
+    exp.Variance: "var_samp", exp.VariancePop: "var_pop"}
+_AGGREGATE_FUNCS: dict[type[exp.Expr], str] = {
+    exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
+    exp.LogicalAnd: "min", exp.LogicalOr: "max", exp.GroupConcat: "string_agg", **_VARIANCES}
+_VARIANCE_NODES = (exp.Stddev, exp.StddevSamp, exp.StddevPop, exp.Variance, exp.VariancePop)
+_VARIANCE_FUNCS = {"stddev_samp": "var_samp", "stddev_pop": "var_pop", "var_samp": "var_samp",
+                   "var_pop": "var_pop"}  # SQL aggregate -> the engine's
 
 
 def output_name(node: exp.Expr) -> str:
@@ -58,6 +74,8 @@ def output_name(node: exp.Expr) -> str:
         return output_name(node.this)
     if isinstance(node, exp.GroupConcat):
         return "string_agg"
+    if isinstance(node, exp.Variance | exp.VariancePop):
+        return node.meta.get("name", "variance") if isinstance(node, exp.Variance) else "var_pop"
     if isinstance(node, exp.Func) and not isinstance(node, exp.Anonymous):
         name = node.sql_name().lower()
         return {"logical_and": "bool_and", "logical_or": "bool_or"}.get(name, name)
@@ -234,7 +252,7 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
             continue
         b = binder.bind(arg)
         s = b[1]
-        if isinstance(a, exp.Sum | exp.Avg) and s not in ("int", "float", NULL):
+        if isinstance(a, (exp.Sum, exp.Avg, *_VARIANCE_NODES)) and s not in ("int", "float", NULL):
             from twofold.sql.errors import UndefinedFunction
             from twofold.sql.types import type_name
 
@@ -251,9 +269,7 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
 
             raise UndefinedFunction(f"function {name}({type_name(s)}) does not exist")
         pos = position(b)
-        func = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min",
-                exp.Max: "max", exp.LogicalAnd: "min", exp.LogicalOr: "max",
-                exp.GroupConcat: "string_agg"}.get(type(a))  # type: ignore[arg-type]
+        func = _AGGREGATE_FUNCS.get(type(a))
         if func is None:
             raise FeatureNotSupported(f"aggregate {name}() is not supported")
         if func == "string_agg" and s == NULL:
@@ -261,7 +277,8 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
             maps.append(typed_null("str"))
             cols.append(Col("?expr?", "str", True, hidden=True))
             pos, s = len(cols) - 1, "str"
-        agg_specs.append((func, pos, distinct, "int" if func == "count" else s, True))
+        scalar = "int" if func == "count" else "float" if func in _VARIANCE_FUNCS else s
+        agg_specs.append((func, pos, distinct, scalar, True))
     if binder.scope.rel is not rel:
         raise FeatureNotSupported("subqueries in GROUP BY or aggregate arguments are not "
                                   "supported")
@@ -280,7 +297,8 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
             aggregates.append(Aggregate(func="count", column=col_pos, distinct=distinct))
         else:
             slots.append((len(aggregates),))
-            aggregates.append(Aggregate(func=func, column=col_pos, distinct=distinct))  # type: ignore[arg-type]
+            engine_func = _VARIANCE_FUNCS.get(func, func)
+            aggregates.append(Aggregate(func=engine_func, column=col_pos, distinct=distinct))  # type: ignore[arg-type]
     nk = len(key_pos)
     plan = Reduce(input=plan, group_key=key_pos, aggregates=aggregates)
     reduced_types = [cols[k].column_type for k in key_pos]
@@ -288,6 +306,8 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
         src = cols[ag.column] if ag.column is not None else None
         if ag.func == "count":
             reduced_types.append(Col("n", "int", False).column_type)
+        elif ag.func in ("var_samp", "var_pop"):
+            reduced_types.append(Col("v", "float", True).column_type)
         else:
             assert src is not None
             reduced_types.append(replace(src, nullable=True).column_type)
@@ -305,6 +325,10 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
             n: PExpr = Column(index=nk + slot[1])
             finish.append(call("if", call("eq", n, PLiteral(value=0)), PLiteral(value=None),
                                call("div", total, call("cast_float", n))))
+            out_cols.append(Col(output_name(a), "float", True, hidden=True))
+        elif func in _VARIANCE_FUNCS:
+            v: PExpr = Column(index=nk + slot[0])
+            finish.append(call("sqrt", v) if func.startswith("stddev") else v)
             out_cols.append(Col(output_name(a), "float", True, hidden=True))
         elif func == "count":
             c: PExpr = Column(index=nk + slot[0])
@@ -385,8 +409,8 @@ def plan_select(planner: Planner, node: exp.Select, outer: Outer | None,
         if node.args.get(unsupported):
             raise FeatureNotSupported(f"{what} is not supported")
     distinct_node = node.args.get("distinct")
-    if distinct_node is not None and distinct_node.args.get("on") is not None:
-        raise FeatureNotSupported("DISTINCT ON is not supported")
+    on_node = distinct_node.args.get("on") if distinct_node is not None else None
+    distinct_on: list[exp.Expr] = list(on_node.expressions) if on_node is not None else []
     where = node.args.get("where")
     rel, rest = plan_from(planner, node, outer, corr,
                           conjuncts(where.this if where is not None else None))
@@ -396,7 +420,8 @@ def plan_select(planner: Planner, node: exp.Select, outer: Outer | None,
     having = node.args.get("having")
     onode = node.args.get("order")
     order_exprs = [o.this for o in onode.expressions] if onode is not None else []
-    aggs = _aggregates([*items, *([having] if having is not None else []), *order_exprs])
+    aggs = _aggregates([*items, *([having] if having is not None else []), *order_exprs,
+                        *distinct_on])
     agg: AggContext | None = None
     if aggs or node.args.get("group") is not None or having is not None:
         rel, agg = plan_aggregate(planner, rel, node, items, aggs, outer, corr)
@@ -412,23 +437,26 @@ def plan_select(planner: Planner, node: exp.Select, outer: Outer | None,
     if len(corr_pos) < ncorr:
         raise GroupingError("a correlated subquery lost its outer columns")  # pragma: no cover
     bound = [binder.bind(i) for i in items]
-    distinct = distinct_node is not None
+    distinct = distinct_node is not None and not distinct_on
     # ORDER BY expressions that are not outputs are bound now, over the same relation.
     names = [output_name(i) for i in items]
     extras: list[B] = []
-    if onode is not None:
-        for o in onode.expressions:
-            e = o.this
-            if isinstance(e, exp.Literal) and not e.is_string:
-                continue
-            if isinstance(e, exp.Column) and not e.table and e.name in names:
-                continue
-            if any(i == e or (isinstance(i, exp.Alias) and i.this == e) for i in items):
-                continue
-            if distinct:
-                raise SqlSyntaxError("for SELECT DISTINCT, ORDER BY expressions must appear "
-                                     "in select list")
-            extras.append(binder.bind(e))
+    order_targets = [_target(o.this, names, items) for o in (
+        onode.expressions if onode is not None else [])]
+    for t in order_targets:
+        if isinstance(t, int):
+            continue
+        if distinct:
+            raise SqlSyntaxError("for SELECT DISTINCT, ORDER BY expressions must appear "
+                                 "in select list")
+        extras.append(binder.bind(t))
+    on_targets = [_target(e, names, items, "DISTINCT ON") for e in distinct_on]
+    _check_distinct_on(on_targets, order_targets)
+    on_extras: list[exp.Expr] = []  # DISTINCT ON expressions neither output nor ORDER BY
+    for t in on_targets:
+        if not isinstance(t, int) and t not in order_targets and t not in on_extras:
+            on_extras.append(t)
+            extras.append(binder.bind(t))
     rel = binder.scope.rel
     maps: list[PExpr] = []
     project: list[int] = list(corr_pos[:ncorr])
@@ -448,18 +476,60 @@ def plan_select(planner: Planner, node: exp.Select, outer: Outer | None,
         plan = Mfp(input=rel.plan, map=maps, project=project)
     if distinct:
         plan = Distinct(input=plan)
-    out = Rel(plan, out_cols, rel.inputs)
     visible = ncorr + len(bound)
+    if distinct_on:
+        # Per distinct value of the DISTINCT ON expressions, the first row in ORDER BY order
+        # (ties broken by every column, so the row kept is a function of the rows).
+        order = _order_keys(onode, ncorr, names, items, visible)
+        order_extras = [t for t in order_targets if not isinstance(t, int)]
+        key = [ncorr + t if isinstance(t, int) else visible + (
+            order_extras.index(t) if t in order_extras
+            else len(order_extras) + on_extras.index(t)) for t in on_targets]
+        plan = TopK(input=plan, group_key=[*range(ncorr), *dict.fromkeys(key)],
+                    order_by=order, limit=1)
+    out = Rel(plan, out_cols, rel.inputs)
     planned = _order(planner, node, out, ncorr, names, items, visible)
     return Planned(planned.rel, planned.order, visible)
 
 
-def _order(planner: Planner, node: exp.Expr, rel: Rel, ncorr: int, names: list[str],
-           items: list[exp.Expr], visible: int) -> Planned:
-    from twofold.sql.planner import Planned
+def _target(e: exp.Expr, names: list[str], items: list[exp.Expr], what: str = "ORDER BY"
+            ) -> int | exp.Expr:
+    """What an ORDER BY or DISTINCT ON expression names: an output column (its index, from a
+    position, an output name or an equal SELECT item), else the expression itself."""
+    if isinstance(e, exp.Literal) and not e.is_string:
+        k = int(e.this)
+        if not 1 <= k <= len(names):
+            raise SqlSyntaxError(f"{what} position {k} is not in select list")
+        return k - 1
+    if isinstance(e, exp.Column) and not e.table and e.name in names:
+        return names.index(e.name)
+    for j, i in enumerate(items):
+        if i == e or (isinstance(i, exp.Alias) and i.this == e):
+            return j
+    return e
 
+
+def _check_distinct_on(on: list[int | exp.Expr], order: list[int | exp.Expr]) -> None:
+    """PostgreSQL's rule: the DISTINCT ON expressions must be the leading ORDER BY items (in
+    any order; ones missing from ORDER BY are allowed only when every ORDER BY item is one)."""
+    skipped = False
+    for t in order:
+        if t in on:
+            if skipped:
+                raise InvalidColumnReference("SELECT DISTINCT ON expressions must match "
+                                             "initial ORDER BY expressions")
+        else:
+            skipped = True
+    if skipped and any(t not in order for t in on):
+        raise InvalidColumnReference("SELECT DISTINCT ON expressions must match initial "
+                                     "ORDER BY expressions")
+
+
+def _order_keys(onode: exp.Expr | None, ncorr: int, names: list[str], items: list[exp.Expr],
+                visible: int) -> list[OrderKey]:
+    """The ORDER BY keys over a relation of the outputs, then the non-output ORDER BY
+    expressions (from `visible`, in order)."""
     order: list[OrderKey] = []
-    onode = node.args.get("order")
     next_extra = visible
     for o in (onode.expressions if onode is not None else []):
         e = o.this
@@ -483,6 +553,14 @@ def _order(planner: Planner, node: exp.Expr, rel: Rel, ncorr: int, names: list[s
                 next_extra += 1
         order.append(OrderKey(column=pos, desc=bool(o.args.get("desc")),
                               nulls_last=not o.args.get("nulls_first")))
+    return order
+
+
+def _order(planner: Planner, node: exp.Expr, rel: Rel, ncorr: int, names: list[str],
+           items: list[exp.Expr], visible: int) -> Planned:
+    from twofold.sql.planner import Planned
+
+    order = _order_keys(node.args.get("order"), ncorr, names, items, visible)
     limit = _count(planner, node.args.get("limit"), "LIMIT")
     offset = _count(planner, node.args.get("offset"), "OFFSET") or 0
     if limit is not None or offset:

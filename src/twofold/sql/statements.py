@@ -198,22 +198,31 @@ async def drop(db: AsyncDatabase, node: exp.Drop) -> int:
     if props:
         kind = "MATERIALIZED VIEW"
     tables = node.args.get("tables") or [node.this]
-    if len(tables) != 1 or tables[0] is None:
-        raise FeatureNotSupported("DROP takes one object at a time")
-    name = _name(tables[0])
+    if any(t is None for t in tables):
+        raise SqlSyntaxError("DROP needs the name of an object")
     cascade = bool(node.args.get("cascade"))
-    if not _exists(db, name):
-        if node.args.get("exists"):
-            return 0
-        kind_name = {"INDEX": "index"}.get(kind, "relation")
-        raise UndefinedTable(f"{kind_name} {name!r} does not exist")
-    obj = db.get(name)
-    actual = {"Table": "TABLE", "Index": "INDEX", "MaterializedView": "MATERIALIZED VIEW",
-              "View": "VIEW"}.get(type(obj).__name__, "")
-    if kind and actual and kind != actual and not (kind == "VIEW" and actual ==
-                                                      "MATERIALIZED VIEW"):
-        raise WrongObjectType(f"{name!r} is not a {kind.lower()} (it is a {actual.lower()})")
-    await db.drop(name, cascade=cascade)
+    # Every name is checked before anything is dropped; then all go in one catalog change.
+    names: list[str] = []
+    for t in tables:
+        name = _name(t)
+        if not _exists(db, name):
+            if node.args.get("exists"):
+                continue
+            kind_name = {"INDEX": "index"}.get(kind, "relation")
+            raise UndefinedTable(f"{kind_name} {name!r} does not exist")
+        obj = db.get(name)
+        actual = {"Table": "TABLE", "Index": "INDEX", "MaterializedView": "MATERIALIZED VIEW",
+                  "View": "VIEW"}.get(type(obj).__name__, "")
+        if kind and actual and kind != actual and not (kind == "VIEW" and actual ==
+                                                          "MATERIALIZED VIEW"):
+            raise WrongObjectType(f"{name!r} is not a {kind.lower()} (it is a "
+                                  f"{actual.lower()})")
+        if name not in names:
+            names.append(name)
+    if len(names) == 1:
+        await db.drop(names[0], cascade=cascade)
+    elif names:
+        await db.drop_all(names, cascade=cascade)
     return 0
 
 

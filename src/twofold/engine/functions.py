@@ -1,0 +1,211 @@
+"""Columnar math and string functions with PostgreSQL's semantics (part of `engine.expr`).
+
+Contract: `compile_function(func, vals, errs)` gives the (value, error) pair of polars
+expressions for one call of a function in `MATH_FUNCTIONS` or `STRING_FUNCTIONS`, its arguments
+already compiled. Every function is strict (a NULL argument gives NULL) and evaluated in polars
+over whole columns, no Python per row. Results and errors are PostgreSQL 15's for `double
+precision` and `text`:
+
+- `sqrt` of a negative number is an error (`2201F`), `ln`/`log10` of zero or a negative number
+  (`2201E`); `power(x, y)` follows POSIX for NaN and infinities (`NaN ^ 0 = 1 ^ NaN = 1`), `0 ^
+  y` with `y < 0` and a negative `x` to a non-integer `y` are errors (`2201F`); `exp` and
+  `power` of finite arguments whose result overflows to infinity, or underflows to zero from a
+  nonzero base, are `22003` (`value out of range: overflow` / `underflow`); `sign` is -1, 0
+  or 1 (0 for NaN), `trunc` rounds toward zero; all take ints as doubles and give doubles.
+- `replace(s, from, to)` replaces every non-overlapping occurrence, left to right (an empty
+  `from` changes nothing); `strpos(s, sub)` is the 1-based character position of the first
+  occurrence, 0 if none, 1 for an empty `sub`; `split_part(s, sep, n)` is the `n`-th field
+  (negative `n` counts from the end, a field past the end is empty, `n = 0` is `22023`, an
+  empty `sep` makes the whole string the only field); `lpad`/`rpad(s, n, fill)` truncate to
+  `n` characters or pad with `fill` repeated (nothing with an empty `fill`); `repeat(s, n)`
+  (empty for `n <= 0`); a result over `MAX_LENGTH` characters is `54000` (PostgreSQL's limit
+  is 1 GB); `reverse` reverses code points; `initcap` upper-cases every letter that follows a
+  character that is not a letter or digit (or starts the string) and lower-cases the rest
+  (one character to one: `ß` stays `ß`).
+  Lengths and positions count characters (code points).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+import numpy as np
+import polars as pl
+
+Compiled = tuple[pl.Expr, pl.Expr | None]
+
+SQRT_NEGATIVE: Final = "cannot take square root of a negative number"
+LOG_ZERO: Final = "cannot take logarithm of zero"
+LOG_NEGATIVE: Final = "cannot take logarithm of a negative number"
+POWER_ZERO: Final = "zero raised to a negative power is undefined"
+POWER_COMPLEX: Final = "a negative number raised to a non-integer power yields a complex result"
+OVERFLOW: Final = "value out of range: overflow"
+UNDERFLOW: Final = "value out of range: underflow"
+FIELD_ZERO: Final = "field position must not be zero"
+TOO_LONG: Final = "requested length too large"
+MAX_LENGTH: Final = 1 << 26
+"""The longest text `repeat`, `lpad` and `rpad` build, in characters."""
+
+MATH_FUNCTIONS: Final = frozenset({"sqrt", "cbrt", "power", "ln", "log10", "exp", "sign",
+                                   "trunc"})
+"""Functions of ints or floats giving a float."""
+
+STRING_FUNCTIONS: Final[dict[str, tuple[tuple[str, ...], str]]] = {
+    "replace": (("str", "str", "str"), "str"),
+    "strpos": (("str", "str"), "int"),
+    "split_part": (("str", "str", "int"), "str"),
+    "lpad": (("str", "int", "str"), "str"),
+    "rpad": (("str", "int", "str"), "str"),
+    "repeat": (("str", "int"), "str"),
+    "reverse": (("str",), "str"),
+    "initcap": (("str",), "str"),
+}
+"""Text functions: (argument scalars, result scalar)."""
+
+_NULL_STR: Final = pl.lit(None, pl.String)
+_WORD_CHAR: Final = r"^[\p{L}\p{N}]$"
+
+
+def err_when(cond: pl.Expr, msg: str) -> pl.Expr:
+    """The error column that holds `msg` where `cond` is true (NULL elsewhere and where `cond`
+    is NULL)."""
+    return pl.when(cond).then(pl.lit(msg)).otherwise(_NULL_STR)
+
+
+def first_error(*errs: pl.Expr | None) -> pl.Expr | None:
+    """The first non-NULL of several error columns (None when none can hold an error)."""
+    present = [e for e in errs if e is not None]
+    if not present:
+        return None
+    return present[0] if len(present) == 1 else pl.coalesce(present)
+
+
+def compile_function(func: str, vals: Sequence[pl.Expr], errs: Sequence[pl.Expr | None]
+                     ) -> Compiled:
+    if func in MATH_FUNCTIONS:
+        value, err = _math(func, [v.cast(pl.Float64) for v in vals])
+    else:
+        value, err = _string(func, vals)
+    return value, first_error(*errs, err)
+
+
+def _finite(f: pl.Expr) -> pl.Expr:
+    return f.is_finite().fill_null(False)
+
+
+def _math(func: str, f: list[pl.Expr]) -> tuple[pl.Expr, pl.Expr | None]:
+    # polars orders NaN above every number (NaN > 0 holds), so each comparison that a NaN
+    # reaches excludes it explicitly, as C's (and PostgreSQL's) comparisons do.
+    x = f[0]
+    num = ~x.is_nan()
+    if func == "sqrt":
+        return x.sqrt(), err_when(num & (x < 0), SQRT_NEGATIVE)
+    if func == "cbrt":
+        return _numpy(x, np.cbrt), None
+    if func in ("ln", "log10"):
+        err = pl.when(x == 0).then(pl.lit(LOG_ZERO)).when(num & (x < 0)).then(
+            pl.lit(LOG_NEGATIVE)).otherwise(_NULL_STR)
+        return (x.log() if func == "ln" else _numpy(x, np.log10)), err
+    if func == "exp":
+        out = pl.when(x == float("-inf")).then(0.0).otherwise(x.exp())
+        return out, _range_error(out, _finite(x), x.is_not_null())
+    if func == "sign":
+        return pl.when(num & (x > 0)).then(1.0).when(x < 0).then(-1.0).when(
+            x.is_not_null()).then(0.0).otherwise(None), None
+    if func == "trunc":
+        return pl.when(x < 0).then(x.ceil()).otherwise(x.floor()), None
+    assert func == "power"
+    y = f[1]
+    xn, yn = x.is_nan(), y.is_nan()
+    out = (pl.when(x.is_null() | y.is_null()).then(None)
+           .when(xn & ~yn & (y == 0)).then(1.0)
+           .when(yn & ~xn & (x == 1)).then(1.0)
+           .when(xn | yn).then(float("nan"))
+           .otherwise(x.pow(y)))
+    both = ~xn & ~yn
+    err = (pl.when(both & (x == 0) & (y < 0)).then(pl.lit(POWER_ZERO))
+           .when(both & (x < 0) & _finite(y) & (y.floor() != y)).then(pl.lit(POWER_COMPLEX))
+           .otherwise(_NULL_STR))
+    finite = _finite(x) & _finite(y)
+    return out, first_error(err, _range_error(out, finite, x != 0))
+
+
+def _numpy(x: pl.Expr, kernel: Any) -> pl.Expr:
+    """`kernel` (a numpy ufunc) over a float column: polars' own `cbrt` and `log10` differ
+    from the C library's (which PostgreSQL uses) in the last bit for about half the inputs;
+    numpy's call it."""
+
+    def apply(s: pl.Series) -> pl.Series:
+        with np.errstate(all="ignore"):
+            return pl.Series(kernel(s.to_numpy()), dtype=pl.Float64)
+
+    return pl.when(x.is_null()).then(None).otherwise(
+        x.map_batches(apply, return_dtype=pl.Float64))
+
+
+def _range_error(out: pl.Expr, finite_args: pl.Expr, nonzero: pl.Expr) -> pl.Expr:
+    """PostgreSQL's float overflow/underflow checks of a result from finite arguments."""
+    return (pl.when(finite_args & out.is_infinite()).then(pl.lit(OVERFLOW))
+            .when(finite_args & nonzero & (out == 0)).then(pl.lit(UNDERFLOW))
+            .otherwise(_NULL_STR))
+
+
+def _any_null(vals: Sequence[pl.Expr]) -> pl.Expr:
+    return pl.any_horizontal([v.is_null() for v in vals])
+
+
+def _string(func: str, vals: Sequence[pl.Expr]) -> tuple[pl.Expr, pl.Expr | None]:
+    s = vals[0].cast(pl.String)
+    null = _any_null(vals)
+    err: pl.Expr | None = None
+    if func == "reverse":
+        out = s.str.split("").list.reverse().list.join("")
+    elif func == "initcap":
+        ch = pl.element()
+        after_word = ch.shift(1).str.contains(_WORD_CHAR).fill_null(False)
+        # PostgreSQL maps one character to one (towupper/towlower, the simple mappings): a
+        # character whose full upper-case mapping is several (ß -> SS) stays as it is; the one
+        # lower-case expansion (İ -> i + combining dot) keeps its first character, `i`.
+        upper = ch.str.to_uppercase()
+        upper = pl.when(upper.str.len_chars() == 1).then(upper).otherwise(ch)
+        lower = ch.str.to_lowercase().str.slice(0, 1)
+        out = s.str.split("").list.eval(
+            pl.when(after_word).then(lower).otherwise(upper)).list.join("")
+    elif func == "replace":
+        old, new = vals[1].cast(pl.String), vals[2].cast(pl.String)
+        out = pl.when((old == "") | (s == "")).then(s).otherwise(s.str.split(old).list.join(new))
+    elif func == "strpos":
+        sub = vals[1].cast(pl.String)
+        parts = s.str.split(sub)
+        found = parts.list.len() > 1
+        out = (pl.when(sub == "").then(1).when(s == "").then(0)
+               .when(found).then(parts.list.first().str.len_chars().cast(pl.Int64) + 1)
+               .otherwise(0))
+    elif func == "split_part":
+        sep, n = vals[1].cast(pl.String), vals[2].cast(pl.Int64)
+        index = pl.when(n > 0).then(n - 1).otherwise(n)
+        field = s.str.split(sep).list.get(index, null_on_oob=True).fill_null("")
+        out = (pl.when(s == "").then(pl.lit(""))
+               .when(sep == "").then(pl.when(n.abs() == 1).then(s).otherwise(pl.lit("")))
+               .otherwise(field))
+        err = err_when(~null & (n == 0), FIELD_ZERO)
+    elif func == "repeat":
+        n = pl.max_horizontal(vals[1].cast(pl.Int64), pl.lit(0, pl.Int64))
+        big = s.str.len_chars().cast(pl.Int64) * n > MAX_LENGTH
+        safe = pl.when(big).then(0).otherwise(n)
+        out = s.repeat_by(safe).list.join("")
+        err = err_when(~null & big, TOO_LONG)
+    else:  # lpad, rpad
+        n = pl.max_horizontal(vals[1].cast(pl.Int64), pl.lit(0, pl.Int64))
+        fill = vals[2].cast(pl.String)
+        big = n > MAX_LENGTH
+        n = pl.when(big).then(0).otherwise(n)
+        kept = s.str.slice(0, n)
+        fill_len = fill.str.len_chars().cast(pl.Int64)
+        need = pl.when(fill_len == 0).then(0).otherwise(n - kept.str.len_chars().cast(pl.Int64))
+        times = pl.when(need > 0).then((need + fill_len - 1) // fill_len).otherwise(0)
+        pad = fill.repeat_by(times).list.join("").str.slice(0, need)
+        out = pad + kept if func == "lpad" else kept + pad
+        err = err_when(~null & big, TOO_LONG)
+    return pl.when(null).then(None).otherwise(out), err

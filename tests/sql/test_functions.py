@@ -1,0 +1,245 @@
+"""PostgreSQL's math and string functions and the variance aggregates, checked differentially.
+
+- Scalar functions against PostgreSQL (a throwaway cluster; skipped with the reason when none
+  can be started) over random rows with NULLs, NaN, infinities, -0.0, subnormals, duplicates
+  and multibyte text: equal values (floats to the last bit but one), or an error whose SQLSTATE
+  is one PostgreSQL raises for one of the rows.
+- `var_samp`/`var_pop`/`stddev_samp`/`stddev_pop` (plain and DISTINCT), maintained in a
+  materialized view over a random history of inserts and deletes, equal bit for bit to the
+  one-off query at every step and within 1e-12 of the exact (rational) variance.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from fractions import Fraction
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import twofold
+from twofold.sql.errors import sqlstate_of
+from twofold.testing.profiles import examples
+
+COLS = "id int, x double precision, y double precision, k int, s text, p text, n int"
+
+# Never an error for any row: checked all in one query.
+TOTAL = [
+    "cbrt(x)", "sign(x)", "sign(k)", "trunc(x)", "sqrt(abs(x))", "ln(abs(x) + 1)",
+    "log(abs(k) + 1)", "power(abs(x), 0.5)", "power(k, 2)", "degrees(k)", "radians(k)",
+    "replace(s, p, 'Zz')", "replace(s, 'a', '')", "strpos(s, p)", "position(p in s)",
+    "split_part(s, p, abs(n) + 1)", "split_part(s, ',', -1 - abs(n))", "lpad(s, n, p)",
+    "rpad(s, n, p)", "lpad(s, n)", "rpad(s, 4, 'é')", "repeat(s, n)", "reverse(s)",
+    "initcap(s)", "initcap(p || ' ' || s)",
+]
+# May fail for some rows: checked one at a time.
+PARTIAL = ["sqrt(x)", "ln(x)", "log(y)", "log10(x)", "exp(y)", "power(x, y)", "power(y, k)",
+           "split_part(s, p, n)"]
+
+_FLOATS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.0, -8.0, 0.5, -0.5, 3.0, 1e-320, 700.0, 710.0,
+                     -746.0, 1e300, float("inf"), float("-inf"), float("nan")]),
+    st.none(),
+)
+_TEXT = st.one_of(st.text(alphabet="ab,é -1_Aßİǆ", max_size=6), st.none())
+_PATTERN = st.one_of(st.sampled_from(["", ",", "a", "ab", "é", " ", "b,"]), _TEXT)
+_ROWS = st.lists(st.tuples(_FLOATS, _FLOATS, st.one_of(st.integers(-4, 4), st.none()), _TEXT,
+                           _PATTERN, st.one_of(st.integers(-3, 7), st.none())),
+                 min_size=1, max_size=6)
+
+
+@pytest.fixture(scope="module")
+def pg(servers: Any) -> Iterator[Any]:
+    """A fresh database in the session's PostgreSQL (skips with the reason if none starts)."""
+    import psycopg
+
+    cluster = servers.pg()
+    name = f"fn_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(cluster.url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        with psycopg.connect(cluster.url_for(name), autocommit=True) as con:
+            con.execute(f"CREATE TABLE f ({COLS})")
+            yield con
+    finally:
+        with psycopg.connect(cluster.url, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE {name}")
+
+
+@pytest.fixture(scope="module")
+def db() -> Iterator[twofold.Database]:
+    with twofold.open(tick_interval=0.005, timeout=60) as database:
+        database.sql(f"CREATE TABLE f ({COLS})")
+        yield database
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return a == b or math.isclose(a, b, rel_tol=4e-16)
+    return bool(a == b) and type(a) is type(b)
+
+
+def _pg_rows(pg: Any, expr: str, ids: list[int]) -> tuple[dict[int, Any], set[str]]:
+    """PostgreSQL's value of `expr` per row id, and the SQLSTATEs of the rows that fail."""
+    import psycopg
+
+    try:
+        return dict(pg.execute(f"SELECT id, {expr} FROM f").fetchall()), set()
+    except psycopg.Error:
+        pass
+    values, states = {}, set()
+    for i in ids:
+        try:
+            values[i] = pg.execute(f"SELECT {expr} FROM f WHERE id = {i}").fetchone()[0]
+        except psycopg.Error as e:
+            states.add(str(e.sqlstate))
+    return values, states
+
+
+def _compare(db: twofold.Database, pg: Any, exprs: list[str], ids: list[int]) -> None:
+    sql = f"SELECT id, {', '.join(exprs)} FROM f"
+    expected = [_pg_rows(pg, e, ids) for e in exprs]
+    states = set().union(*(s for _, s in expected))
+    try:
+        got = {r[0]: r[1:] for r in db.sql(sql).rows}
+    except twofold.TwofoldError as e:
+        assert states, f"{sql}: twofold failed ({e}), PostgreSQL answers every row"
+        assert sqlstate_of(e) in states, f"{sql}: {sqlstate_of(e)} {e}; PostgreSQL: {states}"
+        return
+    assert not states, f"{sql}: PostgreSQL fails ({states}), twofold answered {got}"
+    for j, (values, _) in enumerate(expected):
+        for i in ids:
+            assert _same(got[i][j], values[i]), (
+                f"{exprs[j]} row {i}: twofold {got[i][j]!r}, PostgreSQL {values[i]!r}")
+
+
+@settings(max_examples=examples(12), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=_ROWS)
+def test_scalar_functions_against_postgres(db: twofold.Database, pg: Any,
+                                           rows: list[tuple[Any, ...]]) -> None:
+    full = [(i, *r) for i, r in enumerate(rows)]
+    pg.execute("DELETE FROM f")
+    with pg.cursor() as cur:
+        cur.executemany("INSERT INTO f VALUES (%s, %s, %s, %s, %s, %s, %s)", full)
+    db.sql("DELETE FROM f")
+    db.table("f").insert(full)
+    ids = [r[0] for r in full]
+    _compare(db, pg, TOTAL, ids)
+    for expr in PARTIAL:
+        _compare(db, pg, [expr], ids)
+
+
+# -- variance -----------------------------------------------------------------------------------
+
+_VALUES = st.one_of(
+    st.floats(-1e6, 1e6),
+    st.floats(-1e6, 1e6).map(lambda v: 1e9 + v / 1e3),  # a large mean, a small spread
+    st.integers(-5, 5).map(float),
+    st.sampled_from([None, None, 0.0, -0.0, 1e-300]),
+)
+_SPECIAL = st.sampled_from([float("nan"), float("inf"), float("-inf")])
+_ROW = st.tuples(st.integers(0, 2), st.one_of(_VALUES, _VALUES, _VALUES, _VALUES, _SPECIAL))
+_HISTORY = st.lists(st.tuples(st.lists(_ROW, max_size=6), st.lists(st.integers(0, 100),
+                                                                    max_size=3)),
+                    min_size=1, max_size=3)
+_AGGS = ("var_samp(x)", "var_pop(x)", "stddev_samp(x)", "stddev_pop(x)",
+         "var_samp(DISTINCT x)", "stddev_pop(DISTINCT x)")
+
+
+_TABLES = itertools.count()
+
+
+def _exact(values: list[float], func: str) -> float | None:
+    """The variance aggregate `func` of `values` (exact arithmetic, rounded at the end)."""
+    distinct = "DISTINCT" in func
+    vals = [v for v in values if v is not None]
+    if distinct:
+        vals = list({0.0 if v == 0 else v: None for v in vals if not math.isnan(v)}) + (
+            [math.nan] if any(math.isnan(v) for v in vals) else [])
+    sample = func.startswith(("var_samp", "stddev_samp"))
+    if len(vals) < (2 if sample else 1):
+        return None
+    if any(not math.isfinite(v) for v in vals):
+        return math.nan
+    fx = [Fraction(v) for v in vals]
+    mean = sum(fx) / len(fx)
+    var = float(sum((v - mean) ** 2 for v in fx) / (len(fx) - (1 if sample else 0)))
+    return math.sqrt(var) if func.startswith("stddev") else var
+
+
+def _close(got: Any, want: float | None) -> bool:
+    if want is None or got is None:
+        return got is want
+    if math.isnan(want):
+        return math.isnan(got)
+    return math.isclose(got, want, rel_tol=1e-12, abs_tol=1e-300)
+
+
+def _bits(rows: list[tuple[Any, ...]]) -> Counter[tuple[Any, ...]]:
+    return Counter(tuple("nan" if isinstance(v, float) and math.isnan(v) else v for v in r)
+                   for r in rows)
+
+
+@settings(max_examples=examples(6), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(history=_HISTORY)
+def test_variance_maintained_equals_one_off_and_exact(
+        db: twofold.Database, history: list[tuple[list[tuple[int, Any]], list[int]]]) -> None:
+    name = f"h{next(_TABLES)}"
+    db.sql(f"CREATE TABLE {name} (g int, x double precision)")
+    aggs = ", ".join(f"{a} AS a{j}" for j, a in enumerate(_AGGS))
+    grouped = f"SELECT g, {aggs} FROM {name} GROUP BY g"
+    whole = f"SELECT {aggs} FROM {name}"
+    table = db.table(name)
+    rows: list[tuple[int, Any]] = []
+    try:
+        db.sql(f"CREATE MATERIALIZED VIEW {name}_g AS {grouped}")
+        db.sql(f"CREATE MATERIALIZED VIEW {name}_w AS {whole}")
+        for new, deletes in history:
+            gone = [rows[i % len(rows)] for i in set(deletes)] if rows else []
+            for r in set(gone):
+                table.delete([r])
+                rows.remove(r)
+            if new:
+                table.insert(new)
+                rows.extend(new)
+            maintained = db.sql(f"SELECT * FROM {name}_g").rows
+            assert _bits(maintained) == _bits(db.sql(grouped).rows)
+            assert _bits(db.sql(f"SELECT * FROM {name}_w").rows) == _bits(db.sql(whole).rows)
+            for r in maintained:
+                vals = [x for g, x in rows if g == r[0]]
+                for func, got in zip(_AGGS, r[1:], strict=True):
+                    assert _close(got, _exact(vals, func)), (func, vals, got)
+    finally:
+        db.sql(f"DROP TABLE {name} CASCADE")
+
+
+def test_variance_edges(db: twofold.Database) -> None:
+    db.sql("CREATE TABLE ve (g int, x double precision, k int)")
+    db.sql("INSERT INTO ve VALUES (1, 1.0, 1), (1, 2.0, 2), (1, NULL, 4), (2, 5.0, 7), "
+           "(3, NULL, NULL)")
+    rows = db.sql("SELECT g, var_samp(x), var_pop(x), stddev(x), variance(k), stddev_pop(k) "
+                  "FROM ve GROUP BY g ORDER BY g").rows
+    assert rows == [(1, 0.5, 0.25, math.sqrt(0.5), 7 / 3, math.sqrt(14 / 9)),
+                    (2, None, 0.0, None, None, 0.0), (3, None, None, None, None, None)]
+    r = db.sql("SELECT var_samp(x), var_pop(k), stddev_samp(x) FROM ve WHERE g > 9")
+    assert r.rows == [(None, None, None)]
+    assert [t.scalar for _, t in r.schema] == ["float", "float", "float"]
+    names = db.sql("SELECT var_samp(x), var_pop(x), variance(x), stddev(x), stddev_samp(x), "
+                   "stddev_pop(x) FROM ve").columns
+    assert names == ["var_samp", "var_pop", "variance", "stddev", "stddev_samp", "stddev_pop"]
+    db.sql("INSERT INTO ve VALUES (5, 1e154, 0), (5, -1e154, 0)")
+    with pytest.raises(twofold.TwofoldError) as e:
+        db.sql("SELECT g, var_pop(x) FROM ve GROUP BY g")
+    assert sqlstate_of(e.value) == "22003"
+    with pytest.raises(twofold.TwofoldError) as e:
+        db.sql("SELECT var_pop(s) FROM (SELECT 'a' AS s) AS q")
+    assert sqlstate_of(e.value) == "42883"
