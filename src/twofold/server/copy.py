@@ -8,7 +8,9 @@ query's rows or subscription, the query run by `sql` — the session's, inside i
 `CopyIn` collects CopyData; `finish(db, insert)` parses it and has `insert` write every row in
 one write, or none on a bad line or tuple (`22P02` naming it), and returns the count. Text and
 csv data are parsed in batches into an Arrow table (`copy_batch`); what that path leaves
-undecided (and every error) goes through the row parser, `statements.parse_copy_rows`. `CopyOut`
+undecided (and every error) goes through the row parser, `statements.parse_copy_rows`; binary
+data of fixed-width columns without NULLs is read by numpy at once (`parse_binary_batch`),
+anything else tuple by tuple. `CopyOut`
 encodes a COPY TO's messages: `start()`, `rows(batch)` (any number of times), `finish()`.
 
 The binary format is PostgreSQL's: the 11-byte signature `PGCOPY\\n\\377\\r\\n\\0`, a flags
@@ -22,6 +24,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
+
+import numpy as np
+import pyarrow as pa
 
 from twofold.server import messages as m
 from twofold.server.copy_batch import columns_in_order, parse_batch
@@ -95,17 +100,56 @@ class CopyIn:
         names = [n for n, _ in cols]
         table = table_columns(db, copy.table)
         order = [n for n, _ in table]
-        batch = None if copy.binary else parse_batch(bytes(self.data), copy, scalars)
+        data = bytes(self.data)
+        batch = parse_binary_batch(data, scalars) if copy.binary else \
+            parse_batch(data, copy, scalars)
         if batch is not None:
             return await insert(copy.table, columns_in_order(batch, names, order, dict(table)))
-        if copy.binary:
-            rows = parse_binary_rows(bytes(self.data), scalars)
-        else:  # what the batch parser leaves to the row parser: same rows, or its typed error
-            rows = parse_copy_rows(bytes(self.data), copy, scalars)
+        if copy.binary:  # what the batch parsers leave: the same rows, or the typed error
+            rows = parse_binary_rows(data, scalars)
+        else:
+            rows = parse_copy_rows(data, copy, scalars)
         if names != order:
             at = {n: i for i, n in enumerate(names)}
             rows = [tuple(r[at[n]] if n in at else None for n in order) for r in rows]
         return await insert(copy.table, rows)
+
+
+_FIXED = {"int": ">i8", "float": ">f8", "bool": "u1"}  # bigint, double precision, boolean
+
+
+def parse_binary_batch(data: bytes, scalars: list[str]) -> pa.Table | None:
+    """A binary COPY file's tuples as an Arrow table of columns `c0..` (as `copy_batch`
+    gives them), read at once by numpy when every tuple has the same layout — only fixed-width
+    columns (bigint as int8, double precision as float8, boolean) and no NULL — else None,
+    for `parse_binary_rows` (which also gives every error)."""
+    if not scalars or any(s not in _FIXED for s in scalars) or not data.startswith(SIGNATURE) \
+            or len(data) < len(HEADER):
+        return None
+    flags, ext = struct.unpack_from("!ii", data, len(SIGNATURE))
+    if flags & (1 << 16) or ext < 0:
+        return None
+    body = data[len(HEADER) + ext:]
+    if not body.endswith(TRAILER):
+        return None
+    body = body[:-len(TRAILER)]
+    fields: list[tuple[str, str]] = [("n", ">i2")]
+    for i, s in enumerate(scalars):
+        fields += [(f"l{i}", ">i4"), (f"v{i}", _FIXED[s])]
+    layout = np.dtype(fields)
+    if len(body) % layout.itemsize:
+        return None
+    tuples = np.frombuffer(body, dtype=layout)
+    if not (tuples["n"] == len(scalars)).all():
+        return None
+    columns = []
+    for i, s in enumerate(scalars):
+        if not (tuples[f"l{i}"] == np.dtype(_FIXED[s]).itemsize).all():
+            return None  # a NULL (-1), or an int2/int4/float4 field: the row parser reads it
+        v = tuples[f"v{i}"]
+        columns.append(pa.array(v != 0) if s == "bool" else
+                       pa.array(v.astype(np.int64 if s == "int" else np.float64)))
+    return pa.table(columns, names=[f"c{i}" for i in range(len(scalars))])
 
 
 def parse_binary_rows(data: bytes, scalars: list[str]) -> list[tuple[Any, ...]]:
