@@ -286,3 +286,46 @@ def test_float_text_is_postgresql_output(x: float) -> None:
             want = f"{'-' if sign else ''}{mantissa}e{'+' if e10 >= 0 else '-'}{abs(e10):02d}"
     assert float_text(x) == want
     assert _float_text(x, repr(x)) == want
+
+
+def test_serve_asks_for_the_latency_slice_on_its_event_loop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`twofold serve`'s event loop thread answers every request: it asks for the read path's
+    latency slice (the thread `ready` is called on), and `TWOFOLD_LATENCY_SLICE_US=0` keeps
+    the default."""
+    import asyncio
+
+    from tests.runtime.test_sched import CUSTOM_SLICES_UNSUPPORTED, SLICE_SUPPORTED
+
+    from twofold.runtime import sched
+    from twofold.server.serve import serve
+
+    if not SLICE_SUPPORTED or CUSTOM_SLICES_UNSUPPORTED is not None:
+        pytest.skip(f"custom latency slices cannot be seen here: {CUSTOM_SLICES_UNSUPPORTED}")
+
+    def slice_seen(env: str | None) -> int | None:
+        if env is None:
+            monkeypatch.delenv("TWOFOLD_LATENCY_SLICE_US", raising=False)
+        else:
+            monkeypatch.setenv("TWOFOLD_LATENCY_SLICE_US", env)
+        seen: list[int | None] = []
+
+        async def main() -> None:
+            stop = asyncio.Event()
+
+            def ready(host: str, port: int) -> None:
+                seen.append(sched.current_slice_ns())
+                stop.set()
+
+            await serve("127.0.0.1", 0, storage="memory://", ready=ready, stop=stop)
+
+        import threading
+
+        t = threading.Thread(target=asyncio.run, args=(main(),))  # a fresh thread's defaults
+        t.start()
+        t.join(60)
+        return seen[0]
+
+    default = sched.current_slice_ns()
+    assert slice_seen(None) == sched.DEFAULT_LATENCY_SLICE_US * 1000 != default
+    assert slice_seen("0") == default

@@ -53,6 +53,7 @@ async def serve(host: str, port: int, *, storage: str | None = None,
                 ready: Callable[[str, int], None] | None = None,
                 stop: asyncio.Event | None = None) -> None:
     from twofold.api.session import AsyncDatabase
+    from twofold.runtime import sched
 
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -62,6 +63,15 @@ async def serve(host: str, port: int, *, storage: str | None = None,
     async with AsyncDatabase(storage, replicas=list(replicas) if replicas else None,
                              token=token, timeout=60.0,
                              introspection_interval=INTROSPECTION_INTERVAL) as db:
+        # This process is the server's own, and its event loop thread answers every request
+        # (network, sessions, controller, point lookups): it asks for the read path's short
+        # latency slice (`twofold.runtime.sched`; `TWOFOLD_LATENCY_SLICE_US=0` turns it off),
+        # so an arriving request preempts whatever is mid-slice rather than waiting for the
+        # slice to end. Asked after the database started, so that neither the maintenance
+        # process nor the storage ticker inherits it.
+        slice_us = sched.latency_slice_from_env()
+        if slice_us is not None:
+            sched.apply(sched.ThreadHints(slice_us=slice_us), "pgwire event loop")
         server = await Server(db, auth=auth, passwords=passwords, tls=tls).start(host, port)
         try:
             if ready is not None:
