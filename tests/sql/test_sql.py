@@ -183,3 +183,13 @@ def test_unquoted_identifiers_fold_to_lower_case(db: twofold.Database) -> None:
     assert db.sql('SELECT "X" FROM "Mixed"').rows == []
     with pytest.raises(UndefinedTable):
         db.sql("SELECT X FROM Mixed")
+
+
+def test_a_sign_after_an_exponent_starts_a_new_term() -> None:
+    # sqlglot's tokenizer read `1e9+0.1` as one number (and `1e9+0.1*2` as (1e9+0.1)*2).
+    from twofold.sql.parser import parse
+
+    assert parse("SELECT 1e9+0.1*2, 2e-3-1, 1.e2+1, .5E1-1").sql() == (
+        "SELECT 1e9 + 0.1 * 2, 2e-3 - 1, 1.e2 + 1, 0.5E1 - 1")
+    with twofold.open(tick_interval=0.005) as db:
+        assert db.sql("SELECT 1e9+0.1*2, 2e-3-1, .5E1-1").rows == [(1e9 + 0.2, 2e-3 - 1, 4.0)]

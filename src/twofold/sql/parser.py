@@ -20,8 +20,9 @@ the command. Unquoted identifiers are folded to lower case, quoted ones kept, as
 from __future__ import annotations
 
 import collections
+import re
 import threading
-from typing import Any
+from typing import Any, Final
 
 import sqlglot
 from sqlglot import exp
@@ -82,6 +83,19 @@ class _Core(TokenizerCore):
             self._add(TokenType.PARAMETER)
             return True
         return bool(super()._scan_string(start))
+
+    def _scan_number(self) -> None:
+        # sqlglot reads `1e9+0.1` as one number (the sign after the exponent's digits taken
+        # for the exponent's): end the number at the exponent's digits.
+        m = _EXPONENT_THEN_SIGN.match(self.sql, self._start)
+        if m is not None:
+            self._advance(m.end() - self._current)
+            self._add(TokenType.NUMBER)
+            return
+        super()._scan_number()
+
+
+_EXPONENT_THEN_SIGN: Final = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][+-]?[0-9]+(?=[+-])")
 
 
 def _named(cls: type[exp.Func], name: str) -> Any:
