@@ -2,7 +2,8 @@
 
 `ChannelRuntime` is a runtime seen through `twofold.client.channel_pair` and `PlainPipeRuntime`
 one over a bare `Pipe` (neither has `recv_nowait`, so the multiplexer awaits every response);
-`PipeRuntime` offers the optional `recv_nowait` fast path. All record every command they are
+`PipeRuntime` offers the optional `recv_nowait` fast path, `PushRuntime` also the optional push
+(`SupportsPush`). All record every command they are
 sent, as the very objects sent, and let a test feed responses, end the stream or fail it.
 """
 
@@ -102,11 +103,29 @@ class PipeRuntime(PlainPipeRuntime):
         return self.responses.get_nowait()
 
 
+class PushRuntime(PipeRuntime):
+    """`PipeRuntime` that also says when responses arrived (`SupportsPush`), as the
+    maintenance process's client does: the multiplexer takes them at once."""
+
+    def __init__(self, *, fail_send: Exception | None = None) -> None:
+        super().__init__(fail_send=fail_send)
+        self.on_ready: Callable[[], None] | None = None
+
+    def set_on_ready(self, on_ready: Callable[[], None] | None) -> None:
+        self.on_ready = on_ready
+
+    def feed(self, *responses: ComputeResponse) -> None:
+        super().feed(*responses)
+        if self.on_ready is not None:
+            self.on_ready()
+
+
 FakeRuntime = ChannelRuntime | PlainPipeRuntime
 RUNTIME_KINDS: dict[str, Callable[[], FakeRuntime]] = {
     "channel": ChannelRuntime,
     "pipe": PlainPipeRuntime,
     "nowait": PipeRuntime,
+    "push": PushRuntime,
 }
 
 

@@ -459,3 +459,26 @@ def test_hello_discards_responses_of_the_previous_iteration() -> None:
             assert await asyncio.wait_for(mux.recv(), 5) == Status("new")
 
     asyncio.run(case())
+
+
+def test_pushed_maintenance_responses_skip_the_pump_turn() -> None:
+    """A maintenance client that says when responses arrived (`SupportsPush`) has them in a
+    waiting `recv`'s hands a loop turn sooner than one the pump must await, in order."""
+    from .fakes import PushRuntime, run_async
+
+    async def turns(push: bool) -> int:
+        m = PushRuntime() if push else PipeRuntime()
+        mux = Multiplexer(maintenance=m, interactive=PipeRuntime())
+        async with mux:
+            first = asyncio.ensure_future(mux.recv())
+            await settle()  # the pumps wait on their runtimes
+            a, b = Frontiers(GlobalId.user(1)), Frontiers(GlobalId.user(2))
+            m.feed(a, b)
+            n = 0
+            while not first.done():
+                await asyncio.sleep(0)
+                n += 1
+            assert first.result() is a and await mux.recv() is b
+            return n
+
+    assert run_async(turns(True)) < run_async(turns(False))

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import functools
 import logging
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -60,6 +61,16 @@ class SupportsRecvNowait(Protocol):
     be called while one of the client's own `recv`s is pending."""
 
     def recv_nowait(self) -> ComputeResponse | None: ...
+
+
+@runtime_checkable
+class SupportsPush(Protocol):
+    """Optional: a runtime client whose responses arrive on the event loop's own thread (the
+    maintenance process's link) may call `on_ready()` after each arrival; the multiplexer then
+    moves them into its buffer at once through `recv_nowait`, instead of a loop turn later in
+    its pump. Order holds: neither the pump nor this holds a response across an await."""
+
+    def set_on_ready(self, on_ready: Callable[[], None] | None) -> None: ...
 
 
 class _Mark:
@@ -308,6 +319,28 @@ class Multiplexer:
             side.pump = loop.create_task(
                 self._pump(side), name=f"twofold-mux-pump-{side.runtime.label}"
             )
+            client = side.client
+            # Interactive's responses pass the screen in the pump; only maintenance's are pushed.
+            if (side.runtime is MAINTENANCE and isinstance(client, SupportsPush)
+                    and isinstance(client, SupportsRecvNowait)):
+                client.set_on_ready(functools.partial(self._pushed, side))
+
+    def _pushed(self, side: _Side) -> None:
+        """`side`'s client has responses (called on the loop's thread): buffer them now."""
+        if self._closed or self._ended is not None or side.mark is not None:
+            return
+        client = side.client
+        assert isinstance(client, SupportsRecvNowait)
+        buf = side.buffer
+        moved = False
+        while len(buf) < BUFFER_LIMIT:
+            item = client.recv_nowait()
+            if item is None:
+                break
+            buf.append(item)
+            moved = True
+        if moved and self._waiters:
+            self._wake()
 
     async def _pump(self, side: _Side) -> None:
         """Move `side`'s responses, in order, into its buffer until its stream ends."""

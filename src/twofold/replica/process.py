@@ -85,6 +85,7 @@ class MaintenanceProcess:
         self._batches: dict[GlobalId, dict[int, Batch]] = {}  # buffers of each current snapshot
         self._released: list[int] = []
         self._released_lock = threading.Lock()
+        self._on_ready: Callable[[], None] | None = None
         self._metrics_task: asyncio.Task[None] | None = None
         self._closing = False
         self.error: BaseException | None = None
@@ -140,6 +141,11 @@ class MaintenanceProcess:
 
     def recv_nowait(self) -> ComputeResponse | None:
         return None if self._responses is None else self._responses.recv_nowait()
+
+    def set_on_ready(self, on_ready: Callable[[], None] | None) -> None:
+        """Call `on_ready()` (on the loop's thread) after responses arrive (the multiplexer's
+        `SupportsPush`)."""
+        self._on_ready = on_ready
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -248,6 +254,8 @@ class MaintenanceProcess:
             # later through the self-pipe (responses wait behind reads for every such turn).
             self._responses.outbox.put_many_from_loop(items)  # type: ignore[arg-type]
             items.clear()
+            if self._on_ready is not None:
+                self._on_ready()
 
     def _dispatch(self, msg: wire.Message, items: list[ComputeResponse | object]) -> None:
         kind = msg.kind
