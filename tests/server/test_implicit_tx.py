@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from psycopg import errors
 from tests.server.test_extended import SYNC, bind, execute, parse
-from tests.server.wire import Raw, query
+from tests.server.wire import Raw, msg, query
 
 from twofold.testing.pgwire import ServerHandle
 
@@ -123,3 +123,27 @@ def test_begin_inside_an_implicit_transaction_makes_it_a_block(server: ServerHan
     raw.until(b"Z")
     assert _rows(server, f"SELECT k FROM {name}") == [(1,)]
     raw.close()
+
+
+def test_alone_until_sync_reads_the_buffered_messages() -> None:
+    """The sans-IO check that lets a write run at once when it is the only statement of its
+    implicit transaction (psycopg's Parse/Bind/Describe/Execute/Sync in one packet)."""
+    from twofold.server.machine import Machine, Phase
+
+    def machine(data: bytes) -> Machine:
+        mc = Machine()
+        mc.phase = Phase.EXTENDED
+        mc.receive_data(data)
+        return mc
+
+    describe_p = msg(b"D", b"P\0")
+    assert machine(execute("") + SYNC).alone_until_sync("")
+    assert machine(describe_p + execute("") + SYNC).alone_until_sync("")
+    assert machine(msg(b"C", b"Sx\0") + msg(b"H") + SYNC).alone_until_sync("")
+    assert not machine(execute("")).alone_until_sync("")  # no Sync yet
+    assert not machine(SYNC[:3]).alone_until_sync("")  # a Sync not whole yet
+    assert not machine(bind("", "s") + execute("") + SYNC).alone_until_sync("")
+    assert not machine(execute("other") + SYNC).alone_until_sync("")
+    assert not machine(msg(b"D", b"Pother\0") + SYNC).alone_until_sync("")
+    assert not machine(query("SELECT 1") + SYNC).alone_until_sync("")
+    assert machine(SYNC + bind("", "s")).alone_until_sync("")  # after the Sync: another one

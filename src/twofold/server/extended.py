@@ -73,6 +73,7 @@ class Extended:
         self.statements: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
         self._closing: set[asyncio.Future[None]] = set()
+        self.running = ""  # the portal whose statement runs (Describe or Execute named it)
 
     def parse(self, msg: m.Parse) -> None:
         if msg.name and msg.name in self.statements:
@@ -142,6 +143,7 @@ class Extended:
             out(m.encode_row_description(fields(cursor, ())))  # a DECLAREd cursor is a portal
             return
         portal = self._portal(msg.name)
+        self.running = msg.name
         await self._prime(portal)
         self._describe_portal(portal)
 
@@ -215,6 +217,7 @@ class Extended:
     async def execute(self, msg: m.Execute) -> None:
         out = self.s.out
         portal = self._portal(msg.portal)
+        self.running = msg.portal
         await self._prime(portal)
         if portal.copy is None and portal.stream is None:
             self._execute_rows(portal, msg)

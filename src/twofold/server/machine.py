@@ -93,6 +93,31 @@ class Machine:
             return False
         return len(buf) >= int(struct.unpack_from("!i", buf, 1)[0]) + 1
 
+    def alone_until_sync(self, portal: str) -> bool:
+        """Whether the messages received up to the next Sync run no statement but `portal`'s:
+        a Sync is buffered, and before it no Bind or Query, and every Execute or portal
+        Describe names `portal` (a write there is then the only statement of its implicit
+        transaction). False when no Sync has arrived yet."""
+        buf, at, n = self._buf, 0, len(self._buf)
+        name = portal.encode()
+        while at + 5 <= n:
+            kind = bytes(buf[at:at + 1])
+            (size,) = struct.unpack_from("!i", buf, at + 1)
+            end = at + 1 + size
+            if size < 4 or end > n:
+                return False
+            if kind == b"S":
+                return True
+            if kind in (b"B", b"Q"):
+                return False
+            if kind == b"E" and bytes(buf[at + 5:end]).split(b"\0", 1)[0] != name:
+                return False
+            if kind == b"D" and buf[at + 5:at + 6] == b"P" and \
+                    bytes(buf[at + 6:end]).split(b"\0", 1)[0] != name:
+                return False
+            at = end
+        return False
+
     def next_message(self) -> Frontend | None:
         while True:
             msg = self._frame()

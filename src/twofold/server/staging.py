@@ -21,6 +21,9 @@ Contract:
   until Sync (`transaction.Transaction.begin_implicit`): its writes are staged as inside
   `BEGIN`, and `end_implicit(s)` (at Sync) applies them in one atomic write, or discards them
   when a statement failed. They are applied to the tables as they are at Sync (no `40001`).
+  A write whose portal is the only one run before the Sync already received
+  (`Machine.alone_until_sync`: psycopg's Parse/Bind/Describe/Execute/Sync) runs at once, as
+  autocommit — the same outcome, without staging.
 - The first read's timestamp is held: every index readable there gets a controller read hold
   at it (Materialize holds back compaction the same way), released when the transaction ends
   or the session does (`release(s)`), so later reads of those indexes stay possible however
@@ -160,7 +163,9 @@ def _release(db: Any, held: list[Any]) -> None:
 async def sql(s: Any, text: str, params: list[Any] | None) -> Any:
     tx: Transaction = s.tx
     if not tx.explicit:
-        if s.machine.phase is not Phase.EXTENDED or classify(text)[0] is not Kind.WRITE:
+        if s.machine.phase is not Phase.EXTENDED or classify(text)[0] is not Kind.WRITE or \
+                s.machine.alone_until_sync(s.extended.running):
+            # outside an implicit transaction, or its only statement: as autocommit
             return await statement(s.db, text).execute(params)
         tx.begin_implicit()  # a write between Syncs: staged until Sync (`end_implicit`)
     kind, table = classify(text)
