@@ -147,3 +147,21 @@ def test_alone_until_sync_reads_the_buffered_messages() -> None:
     assert not machine(msg(b"D", b"Pother\0") + SYNC).alone_until_sync("")
     assert not machine(query("SELECT 1") + SYNC).alone_until_sync("")
     assert machine(SYNC + bind("", "s")).alone_until_sync("")  # after the Sync: another one
+
+
+def test_a_query_message_ends_the_implicit_transaction(server: ServerHandle, name: str) -> None:
+    """A simple Query after Execute without a Sync (as asyncpg may send) ends the implicit
+    transaction, as PostgreSQL's does: its writes are applied, or discarded on an error."""
+    raw = Raw(server.host, server.port)
+    raw.login()
+    raw.send(query(f"CREATE TABLE {name} (k bigint)"))
+    raw.until(b"Z")
+    insert = parse("", f"INSERT INTO {name} VALUES ($1)", (20,))
+    raw.send(insert + bind("", "", (b"1",)) + execute("") + bind("", "", (b"2",)) +
+             execute("") + query("SELECT 1"))
+    assert [k for k, _ in raw.until(b"Z")][-2:] == [b"C", b"Z"]
+    assert _rows(server, f"SELECT k FROM {name} ORDER BY k") == [(1,), (2,)]
+    raw.send(insert + bind("", "", (b"3",)) + execute("") + query("SELECT 1 / 0"))
+    assert [k for k, _ in raw.until(b"Z")][-2:] == [b"E", b"Z"]
+    assert _rows(server, f"SELECT k FROM {name} ORDER BY k") == [(1,), (2,)]
+    raw.close()

@@ -177,6 +177,7 @@ class Session:
             except Exception as e:
                 self.error(e)
                 break
+        await staging.end_implicit(self)  # a Query ends an implicit transaction before it
         self.ready()
 
     async def send_outcome(self, o: Outcome, formats: tuple[int, ...],
