@@ -186,7 +186,7 @@ def scalar_subquery(binder: Binder, node: exp.Expr) -> B:
 
 def _one_row_per_binding(node: exp.Expr) -> bool:
     """Whether a subquery is a global aggregate (one row per binding, `select.py`)."""
-    from twofold.sql.select import _aggregates
+    from twofold.sql.aggregate import aggregate_calls
 
     if isinstance(node, exp.Subquery):
         node = node.this
@@ -194,7 +194,7 @@ def _one_row_per_binding(node: exp.Expr) -> bool:
         return False
     if any(node.args.get(a) for a in ("group", "having", "limit", "offset", "distinct")):
         return False
-    return bool(_aggregates(list(node.expressions)))
+    return bool(aggregate_calls(list(node.expressions)))
 
 
 def _marker(sub: Rel, k: int, filter: list[PExpr] | None = None,
