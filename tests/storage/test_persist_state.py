@@ -120,3 +120,28 @@ def test_state_commands_keep_their_invariants(cmds: list[Any]) -> None:
         assert S.decode_state(S.encode_state(data)) == data
         for limit in (1, 2, 16):  # the appends' bounded look at the run of inlined parts
             assert S.inline_suffix_shorter(data, limit) == (len(S.inline_suffix(data)) < limit)
+
+
+def test_unique_ids_differ_and_a_forked_child_draws_its_own_prefix() -> None:
+    # A child sharing its parent's prefix and counter would reuse the parent's idempotency
+    # tokens: a resolution after a lost connection could take the child's version for the
+    # parent's.
+    import os
+
+    from twofold.storage.persist.base import UniqueIds
+
+    ids = UniqueIds()
+    tokens = [ids.token() for _ in range(1000)]
+    keys = [ids.key() for _ in range(1000)]
+    assert len(set(tokens)) == 1000 and len(set(keys)) == 1000
+    assert all(len(t) == 16 for t in tokens)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report a token and leave at once
+        os.write(write, ids.token())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = os.read(read, 16)
+    os.close(read)
+    os.close(write)
+    assert len(child) == 16 and child[:8] != ids.token()[:8]

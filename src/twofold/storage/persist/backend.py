@@ -29,8 +29,6 @@ and garbage collection in `gc.py`; both are mixed into `PersistBackend`.
 from __future__ import annotations
 
 import contextlib
-import os
-import uuid
 from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -44,7 +42,7 @@ from twofold.storage.backend import Notifier, Part, PartInfo, ShardState
 from twofold.storage.encoding import dec_frontier, decode_desc, enc_frontier, encode_desc
 from twofold.storage.errors import CorruptStorage, InvalidStorageUrl, StorageError, UnknownShard
 from twofold.storage.persist import state as S
-from twofold.storage.persist.base import HEADS, now_ms
+from twofold.storage.persist.base import HEADS, UNIQUE, now_ms
 from twofold.storage.persist.blob import BlobMissing, BlobStore
 from twofold.storage.persist.consensus import Consensus, ListeningNotifier
 from twofold.storage.persist.gc import GarbageCollection
@@ -177,7 +175,7 @@ class PersistBackend(ReaderCommands, GarbageCollection):
     # -- the CAS loop -----------------------------------------------------------------------
 
     def _commit(self, shard_id: str, head: S.Head, upper: Frontier, data: S.StateData | None,
-                token: uuid.UUID, inline: Row | None = None) -> bool:
+                token: bytes, inline: Row | None = None) -> bool:
         """CAS `head.seqno + 1` with `upper` and (if changed) `data`, inserting the inlined
         part `inline` with it."""
         blob = None if data is None else S.encode_state(data)
@@ -202,7 +200,7 @@ class PersistBackend(ReaderCommands, GarbageCollection):
                 what: str, inline: Row | None = None) -> S.Head:
         """Apply `command` (head -> new data, or `None` for no change) by CAS until it lands;
         `inline` is the row of an inlined part the new data references."""
-        token = uuid.uuid4()
+        token = UNIQUE.token()
         for _ in range(MAX_ATTEMPTS):
             head = self._head(shard_id)
             data = command(head)
@@ -274,7 +272,7 @@ class PersistBackend(ReaderCommands, GarbageCollection):
         if count * MIN_ROW_BYTES <= INLINE_BYTES:  # else it cannot fit: skip encoding it
             data = encode_batch(updates)
             if len(data) <= INLINE_BYTES:
-                key = os.urandom(8).hex()
+                key = UNIQUE.key()
                 return S.PartRef(0, lower, S.enc(upper), since, count, inline=key,
                                  size=len(data)), (key, data, updates)
         key = self.blobs.new_key(shard_id)
@@ -301,7 +299,7 @@ class PersistBackend(ReaderCommands, GarbageCollection):
                    else None)
         if encoded is not None and len(encoded) <= INLINE_MERGED \
                 and rest + len(encoded) <= INLINE_TOTAL:
-            key = os.urandom(8).hex()
+            key = UNIQUE.key()
             ref = S.PartRef(0, lower, part.upper, 0, merged.num_rows, inline=key,
                             size=len(encoded))
             return S.spill(data, suffix, ref), ref, (key, encoded, merged)
@@ -317,7 +315,7 @@ class PersistBackend(ReaderCommands, GarbageCollection):
         inline: Row | None = None
         if updates is not None and updates.num_rows and lower.time is not None:
             part, inline = self._stage(shard_id, updates, lower.time, new_upper, 0)
-        token = uuid.uuid4()
+        token = UNIQUE.token()
         head = self._heads.get(shard_id)  # optimistic: our own last head is usually current
         for _ in range(MAX_ATTEMPTS):
             if head is None or head.upper != lower:

@@ -55,7 +55,6 @@ import re
 import struct
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, Final, TypeVar
 
@@ -297,14 +296,14 @@ class Consensus:
             pass
 
     def cas(self, shard: str, expected: int, upper: int | None, data: bytes | None,
-            data_seqno: int, token: uuid.UUID,
+            data_seqno: int, token: bytes,
             inline: tuple[str, bytes] | None = None, *, notify: bool = True) -> bool:
         """Insert version `expected + 1` iff `expected` is the head, and with it the row
         `inline = (key, bytes)` of `parts` if given; then (if `notify`) wake other processes'
         listeners. See the module docstring for how a lost connection is resolved."""
         shard_bytes = shard.encode()
         params: list[bytes | None] = [shard_bytes, _INT8.pack(expected), _int8(upper),
-                                      _INT8.pack(data_seqno), token.bytes, data]
+                                      _INT8.pack(data_seqno), token, data]
         if inline is None:
             statement, formats = _CAS, _CAS_FORMATS
         else:
@@ -350,7 +349,7 @@ class Consensus:
                 self.sender.send(shard)
             return won
 
-    def _resolve(self, shard: str, expected: int, token: uuid.UUID) -> bool | None:
+    def _resolve(self, shard: str, expected: int, token: bytes) -> bool | None:
         """After an uncertain CAS: `True` if version `expected + 1` is ours, `False` if another
         writer's, `None` if it does not exist yet."""
 
@@ -365,7 +364,7 @@ class Consensus:
 
         found, oldest = self.run(f"checking an uncertain append to {shard!r}", look)
         if found is not None:
-            return bool(found == token)
+            return bool(found.bytes == token)
         if oldest is not None and oldest > expected + 1:
             raise Indeterminate(
                 f"shard {shard!r}: cannot tell whether version {expected + 1} was this "
