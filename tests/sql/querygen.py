@@ -4,7 +4,8 @@
 with NULLs and duplicate rows; `query(rng)` draws one query using the features `spec/sql.md`
 lists — expressions (arithmetic, CASE, COALESCE, NULLIF, GREATEST/LEAST, BETWEEN, IN lists,
 LIKE, IS [NOT] DISTINCT FROM, three-valued logic), inner/outer/comma joins, GROUP BY/HAVING and
-global aggregates (`string_agg` ordered by its value, `FILTER (WHERE ...)` too), DISTINCT,
+global aggregates (`string_agg` ordered by its value, `FILTER (WHERE ...)` too, `var_samp`,
+`stddev_pop`), text functions (`replace`, `reverse`, `lpad`, `split_part`), DISTINCT,
 subqueries (scalar, EXISTS, IN, NOT IN, correlated or not) and set operations. Only what both
 engines define identically is drawn: no division by a column (PG raises where DuckDB gives
 NULL), no LIMIT without a total order, integers small enough never to overflow. DuckDB runs
@@ -72,7 +73,8 @@ class Gen:
     def str_expr(self, q: list[str]) -> str:
         s = f"{self.rng.choice(q)}.s"
         return self.pick(s, f"lower({s})", f"upper({s})", f"({s} || 'x')", f"substr({s}, 2)",
-                         f"coalesce({s}, 'z')", f"trim({s})")
+                         f"coalesce({s}, 'z')", f"trim({s})", f"replace({s}, 'a', 'xy')",
+                         f"reverse({s})", f"lpad({s}, 2, '*')", f"split_part({s}, 'a', 2)")
 
     def pred(self, q: list[str], depth: int = 0) -> str:
         r = self.rng
@@ -171,7 +173,8 @@ class Gen:
                                  f"string_agg({t}, {sep} ORDER BY {t})",
                                  f"string_agg(DISTINCT {t}, {sep} ORDER BY {t} DESC)",
                                  f"count(*) FILTER (WHERE {self.pred(q, 2)})",
-                                 f"sum({e}) FILTER (WHERE {self.pred(q, 2)})") + f" AS a{j}")
+                                 f"sum({e}) FILTER (WHERE {self.pred(q, 2)})",
+                                 f"var_samp({e})", f"stddev_pop({e})") + f" AS a{j}")
         return ", ".join(out)
 
 
