@@ -331,3 +331,39 @@ def test_serve_asks_for_the_latency_slice_on_its_event_loop(
     default = sched.current_slice_ns()
     assert slice_seen(None) == sched.DEFAULT_LATENCY_SLICE_US * 1000 != default
     assert slice_seen("0") == default
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(kinds=st.lists(st.sampled_from("BDESHC"), min_size=1, max_size=12), data=st.data())
+def test_the_machine_frames_any_split_of_a_stream_alike(kinds: list[str],
+                                                        data: st.DataObject) -> None:
+    """Messages taken from a stream received in any chunks are the stream's messages, in
+    order; `has_message` and `alone_until_sync` look only at what is not yet taken."""
+    from twofold.server.machine import Machine, Phase
+
+    encoded = {"B": msg(b"B", b"\0s\0" + struct.pack("!hhh", 0, 0, 0)),
+               "D": msg(b"D", b"P\0"), "E": msg(b"E", b"\0" + struct.pack("!i", 0)),
+               "S": msg(b"S"), "H": msg(b"H"), "C": msg(b"C", b"Sx\0")}
+    stream = b"".join(encoded[k] for k in kinds)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=6)))
+    chunks = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+    mc = Machine()
+    mc.phase = Phase.EXTENDED
+    letter = {"Bind": "B", "Describe": "D", "Execute": "E", "Sync": "S", "Flush": "H",
+              "Close": "C"}
+    got: list[str] = []
+    received = 0
+    for chunk in chunks:
+        mc.receive_data(chunk)
+        received += len(chunk)
+        while (m := mc.next_message()) is not None:
+            got.append(letter[type(m).__name__])
+            mc.phase = Phase.EXTENDED  # as the session leaves it after a Sync's reply
+            rest = kinds[len(got):]
+            assert mc.has_message() == (received - sum(len(encoded[k]) for k in got)
+                                        >= (len(encoded[rest[0]]) if rest else 1))
+            if received == len(stream):  # all received: the check reads exactly the rest
+                until = rest[:rest.index("S")] if "S" in rest else None
+                assert mc.alone_until_sync("") == (until is not None and "B" not in until)
+    assert got == kinds
+    assert not mc.has_message()

@@ -50,6 +50,8 @@ from twofold.server.messages import (
 
 MAX_STARTUP = 10_000
 MAX_MESSAGE = 64 * 1024 * 1024
+_LENGTH = struct.Struct("!i")
+_KINDS = [bytes([b]) for b in range(256)]  # a message's type byte, without a slice per message
 
 
 class Phase(enum.Enum):
@@ -81,24 +83,28 @@ class Machine:
         self.phase = Phase.STARTUP
         self.max_message = max_message
         self._buf = bytearray()
+        self._pos = 0  # where the next message starts in `_buf` (taken bytes are dropped late)
         self._before_copy = Phase.READY
 
     def receive_data(self, data: bytes) -> None:
+        if self._pos:
+            del self._buf[:self._pos]
+            self._pos = 0
         self._buf += data
 
     def has_message(self) -> bool:
         """Whether a whole message is received and not yet taken (the client pipelines)."""
-        buf = self._buf
-        if self.phase is Phase.STARTUP or len(buf) < 5:
+        buf, pos = self._buf, self._pos
+        if self.phase is Phase.STARTUP or len(buf) - pos < 5:
             return False
-        return len(buf) >= int(struct.unpack_from("!i", buf, 1)[0]) + 1
+        return len(buf) - pos >= int(_LENGTH.unpack_from(buf, pos + 1)[0]) + 1
 
     def alone_until_sync(self, portal: str) -> bool:
         """Whether the messages received up to the next Sync run no statement but `portal`'s:
         a Sync is buffered, and before it no Bind or Query, and every Execute or portal
         Describe names `portal` (a write there is then the only statement of its implicit
         transaction). False when no Sync has arrived yet."""
-        buf, at, n = self._buf, 0, len(self._buf)
+        buf, at, n = self._buf, self._pos, len(self._buf)
         name = portal.encode()
         while at + 5 <= n:
             kind = bytes(buf[at:at + 1])
@@ -128,33 +134,33 @@ class Machine:
                 return kept
 
     def _frame(self) -> Frontend | None:
-        buf = self._buf
+        buf, pos = self._buf, self._pos
         if self.phase is Phase.CLOSED:
             raise ProtocolViolation("the connection is closed")
         if self.phase is Phase.STARTUP:
-            if len(buf) < 4:
+            if len(buf) - pos < 4:
                 return None
-            (n,) = struct.unpack_from("!i", buf)
+            (n,) = _LENGTH.unpack_from(buf, pos)
             if n < 8 or n > MAX_STARTUP:
                 raise ProtocolViolation(f"invalid startup packet length {n}")
-            if len(buf) < n:
+            if len(buf) - pos < n:
                 return None
-            body = bytes(buf[4:n])
-            del buf[:n]
+            body = bytes(buf[pos + 4:pos + n])
+            self._pos = pos + n
             return parse_startup(body)
-        if len(buf) < 5:
+        if len(buf) - pos < 5:
             return None
-        kind = bytes(buf[:1])
-        (n,) = struct.unpack_from("!i", buf, 1)
+        (n,) = _LENGTH.unpack_from(buf, pos + 1)
         if n < 4:
             raise ProtocolViolation(f"invalid message length {n}")
         if n > self.max_message:
             raise ProtocolViolation(f"message of {n} bytes exceeds the limit of "
                                     f"{self.max_message}")
-        if len(buf) < n + 1:
+        if len(buf) - pos < n + 1:
             return None
-        body = bytes(buf[5:n + 1])
-        del buf[:n + 1]
+        kind = _KINDS[buf[pos]]
+        body = bytes(buf[pos + 5:pos + n + 1])
+        self._pos = pos + n + 1
         return parse_message(kind, body)
 
     def _accept(self, msg: Frontend) -> Frontend | None:
