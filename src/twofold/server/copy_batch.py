@@ -74,8 +74,10 @@ def _parse(data: bytes, copy: CopyStatement, scalars: list[str]) -> pa.Table:
             data = data.replace(b"\r\n", b"\n")
             if b"\r" in data:
                 raise _Unsure
-        if b"\x00" in data or re.search(rb"(?:^|[^\\])(?:\\\\)*\\" +
-                                          re.escape(copy.delimiter.encode()), data):
+        delimiter = copy.delimiter.encode()
+        if b"\x00" in data or (b"\\" + delimiter in data and any(
+                len(m.group(1)) % 2 for m in re.finditer(rb"(\\+)" + re.escape(delimiter),
+                                                         data))):
             raise _Unsure  # an escaped delimiter: an odd run of backslashes before one
     names = [f"c{i}" for i in range(n)]
     if not data.strip(b"\r\n"):
