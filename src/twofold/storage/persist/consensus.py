@@ -97,8 +97,9 @@ _CAS_INSERT: Final = ("INSERT INTO {s}.consensus (shard, seqno, upper, data_seqn
                       "SELECT $1, $2 + 1, $3, $4, $5, $6 FROM head")
 Statement = tuple[bytes, str, tuple[int, ...]]
 """A prepared statement: its name, its SQL (`{s}` for the schema), its parameter types."""
-_CAS: Final[Statement] = (b"twofold_cas", _CAS_HEAD + " " + _CAS_INSERT,
-               (_TEXT, _BIGINT, _BIGINT, _BIGINT, _UUID, _BYTEA))
+_CAS: Final[Statement] = (
+    b"twofold_cas", _CAS_HEAD + " " + _CAS_INSERT,
+    (_TEXT, _BIGINT, _BIGINT, _BIGINT, _UUID, _BYTEA))
 _CAS_INLINE: Final[Statement] = (  # one statement: the part's row exists iff the version does
     b"twofold_cas_inline",
     _CAS_HEAD + ", version AS (" + _CAS_INSERT + " RETURNING 1) "
