@@ -269,7 +269,8 @@ def encode_backend_key(pid: int, secret: int) -> bytes:
 
 
 def encode_ready(status: str) -> bytes:
-    return _msg(b"Z", status.encode("ascii"))
+    ready = _READY.get(status)
+    return _msg(b"Z", status.encode("ascii")) if ready is None else ready
 
 
 Field = tuple[str, int, int, int]
@@ -321,6 +322,7 @@ def encode_copy_data(data: bytes) -> bytes:
     return _msg(b"d", data)
 
 
+_READY = {status: _msg(b"Z", status.encode("ascii")) for status in "ITE"}
 PARSE_COMPLETE = _msg(b"1", b"")
 BIND_COMPLETE = _msg(b"2", b"")
 CLOSE_COMPLETE = _msg(b"3", b"")
