@@ -104,9 +104,15 @@ class Queries(CatalogSync):
                 row.append(v)
             constraints.append(row)
         t = self._choose_time(index, as_of)
-        with translate(f"index {index.name!r}"):
-            rows = await self._ctl.peek(index.id, timestamp=t, literal_constraints=constraints,
-                                        timeout=self.timeout if timeout is None else timeout)
+        # A replica in this process that has published the index at `t` answers at once
+        # (`Controller.peek_now`: the same time and rules as a peek, no command sent to
+        # either runtime); anything it cannot answer so is peeked.
+        rows = self._ctl.peek_now(index.id, timestamp=t, literal_constraints=constraints)
+        if rows is None:
+            with translate(f"index {index.name!r}"):
+                rows = await self._ctl.peek(
+                    index.id, timestamp=t, literal_constraints=constraints,
+                    timeout=self.timeout if timeout is None else timeout)
         return Result(index.schema, t, expand(rows))
 
     def _transient_dataflow_parts(
