@@ -2,14 +2,15 @@
 
 - Reads at every readable time equal the naive sum of updates, before and after `maintain`,
   whatever the interleaving of inserts, compactions, full merges and maintains.
-- After `maintain` the spine has exactly the batches an eager arrangement fed the same script
-  has (the same geometric merges, done later).
+- After `maintain` the spine is in the geometric shape an eager arrangement keeps (each batch
+  more than twice the next), so reads walk O(log n) batches either way.
 - Until `maintain`, an insert leaves its batch unmerged (what lets a runtime report the upper
   first); at most `MAX_UNMERGED` batches wait.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from hypothesis import given, settings
@@ -60,8 +61,12 @@ def test_deferred_merges_read_the_same_and_end_in_the_eager_shape(
             check_reads(deferred, history)
     deferred.maintain()
     check_reads(deferred, history)
-    assert deferred.batch_count == eager.batch_count
-    assert [len(b) for b in deferred.snapshot().data] == [len(b) for b in eager.snapshot().data]
+    # The geometric shape an eager spine keeps (each batch more than twice the next). Not the
+    # eager spine's exact batches: a merge deferred past a compaction consolidates the times it
+    # advanced, so sizes — and so later merge choices — may differ (found by hypothesis).
+    for arr in (deferred, eager):
+        lengths = [len(b) for b in arr.snapshot().data]
+        assert all(a > 2 * b for a, b in itertools.pairwise(lengths)), lengths
 
 
 def test_an_insert_waits_for_maintain_to_merge() -> None:
