@@ -296,6 +296,7 @@ def test_serve_asks_for_the_latency_slice_on_its_event_loop(
     latency slice (the thread `ready` is called on), and `TWOFOLD_LATENCY_SLICE_US=0` keeps
     the default."""
     import asyncio
+    import threading
 
     from tests.runtime.test_sched import CUSTOM_SLICES_UNSUPPORTED, SLICE_SUPPORTED
 
@@ -321,14 +322,30 @@ def test_serve_asks_for_the_latency_slice_on_its_event_loop(
 
             await serve("127.0.0.1", 0, storage="memory://", ready=ready, stop=stop)
 
-        import threading
+        def run() -> None:
+            # A new thread inherits its creator's slice: another test in this process may
+            # have given the main thread one, so start from the kernel's default.
+            sched._set_slice(threading.get_native_id(), 0)
+            asyncio.run(main())
 
-        t = threading.Thread(target=asyncio.run, args=(main(),))  # a fresh thread's defaults
+        t = threading.Thread(target=run)
         t.start()
         t.join(60)
         return seen[0]
 
-    default = sched.current_slice_ns()
+    def kernel_default() -> int | None:
+        got: list[int | None] = []
+
+        def run() -> None:
+            sched._set_slice(threading.get_native_id(), 0)
+            got.append(sched.current_slice_ns())
+
+        t = threading.Thread(target=run)
+        t.start()
+        t.join(10)
+        return got[0]
+
+    default = kernel_default()
     assert slice_seen(None) == sched.DEFAULT_LATENCY_SLICE_US * 1000 != default
     assert slice_seen("0") == default
 
