@@ -62,3 +62,35 @@ def test_lookup_on_one_runtime_still_peeks() -> None:
     rows, calls = asyncio.run(go())
     assert rows == [(1,), (1,)]
     assert calls == ["peek"]
+
+
+def test_a_loop_of_answered_lookups_lets_other_tasks_run() -> None:
+    """A lookup answered at once still yields a loop turn: a caller looping on lookups does
+    not starve the loop's other tasks (its writers, the ticker)."""
+    async def go() -> tuple[int, list[str]]:
+        async with twofold.open_async("memory://lookup-yield", runtimes="two") as db:
+            await db.sql("CREATE TABLE t (k bigint)")
+            await db.sql("INSERT INTO t VALUES (1)")
+            idx = await db.create_index("t_k", db.get("t"), ["k"], retain_history=600.0)
+            res = await db.lookup(idx, 1)
+            turns = 0
+
+            async def other() -> None:
+                nonlocal turns
+                while True:
+                    turns += 1
+                    await asyncio.sleep(0)
+
+            task = asyncio.create_task(other())
+            await asyncio.sleep(0)
+            calls = _forbid_peek(db)
+            start = turns
+            for _ in range(50):
+                await db.lookup(idx, 1, as_of=res.timestamp)
+            seen = turns - start
+            task.cancel()
+            return seen, calls
+
+    seen, calls = asyncio.run(go())
+    assert calls == []  # answered at once, so only the yield lets `other` run
+    assert seen >= 49

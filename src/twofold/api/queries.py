@@ -7,6 +7,7 @@ typed error naming the relation read.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any, Literal
 
@@ -108,7 +109,11 @@ class Queries(CatalogSync):
         # (`Controller.peek_now`: the same time and rules as a peek, no command sent to
         # either runtime); anything it cannot answer so is peeked.
         rows = self._ctl.peek_now(index.id, timestamp=t, literal_constraints=constraints)
-        if rows is None:
+        if rows is not None:
+            # Answered without suspending: yield one loop turn anyway, else a caller looping on
+            # lookups would never let the loop's other tasks (writers, the ticker) run.
+            await asyncio.sleep(0)
+        else:
             with translate(f"index {index.name!r}"):
                 rows = await self._ctl.peek(
                     index.id, timestamp=t, literal_constraints=constraints,
