@@ -7,7 +7,6 @@ typed error naming the relation read.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any, Literal
 
@@ -105,19 +104,12 @@ class Queries(CatalogSync):
                 row.append(v)
             constraints.append(row)
         t = self._choose_time(index, as_of)
-        # A replica in this process that has published the index at `t` answers at once
-        # (`Controller.peek_now`: the same time and rules as a peek, no command sent to
-        # either runtime); anything it cannot answer so is peeked.
-        rows = self._ctl.peek_now(index.id, timestamp=t, literal_constraints=constraints)
-        if rows is not None:
-            # Answered without suspending: yield one loop turn anyway, else a caller looping on
-            # lookups would never let the loop's other tasks (writers, the ticker) run.
-            await asyncio.sleep(0)
-        else:
-            with translate(f"index {index.name!r}"):
-                rows = await self._ctl.peek(
-                    index.id, timestamp=t, literal_constraints=constraints,
-                    timeout=self.timeout if timeout is None else timeout)
+        # At once where a replica in this process has published the index at `t`
+        # (`Controller.lookup`), else by a peek.
+        with translate(f"index {index.name!r}"):
+            rows = await self._ctl.lookup(
+                index.id, timestamp=t, literal_constraints=constraints,
+                timeout=self.timeout if timeout is None else timeout)
         return Result(index.schema, t, expand(rows))
 
     def _transient_dataflow_parts(

@@ -112,6 +112,31 @@ class Controller(InstanceDriver):
                 return rows
         return None
 
+    async def lookup(
+        self,
+        target: GlobalId,
+        *,
+        timestamp: int,
+        literal_constraints: list[Row],
+        mfp: MapFilterProject | None = None,
+        finishing: RowSetFinishing | None = None,
+        result_desc: RelationDesc | None = None,
+        timeout: float | None = None,
+    ) -> list[tuple[Row, int]]:
+        """A point lookup on index `target` at `timestamp`: answered at once where `peek_now`
+        can (then still one event-loop turn is yielded, so a caller looping on lookups never
+        starves the loop's other tasks — writers, the ticker), else by `peek`, which raises
+        as it does."""
+        rows = self.peek_now(target, timestamp=timestamp,
+                             literal_constraints=literal_constraints, mfp=mfp,
+                             finishing=finishing)
+        if rows is not None:
+            await asyncio.sleep(0)
+            return rows
+        return await self.peek(target, timestamp=timestamp,
+                               literal_constraints=literal_constraints, mfp=mfp,
+                               finishing=finishing, result_desc=result_desc, timeout=timeout)
+
     async def peek(
         self,
         target: GlobalId | PeekTarget,

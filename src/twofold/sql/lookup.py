@@ -8,8 +8,8 @@ read path of `db.lookup(index, key)` — and applies the whole fused map/filter/
 equalities included) and the query's order to them, at `AS OF`'s time or else at the index's
 own latest complete time (where `db.lookup` reads: no wait for the index to catch up with the
 table's ticks), so the result is the filter path's at the time it carries — at once when a
-replica in this process has published the index that far (`lookup_now`,
-`Controller.peek_now`), else by a peek. The fast path is taken only when it cannot change the
+replica in this process has published the index that far (`Controller.lookup`; `lookup_now`
+is the synchronous form, `Controller.peek_now`), else by a peek. The fast path is taken only when it cannot change the
 answer; otherwise the query runs as planned:
 
 - each key constant's type is exactly the key column's (`int` key with `5.0` is not
@@ -154,15 +154,12 @@ async def run_lookup(db: Any, relation: Relation, found: Lookup,
         t = db._choose_time(found.index, as_of)
     except ReadBeforeSince:
         return None
-    now = lookup_now(db, rel, found, t)
-    if now is not None:
-        return now
     finishing = RowSetFinishing(order_by=rel.order) if rel.order else None
     with translate(db._name_of(rel)):
-        rows = await db._ctl.peek(found.index.id, timestamp=t, literal_constraints=[found.key],
-                                  mfp=None if found.mfp.is_identity else found.mfp,
-                                  finishing=finishing,
-                                  result_desc=rel.schema.desc(), timeout=db.timeout)
+        rows = await db._ctl.lookup(found.index.id, timestamp=t, literal_constraints=[found.key],
+                                    mfp=None if found.mfp.is_identity else found.mfp,
+                                    finishing=finishing,
+                                    result_desc=rel.schema.desc(), timeout=db.timeout)
     return Result(rel.schema, t, expand(rows))
 
 
