@@ -267,27 +267,60 @@ def child_of(cmd: list[str], *, ready: str) -> Iterator[tuple[subprocess.Popen[s
 
 @dataclass
 class Session:
-    """A controller connection that routes responses to waiters."""
+    """A controller connection that routes responses to waiters.
+
+    A peek sent through `peek`/`ask` has a future of its own, which its response resolves: the
+    measuring client wakes only that peek's waiter (with one shared event, each response woke
+    every waiting reader to re-check, so the client's CPU per lookup grew with its readers and
+    was the same in every arm, compressing ratios between arms). Other responses are kept in
+    `frontiers`/`answers` and wake `wait`ers through `changed`."""
 
     conn: ReplicaConnection
     frontiers: dict[GlobalId, Frontier] = field(default_factory=dict)
     frontier_log: list[tuple[float, GlobalId, Frontier]] = field(default_factory=list)
     answers: dict[uuid.UUID, tuple[float, PeekResponse]] = field(default_factory=dict)
+    pending: dict[uuid.UUID, asyncio.Future[PeekResponse]] = field(default_factory=dict)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
     async def pump(self) -> None:
-        while True:
-            r: ComputeResponse | None = await self.conn.recv()
-            now = time.perf_counter()
-            if r is None:
-                return
-            if isinstance(r, Frontiers) and r.write_frontier is not None:
-                self.frontiers[r.id] = r.write_frontier
-                self.frontier_log.append((time.time(), r.id, r.write_frontier))
-            elif isinstance(r, PeekResponse):
-                self.answers[r.uuid] = (now, r)
+        try:
+            while True:
+                r: ComputeResponse | None = await self.conn.recv()
+                now = time.perf_counter()
+                if r is None:
+                    return
+                if isinstance(r, PeekResponse):
+                    waiter = self.pending.pop(r.uuid, None)
+                    if waiter is not None:
+                        if not waiter.done():
+                            waiter.set_result(r)
+                        continue
+                    self.answers[r.uuid] = (now, r)
+                elif isinstance(r, Frontiers) and r.write_frontier is not None:
+                    self.frontiers[r.id] = r.write_frontier
+                    self.frontier_log.append((time.time(), r.id, r.write_frontier))
+                self.changed.set()
+        finally:
             self.changed.set()
+            for waiter in self.pending.values():
+                if not waiter.done():
+                    waiter.set_exception(RuntimeError("the replica connection ended"))
+            self.pending.clear()
+
+    async def ask(self, peek: Peek, timeout: float = 60) -> PeekResponse:
+        """Send `peek` and wait for its response alone."""
+        waiter: asyncio.Future[PeekResponse] = asyncio.get_running_loop().create_future()
+        self.pending[peek.uuid] = waiter
+        if self.task is not None and self.task.done():
+            self.pending.pop(peek.uuid, None)
+            raise RuntimeError(f"the replica connection ended before peek {peek.uuid}")
+        try:
+            await self.conn.send(peek)
+            async with asyncio.timeout(timeout):
+                return await waiter
+        finally:
+            self.pending.pop(peek.uuid, None)
 
     async def wait(self, done: object, what: str, timeout: float) -> None:
         assert callable(done)
@@ -310,10 +343,8 @@ class Session:
 
     async def peek(self, gid: GlobalId, ts: int, timeout: float = 60, **kw: object,
                    ) -> PeekResponse:
-        u = uuid.uuid4()
-        await self.conn.send(Peek(u, IndexTarget(gid), ts, **kw))  # type: ignore[arg-type]
-        await self.wait(lambda: u in self.answers, f"peek {u}", timeout)
-        return self.answers.pop(u)[1]
+        peek = Peek(uuid.uuid4(), IndexTarget(gid), ts, **kw)  # type: ignore[arg-type]
+        return await self.ask(peek, timeout)
 
 
 def index_dataflow(name: str, t: Table, src: GlobalId, idx: GlobalId) -> CreateDataflow:

@@ -25,6 +25,15 @@ under a light reader; read p99 under churn (light) <= 1.5x idle; lookups/s under
 reader >= 1.3x one runtime's; embedded with a saturating reader, freshness lag p50 <= 1.5x one
 runtime's (embedded). A plot of lag over time per arm is saved to `docs/img/twoway_lag.png`.
 
+The client is the measuring instrument, not what is measured: each lookup waits on a future of
+its own that its response resolves (`isolation.Session.ask`). Before, one event woke every
+waiting reader on every response, so the client's CPU per lookup grew with its readers and was
+the same in every arm, compressing the lookups/s ratio toward 1. The client shares the two cores
+with the replica, so per arm the CPU of each process over the reading window is printed (`cpu
+over [arm]`: bench client, replica front, its maintenance child, churn writer, as % of one core,
+from `/proc/<pid>/stat`, with their threads' involuntary context switches) — whichever is
+saturated decides that arm's lookups/s and lag.
+
 Run: `python bench/twoway.py` (`--quick` for a short smoke run). Not part of the test suite.
 The internal subcommand `churn` is the writer process it starts.
 """
@@ -61,6 +70,7 @@ from isolation import (
     step_durations,
     tables,
 )
+from procstat import CpuMeter, children
 from twofold.protocol import AllowCompaction, Frontier, GlobalId, IndexTarget, Peek, PeekRows
 from twofold.protocol import Schedule as ScheduleCmd
 from twofold.storage import open_storage
@@ -103,6 +113,8 @@ class Arm:
     writes: list[tuple[int, float]] = field(default_factory=list)  # (ts, acked wall time)
     frontier_log: list[tuple[float, int]] = field(default_factory=list)  # (wall, frontier)
     steps: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    writer_pid: int | None = None
+    cpu: CpuMeter = field(default_factory=CpuMeter)
 
     @property
     def rate(self) -> float:
@@ -135,6 +147,7 @@ async def churning(arm: Arm, url: str, args: argparse.Namespace, compact: object
         str(seconds), stdout=asyncio.subprocess.PIPE)
     assert proc.stdout is not None
     assert (await proc.stdout.readline()).startswith(b"READY")
+    arm.writer_pid = proc.pid
 
     async def read() -> None:
         assert proc.stdout is not None
@@ -206,7 +219,7 @@ async def served_arm(name: str, mode: Mode, reader: str, churn: bool,
         url = f"sqlite:///{tmp}/twoway.db"
         storage = open_storage(url)
         small, small_ts, big = tables(storage, args.rows, args.small)
-        with child("serve", url, mode, ready="LISTENING") as (_, line):
+        with child("serve", url, mode, ready="LISTENING") as (front, line):
             _, host, port = line.split()
             async with session(host, int(port)) as s:
                 await s.conn.send(index_dataflow("big", big, BIG_SRC, BIG_IDX))
@@ -234,10 +247,12 @@ async def served_arm(name: str, mode: Mode, reader: str, churn: bool,
                        else contextlib.nullcontext())
                 async with ctx:
                     await asyncio.sleep(0.5)  # the churn's first writes land first
+                    arm.cpu.start(arm_pids(arm, front.pid))
                     if reader == "saturating":
                         await closed_loop(send, args.seconds, arm, args.small)
                     else:
                         await open_loop(send, args.seconds, arm, args.small)
+                    arm.cpu.stop()
                     if churn and arm.writes:
                         last = arm.writes[-1][0]
                         await s.wait(lambda: (f := s.frontiers.get(BIG_IDX)) is not None
@@ -251,11 +266,24 @@ async def served_arm(name: str, mode: Mode, reader: str, churn: bool,
     return arm
 
 
+def arm_pids(arm: Arm, front: int | None) -> dict[str, int]:
+    """The arm's processes by role: this client, the replica front (this process when
+    embedded), its maintenance child if any, and the churn writer."""
+    me = os.getpid()
+    pids = {"client": me} if front is not None else {"client+front": me}
+    if front is not None:
+        pids["front"] = front
+    others = [c for c in children(front if front is not None else me) if c != arm.writer_pid]
+    for i, c in enumerate(others):
+        pids["maintenance" if i == 0 else f"child{i}"] = c
+    if arm.writer_pid is not None:
+        pids["writer"] = arm.writer_pid
+    return pids
+
+
 async def lookup(s: Session, ts: int, key: int) -> object:
-    u = uuid.uuid4()
-    await s.conn.send(Peek(u, IndexTarget(SMALL_IDX), ts, literal_constraints=[[key]]))
-    await s.wait(lambda: u in s.answers, f"lookup {u}", 60)
-    return s.answers.pop(u)[1].result
+    peek = Peek(uuid.uuid4(), IndexTarget(SMALL_IDX), ts, literal_constraints=[[key]])
+    return (await s.ask(peek)).result
 
 
 async def embedded_arm(name: str, runtimes: str, args: argparse.Namespace) -> Arm:
@@ -294,7 +322,9 @@ async def embedded_arm(name: str, runtimes: str, args: argparse.Namespace) -> Ar
             url = f"sqlite:///{path}"
             async with churning(arm, url, args, None, args.seconds + 2):
                 await asyncio.sleep(0.5)
+                arm.cpu.start(arm_pids(arm, None))
                 await closed_loop(send, args.seconds, arm, args.small)
+                arm.cpu.stop()
                 if arm.writes:
                     last_ts = arm.writes[-1][0]
                     deadline = time.perf_counter() + 120
@@ -332,6 +362,8 @@ def report(arms: dict[str, Arm], args: argparse.Namespace) -> Verdicts:
                     f"interactive {bucket_percentile(other, 50):g}/"
                     f"{bucket_percentile(other, 99):g}" if other else "-")
     console.print(tbl)
+    for arm in arms.values():
+        print(f"cpu over [{arm.name}] (% of one core): {arm.cpu.line()}")
     verdicts = Verdicts("twoway")
     for arm in arms.values():
         verdicts.ok(f"lookups answered with their row ({arm.name})", arm.errors, arm.lookups)
