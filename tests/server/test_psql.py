@@ -44,8 +44,12 @@ def test_ddl_dml_and_query(server: ServerHandle) -> None:
 
 def test_several_statements_in_one_message(server: ServerHandle) -> None:
     out = psql(server, "CREATE TABLE p2 (k bigint); INSERT INTO p2 VALUES (5); "
-               "SELECT k * 2 AS d FROM p2").stdout
-    assert " 10" in out
+               "INSERT INTO p2 VALUES (6)", "SELECT sum(k) * 2 AS d FROM p2").stdout
+    assert " 22" in out
+    # A read after a write in one message (one implicit transaction) is refused, as in
+    # Materialize: it could not see the write (tests/server/test_simple_implicit_tx.py).
+    done = psql(server, "INSERT INTO p2 VALUES (7); SELECT k FROM p2", check=False)
+    assert "transaction in write-only mode" in done.stderr and "HINT:" in done.stderr
 
 
 def test_describe_commands(server: ServerHandle) -> None:

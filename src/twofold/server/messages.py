@@ -304,11 +304,13 @@ def encode_command_complete(tag: str) -> bytes:
 
 
 def encode_error(code: str, message: str, severity: str = "ERROR",
-                 notice: bool = False, routine: str | None = None) -> bytes:
+                 notice: bool = False, routine: str | None = None,
+                 hint: str | None = None) -> bytes:
     """An ErrorResponse (NoticeResponse with `notice`); `routine` is PostgreSQL's R field (the
-    server function that raised it), which some drivers dispatch on."""
+    server function that raised it), which some drivers dispatch on; `hint` its H field."""
     body = (b"S" + _cstr(severity) + b"V" + _cstr(severity) + b"C" + _cstr(code)
-            + b"M" + _cstr(message) + (b"R" + _cstr(routine) if routine else b"") + b"\0")
+            + b"M" + _cstr(message) + (b"H" + _cstr(hint) if hint else b"")
+            + (b"R" + _cstr(routine) if routine else b"") + b"\0")
     return _msg(b"N" if notice else b"E", body)
 
 

@@ -52,6 +52,8 @@ class Session:
         self.extended = Extended(self)
         self.cursors = Cursors(db, lambda sql, params: staging.sql(self, sql, params))
         self._copy: CopyIn | None = None
+        self.simple_rest = 0  # statements after the running one in its Query message
+        self._after_copy: list[str] = []  # a Query's statements after its COPY FROM STDIN
 
     # -- framing helpers ------------------------------------------------------------------
 
@@ -61,7 +63,8 @@ class Session:
         if not isinstance(e, TwofoldError | SessionError):
             log.exception("unexpected error in a session", exc_info=e)
             msg = f"internal error: {type(e).__name__}: {msg}"
-        self.out(m.encode_error(code, msg, routine=getattr(e, "routine", None)))
+        self.out(m.encode_error(code, msg, routine=getattr(e, "routine", None),
+                                hint=getattr(e, "hint", None)))
         self.tx.fail()
         self.machine.sent_error()
 
@@ -128,10 +131,11 @@ class Session:
             await self.copy_done()
         elif isinstance(msg, m.CopyFail):
             self._copy = None
+            self._after_copy = []
             self.machine.copy_finished()
             self.error(SessionError(f"COPY from stdin failed: {msg.message}", "57014"))
             if self.machine.phase.name == "READY":
-                self.ready()
+                await self._statements([])  # ends the Query message's implicit transaction
         if not self.machine.has_message() or self.backlog() > FLUSH_AT:
             await self.drain()  # the replies to pipelined messages go out together
 
@@ -165,19 +169,32 @@ class Session:
             self.out(m.EMPTY_QUERY)
             self.ready()
             return
-        for sql in statements:
+        if len(statements) > 1 and (bad := shims.syntax_error(statements)) is not None:
+            self.error(bad)  # none of them runs, as in PostgreSQL
+            statements = []
+        await self._statements(statements)
+
+    async def _statements(self, statements: list[str]) -> None:
+        """Run a Query message's statements in order, stopping at the first error; a write
+        with more after it opens the implicit transaction they share (`staging`), which ends
+        with the message (applied, or discarded after an error). COPY FROM STDIN pauses
+        them: `copy_done` runs the rest."""
+        for i, sql in enumerate(statements):
+            self.simple_rest = len(statements) - 1 - i
             try:
                 outcome = await self.run(sql, [])
                 if outcome.copy is not None and outcome.copy.direction == "in":
                     self.begin_copy_in(outcome, simple=True)
-                    return  # ReadyForQuery after CopyDone
+                    self._after_copy = statements[i + 1:]
+                    return  # the rest and ReadyForQuery after CopyDone
                 await self.send_outcome(outcome, ())
             except asyncio.CancelledError:
                 raise
             except Exception as e:
                 self.error(e)
                 break
-        await staging.end_implicit(self)  # a Query ends an implicit transaction before it
+        self.simple_rest = 0
+        await staging.end_implicit(self)  # the message (or a Query after Execute) ends it
         self.ready()
 
     async def send_outcome(self, o: Outcome, formats: tuple[int, ...],
@@ -238,14 +255,16 @@ class Session:
         assert copy is not None
         self._copy = None
         self.machine.copy_finished()
+        rest, self._after_copy = self._after_copy, []
         try:
             count = await copy.finish(self.db, lambda table, rows: staging.insert_rows(
                 self, table, rows))
             self.out(m.encode_command_complete(f"COPY {count}"))
         except Exception as e:
             self.error(e)
+            rest = []  # an error stops the Query message's other statements
         if copy.simple:
-            self.ready()
+            await self._statements(rest)
 
     # -- ending ---------------------------------------------------------------------------
 

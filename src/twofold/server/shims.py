@@ -126,6 +126,32 @@ def classify(sql: str) -> str | None:
     return word.upper()
 
 
+_SERVER_WORDS = re.compile(r"^\s*(begin|start|commit|end|rollback|abort|savepoint|release|set|"
+                          r"show|reset|discard|deallocate|unlisten|copy|declare|fetch|close)\b",
+                          re.I)
+
+
+def syntax_error(statements: list[str]) -> SqlError | None:
+    """The first syntax error among a Query message's statements, before any runs — as
+    PostgreSQL parses the whole message first (a misspelled keyword in the last statement
+    stops the first, DDL included). Statements the server answers itself (transaction control,
+    SET/SHOW, COPY, cursors, catalog queries for tools) are left to their own checks."""
+    from twofold.server.catalog import is_catalog_query
+    from twofold.sql.errors import SqlSyntaxError
+    from twofold.sql.parser import parse
+
+    for sql in statements:
+        if _SERVER_WORDS.match(sql) or is_catalog_query(sql):
+            continue
+        try:
+            parse(sql)  # kept: running the statement later does not parse it again
+        except SqlSyntaxError as e:
+            return e
+        except Exception:
+            continue  # not a syntax error: the statement reports it when it runs
+    return None
+
+
 def _value(raw: str) -> str:
     raw = raw.strip()
     if len(raw) >= 2 and raw[0] == raw[-1] == "'":

@@ -21,6 +21,9 @@ Contract:
   until Sync (`transaction.Transaction.begin_implicit`): its writes are staged as inside
   `BEGIN`, and `end_implicit(s)` (at Sync) applies them in one atomic write, or discards them
   when a statement failed. They are applied to the tables as they are at Sync (no `40001`).
+  So in the simple protocol: a write (or COPY FROM) with more statements after it in its
+  Query message (`s.simple_rest`, set by the session) opens one that lasts to the message's
+  end; the last statement of a message, when none is open, runs as autocommit.
   A write whose portal is the only one run before the Sync already received
   (`Machine.alone_until_sync`: psycopg's Parse/Bind/Describe/Execute/Sync) runs at once, as
   autocommit — the same outcome, without staging.
@@ -46,6 +49,7 @@ from sqlglot import exp
 from twofold.api.objects import Table
 from twofold.api.tablestate import TableState
 from twofold.api.writes import Compiled, Delta, TableWriter, Written, _assign, _mask
+from twofold.server import messages as m
 from twofold.server.machine import Phase
 from twofold.server.portals import Outcome
 from twofold.server.shims import classify as classify_control
@@ -101,6 +105,8 @@ async def control(s: Any, sql: str) -> Outcome | None:
     finally:
         if tx.held is not held:
             _release(s.db, held)
+    if done.warning is not None:
+        s.out(m.encode_error(*done.warning, severity="WARNING", notice=True))
     if not tx.explicit and word in ("COMMIT", "ROLLBACK"):
         await s.cursors.end_transaction()  # its cursors close, as in PostgreSQL
     if done.writes:
@@ -163,11 +169,10 @@ def _release(db: Any, held: list[Any]) -> None:
 async def sql(s: Any, text: str, params: list[Any] | None) -> Any:
     tx: Transaction = s.tx
     if not tx.explicit:
-        if s.machine.phase is not Phase.EXTENDED or classify(text)[0] is not Kind.WRITE or \
-                s.machine.alone_until_sync(s.extended.running):
+        if not _more_may_follow(s) or classify(text)[0] is not Kind.WRITE or _alone(s):
             # outside an implicit transaction, or its only statement: as autocommit
             return await statement(s.db, text).execute(params)
-        tx.begin_implicit()  # a write between Syncs: staged until Sync (`end_implicit`)
+        tx.begin_implicit()  # a write with more to come: staged until the end (`end_implicit`)
     kind, table = classify(text)
     action = tx.check(kind, table)
     if action is Action.RUN:
@@ -188,6 +193,18 @@ async def sql(s: Any, text: str, params: list[Any] | None) -> Any:
     return await execute(_recording_db(s.db, tx), text, params or None)
 
 
+def _more_may_follow(s: Any) -> bool:
+    """Whether statements may follow this one in its implicit transaction: in the extended
+    protocol (until Sync), or in a Query message of several statements, not the last one."""
+    return s.machine.phase is Phase.EXTENDED or s.simple_rest > 0
+
+
+def _alone(s: Any) -> bool:
+    """Whether an extended-protocol portal is the only statement before the Sync already
+    received (`Machine.alone_until_sync`); a simple Query's later statements always count."""
+    return s.machine.phase is Phase.EXTENDED and s.machine.alone_until_sync(s.extended.running)
+
+
 @functools.lru_cache(maxsize=256)
 def _insert_query(text: str) -> bool:
     """Whether `text` is an `INSERT` whose rows come from a query that reads a relation."""
@@ -201,6 +218,8 @@ async def insert_rows(s: Any, table: str, rows: Any) -> int:
     columns) into `table`: at once outside `BEGIN`, else staged."""
     tx: Transaction = s.tx
     obj = s.db.get(table)
+    if not tx.explicit and s.simple_rest > 0:
+        tx.begin_implicit()  # COPY FROM with more statements after it in its Query message
     if tx.explicit:
         tx.check(Kind.WRITE, table)
         if rows:

@@ -21,11 +21,14 @@ The rules are Materialize's (`docs/pgwire.md`, "Transactions"):
   `ROLLBACK` and `ROLLBACK TO SAVEPOINT` is `25P02` until then; `COMMIT` then reports
   `ROLLBACK` and discards the staged writes. `SAVEPOINT` marks the staged writes;
   `ROLLBACK TO` drops those staged after the mark and clears a failure; `RELEASE` forgets it.
-- The extended protocol's implicit transaction, as PostgreSQL's: outside `BEGIN`, the first
-  write between two Syncs opens one (`begin_implicit`; reads before it ran on their own, as
-  autocommit) and the statements until Sync follow the rules above — later writes are staged
-  with it, a read of data after it is `25000`; an error skips to Sync and discards them all;
-  Sync applies them in one atomic write (`end_implicit`). `BEGIN` inside it makes it a block;
+- The implicit transaction, as PostgreSQL's: outside `BEGIN`, the first write between two
+  Syncs (extended protocol) or with more statements after it in one Query message (simple
+  protocol) opens one (`begin_implicit`; reads before it ran on their own, as autocommit) and
+  the statements until Sync or the Query's end follow the rules above — later writes are
+  staged with it, a read of data after it is `25000`; an error skips the rest and discards
+  them all; the end applies them in one atomic write (`end_implicit`). `BEGIN` inside it
+  makes it a block; `COMMIT`/`ROLLBACK` end it (with PostgreSQL's `25P01` warning, as outside
+  any transaction); `SAVEPOINT`, `RELEASE` and `ROLLBACK TO` are `25P01` outside a block.
   ReadyForQuery reports `I` throughout.
 - `SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY` (what JDBC's `setReadOnly` and
   SQLAlchemy's `postgresql_readonly` send) makes every later `BEGIN` read-only (`READ WRITE`
@@ -49,10 +52,11 @@ from twofold.sql.errors import SqlError
 class TransactionError(SqlError):
     """A statement the transaction's state refuses; `sqlstate` per instance."""
 
-    def __init__(self, message: str, code: str) -> None:
+    def __init__(self, message: str, code: str, hint: str | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.sqlstate = code  # type: ignore[misc]
+        self.hint = hint  # PostgreSQL's HINT field, when there is one to give
 
 
 class Kind(enum.Enum):
@@ -93,10 +97,12 @@ class Staged:
 
 @dataclass
 class Commit:
-    """What COMMIT does: its command tag and the writes to apply (all of one table)."""
+    """What COMMIT does: its command tag and the writes to apply (all of one table); and the
+    WARNING PostgreSQL sends with it, as (SQLSTATE, message), if any."""
 
     tag: str
     writes: list[Staged] = field(default_factory=list)
+    warning: tuple[str, str] | None = None
 
 
 _READ_ONLY = re.compile(r"\bread\s+only\b", re.I)
@@ -111,6 +117,12 @@ WRITE_ONLY_MODE = "transaction in write-only mode"
 ONE_TABLE = "write transactions only support writes to a single table"
 SUBSCRIBE_ONLY = "SUBSCRIBE in transactions must be the only read statement"
 ABORTED = "current transaction is aborted, commands ignored until end of transaction block"
+READ_AFTER_WRITE_HINT = ("a read of data cannot follow a write in one transaction (a Query "
+                         "message of several statements is one): it would not see the write; "
+                         "send the read as its own query")
+ONE_TABLE_HINT = "write each table in its own transaction (its own query)"
+NO_TRANSACTION = ("25P01", "there is no transaction in progress")
+ALREADY = ("25001", "there is already a transaction in progress")
 
 
 class Transaction:
@@ -142,6 +154,11 @@ class Transaction:
         return "E" if self.failed else "T"
 
     @property
+    def in_block(self) -> bool:
+        """Inside a transaction block (`BEGIN`), not just an implicit transaction."""
+        return self.explicit and not self.implicit
+
+    @property
     def table(self) -> str | None:
         return self.writes[0].table if self.writes else None
 
@@ -151,6 +168,8 @@ class Transaction:
         """`BEGIN`/`COMMIT`/`ROLLBACK`/`SAVEPOINT`/`RELEASE`/`ROLLBACK TO` (`word` as
         `shims.classify` names them); returns the tag and, for COMMIT, the writes to apply."""
         if word == "BEGIN":
+            if self.failed:
+                raise TransactionError(ABORTED, "25P02")
             if self.implicit:  # BEGIN inside an implicit transaction makes it a block
                 self.implicit = False
                 self.read_only = bool(_READ_ONLY.search(sql))
@@ -159,19 +178,27 @@ class Transaction:
                 self.explicit = True
                 self.read_only = bool(_READ_ONLY.search(sql)) or (
                     self.default_read_only and not _READ_WRITE.search(sql))
+            else:
+                return Commit("BEGIN", warning=ALREADY)
             return Commit("BEGIN")
         if word == "ROLLBACK" and _SAVEPOINT.match(sql):
             return self._rollback_to(sql)
         if self.failed and word not in ("COMMIT", "ROLLBACK"):
             raise TransactionError(ABORTED, "25P02")
+        # COMMIT/ROLLBACK outside a block (none, or an implicit transaction, which they end
+        # as PostgreSQL's do) come with PostgreSQL's warning.
+        warning = None if self.in_block else NO_TRANSACTION
         if word == "COMMIT":
             writes = [] if self.failed else self.writes
             tag = "ROLLBACK" if self.failed else "COMMIT"
             self._reset()
-            return Commit(tag, writes)
+            return Commit(tag, writes, warning)
         if word == "ROLLBACK":
             self._reset()
-            return Commit("ROLLBACK")
+            return Commit("ROLLBACK", warning=warning)
+        if not self.in_block:
+            what = "SAVEPOINT" if word == "SAVEPOINT" else "RELEASE SAVEPOINT"
+            raise TransactionError(f"{what} can only be used in transaction blocks", "25P01")
         name = self._savepoint_name(sql)
         if word == "SAVEPOINT":
             self.savepoints.append((name, len(self.writes)))
@@ -193,7 +220,7 @@ class Transaction:
         raise TransactionError(f"savepoint \"{name}\" does not exist", "3B001")
 
     def _rollback_to(self, sql: str) -> Commit:
-        if not self.explicit:
+        if not self.in_block:
             raise TransactionError("ROLLBACK TO SAVEPOINT can only be used in transaction "
                                    "blocks", "25P01")
         i = self._find(self._savepoint_name(sql))
@@ -249,11 +276,11 @@ class Transaction:
             if self.read_only or self.access in (Access.READ, Access.SUBSCRIBE):
                 raise TransactionError(READ_ONLY_MODE, "25006")
             if self.table is not None and table != self.table:
-                raise TransactionError(ONE_TABLE, "25000")
+                raise TransactionError(ONE_TABLE, "25000", ONE_TABLE_HINT)
             self.access = Access.WRITE
             return Action.STAGE
         if self.access is Access.WRITE:
-            raise TransactionError(WRITE_ONLY_MODE, "25000")
+            raise TransactionError(WRITE_ONLY_MODE, "25000", READ_AFTER_WRITE_HINT)
         if kind is Kind.SUBSCRIBE:
             if self.access is not Access.NONE:
                 raise TransactionError(SUBSCRIBE_ONLY, "25000")
