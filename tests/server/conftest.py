@@ -22,3 +22,19 @@ def server() -> Iterator[ServerHandle]:
 def name() -> str:
     """A table name no other test of the module uses."""
     return f"t{next(_names)}"
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[tuple[str, int]]:
+    """(host, port) of a throwaway PostgreSQL 15 (trust, user and database `postgres`) to
+    compare replies with; skipped, saying why, where none can be started."""
+    from twofold.testing.pgcluster import PgCluster, ServerUnavailable
+
+    try:
+        cluster = PgCluster(fsync=False)
+    except ServerUnavailable as e:
+        pytest.skip(f"no PostgreSQL to compare with: {e}")
+    try:
+        yield "127.0.0.1", cluster.port
+    finally:
+        cluster.close()

@@ -11,7 +11,6 @@ against a throwaway PostgreSQL 15 (`twofold.testing.pgcluster`) when one can be 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -57,20 +56,6 @@ class Peer:
 
     def keys(self) -> list[str]:
         return [v for k, v in self.run("SELECT k FROM {t} ORDER BY k") if k == "D"]
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[tuple[str, int]]:
-    from twofold.testing.pgcluster import PgCluster, ServerUnavailable
-
-    try:
-        cluster = PgCluster(fsync=False)
-    except ServerUnavailable as e:
-        pytest.skip(f"no PostgreSQL to compare with: {e}")
-    try:
-        yield "127.0.0.1", cluster.port
-    finally:
-        cluster.close()
 
 
 def _peers(server: ServerHandle, postgres: tuple[str, int], name: str) -> list[Peer]:

@@ -37,7 +37,8 @@ _CATALOG = re.compile(r"\b(pg_catalog\.|information_schema\.|pg_(class|type|name
                       r"index|indexes|database|settings|am|proc|description|attrdef|constraint|"
                       r"roles|user|tables|views|matviews|inherits|trigger|collation|"
                       r"tablespace|policy|range|enum|extension|opclass|auth_members|language|"
-                      r"event_trigger|foreign_data_wrapper|foreign_server)\b|twofold_(objects|columns|"
+                      r"event_trigger|foreign_data_wrapper|foreign_server|stat_activity)\b|"
+                      r"twofold_(objects|columns|"
                       r"indexes|frontiers|lag|arrangement_sizes|peek_durations|"
                       r"step_durations)\b)", re.I)
 
@@ -318,6 +319,7 @@ def rewrite(sql: str) -> str:
 
 _lock = threading.Lock()
 _snapshots: dict[int, tuple[Any, _Snapshot]] = {}
+_BACKEND_PID = re.compile(r"\b(?:pg_catalog\.)?pg_backend_pid\s*\(\s*\)", re.I)
 
 
 async def run(db: Any, sql: str, params: list[Any],
@@ -330,6 +332,8 @@ async def run(db: Any, sql: str, params: list[Any],
             _snapshots[id(db)] = cached
     snapshot = cached[1]
     text = rewrite(sql)
+    if session is not None:  # the asking session's process id (pg_stat_activity's pid)
+        text = _BACKEND_PID.sub(str(int(session.pid)), text)
     names = monitoring.mentioned(sql)
     live = await monitoring.collect(db, names) if names else None
     try:

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from twofold.engine.boolinput import FALSE_WORDS, TRUE_WORDS
 from twofold.server.statements import CopyStatement, unescape
 from twofold.server.types import decode_text
 
@@ -44,8 +45,8 @@ ARROW: dict[str, pa.DataType] = {"int": pa.int64(), "float": pa.float64(),
 _INT = r"^-?[0-9]+$"
 _FLOAT = (r"^[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|"
           r"(?i:nan|inf|infinity))$")
-_TRUE = pa.array(["t", "true", "y", "yes", "on", "1"])
-_FALSE = pa.array(["f", "false", "n", "no", "off", "0"])
+_TRUE = pa.array(sorted(TRUE_WORDS))  # PostgreSQL's spellings (`engine.boolinput`)
+_FALSE = pa.array(sorted(FALSE_WORDS))
 _SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 _FINAL = re.compile(rb"(?:^|(\n))\\\.\r?\n?$")
 _ANY_END = re.compile(rb"(?:^|[\r\n])\\\.(?:[\r\n]|$)")
@@ -151,8 +152,8 @@ def _typed(col: pa.Array, scalar: str) -> pa.Array:
         except ValueError:
             raise _Unsure from None
     text = pc.utf8_trim_whitespace(col)
-    if scalar == "bool":
-        low = pc.utf8_lower(text)
+    if scalar == "bool":  # trimmed of PostgreSQL's (ASCII) spaces only, as `parse_bool`
+        low = pc.utf8_lower(pc.utf8_trim(col, characters=" \t\n\r\v\f"))
         t, f = pc.is_in(low, _TRUE), pc.is_in(low, _FALSE)
         if not pc.all(pc.or_(pc.or_(t, f), pc.is_null(col)), min_count=0).as_py():
             raise _Unsure

@@ -25,13 +25,26 @@ snapshot that answers catalog queries); `mentioned(sql)` names the ones a statem
 The last three read the replicas' introspection indexes, which exist when the database was
 opened with `introspection_interval` (`twofold serve` does: 1 s); they are as fresh as that
 interval and empty without it.
+
+`pg_stat_activity` (PostgreSQL 15's columns) has one row per open session of the database:
+its `pid` (the BackendKeyData process id), `datname`, `usename`, `application_name`,
+`client_addr`/`client_port` (NULL over a Unix socket), `backend_start`, `query_start` and
+`state_change` (timestamptz text: twofold has no timestamp type), `state` (`active` while a
+Query or Execute runs — the session reading it is active — else `idle`, `idle in transaction`
+or `idle in transaction (aborted)`), `query` (the running or last statement; a kept lookup
+answered at once, `fastpath`, does not update it) and `backend_type` `client backend`; what
+twofold does not have (`usesysid`, `backend_xid`, wait events, ...) is NULL. A session is
+listed from `track(db, session)` (at authentication) until it is garbage.
 """
 
 from __future__ import annotations
 
+import datetime
 import re
 import time
+import weakref
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from twofold.api.objects import Index, MaterializedView, Table
@@ -45,6 +58,13 @@ RELATIONS: dict[str, str] = {
                                  "bytes BIGINT",
     "twofold_peek_durations": "runtime VARCHAR, le_us BIGINT, count BIGINT",
     "twofold_step_durations": "runtime VARCHAR, le_us BIGINT, count BIGINT",
+    "pg_stat_activity": "datid BIGINT, datname VARCHAR, pid INTEGER, leader_pid INTEGER, "
+                        "usesysid BIGINT, usename VARCHAR, application_name VARCHAR, "
+                        "client_addr VARCHAR, client_hostname VARCHAR, client_port INTEGER, "
+                        "backend_start VARCHAR, xact_start VARCHAR, query_start VARCHAR, "
+                        "state_change VARCHAR, wait_event_type VARCHAR, wait_event VARCHAR, "
+                        "state VARCHAR, backend_xid VARCHAR, backend_xmin VARCHAR, "
+                        "query_id BIGINT, query VARCHAR, backend_type VARCHAR",
 }
 DDL = "".join(f"CREATE TABLE {n} ({cols});\n" for n, cols in RELATIONS.items())
 _NAMES = re.compile(r"\b(" + "|".join(RELATIONS) + r")\b", re.I)
@@ -56,6 +76,63 @@ PEEK_TIMEOUT = 10.0
 
 def mentioned(sql: str) -> set[str]:
     return {m.lower() for m in _NAMES.findall(sql)}
+
+
+@dataclass
+class Activity:
+    """What `pg_stat_activity` shows of one session; the session updates it (`start`/`stop`
+    around each Query or Execute)."""
+
+    peer: Any = None  # the socket's peer address: (host, port) over TCP
+    backend_start: float = field(default_factory=time.time)
+    query: str = ""
+    query_start: float | None = None
+    state_change: float = field(default_factory=time.time)
+    active: bool = False
+
+    def start(self, query: str) -> None:
+        self.query, self.active = query, True
+        self.query_start = self.state_change = time.time()
+
+    def stop(self) -> None:
+        self.active = False
+        self.state_change = time.time()
+
+
+_tracked: weakref.WeakKeyDictionary[Any, weakref.WeakSet[Any]] = weakref.WeakKeyDictionary()
+_DATABASE_OID = 16384  # pg_database's oid of `twofold`
+
+
+def track(db: Any, session: Any) -> None:
+    """List `session` (with `pid`, `user`, `vars`, `tx`, `activity`) in `pg_stat_activity`."""
+    _tracked.setdefault(db, weakref.WeakSet()).add(session)
+
+
+def untrack(db: Any, session: Any) -> None:
+    _tracked.get(db, weakref.WeakSet()).discard(session)
+
+
+def _stamp(t: float | None) -> str | None:
+    if t is None:
+        return None
+    return datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f+00")
+
+
+_STATE = {"I": "idle", "T": "idle in transaction", "E": "idle in transaction (aborted)"}
+
+
+def _activity(db: Any) -> list[tuple[Any, ...]]:
+    rows = []
+    for s in sorted(_tracked.get(db, ()), key=lambda s: s.activity.backend_start):
+        a: Activity = s.activity
+        host, port = (a.peer[0], a.peer[1]) if isinstance(a.peer, tuple) else (None, None)
+        rows.append((_DATABASE_OID, "twofold", s.pid, None, None, s.user,
+                     s.vars.values.get("application_name", ""), host, None, port,
+                     _stamp(a.backend_start), None, _stamp(a.query_start),
+                     _stamp(a.state_change), None, None,
+                     "active" if a.active else _STATE.get(s.tx.status, "idle"), None, None,
+                     None, a.query, "client backend"))
+    return rows
 
 
 def _time(f: Frontier) -> int | None:
@@ -129,6 +206,8 @@ async def collect(db: Any, names: set[str]) -> dict[str, list[tuple[Any, ...]]]:
             out[name] = _frontiers(db)
         elif name == "twofold_lag":
             out[name] = _lag(db)
+        elif name == "pg_stat_activity":
+            out[name] = _activity(db)
         elif name == "twofold_arrangement_sizes":
             by_id = {str(obj.id): n for n, _, obj in _objects(db)}
             out[name] = [(by_id.get(c), c, records, batches, nbytes) for c, records, batches,

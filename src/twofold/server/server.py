@@ -162,6 +162,7 @@ class _Conn:
         session = Session(self.server.db, self.machine, self.out, self.drain, user,
                           startup.params, self.pid, self.backlog)
         self.session = session
+        session.activity.peer = self.writer.get_extra_info("peername")
         for name in shims.REPORTED:
             self.out(m.encode_parameter_status(name, session.vars.values[name]))
         self.out(m.encode_backend_key(self.pid, secret))

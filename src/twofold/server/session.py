@@ -21,8 +21,8 @@ from typing import Any
 
 from twofold.api.errors import TwofoldError
 from twofold.server import messages as m
+from twofold.server import monitoring, shims, staging
 from twofold.server import run as run_statement
-from twofold.server import shims, staging
 from twofold.server.copy import CopyIn, CopyOut
 from twofold.server.cursors import Cursors
 from twofold.server.extended import Extended
@@ -53,6 +53,8 @@ class Session:
         self.cursors = Cursors(db, lambda sql, params: staging.sql(self, sql, params))
         self._copy: CopyIn | None = None
         self.simple_rest = 0  # statements after the running one in its Query message
+        self.activity = monitoring.Activity()  # what pg_stat_activity shows of it
+        monitoring.track(db, self)
         self._after_copy: list[str] = []  # a Query's statements after its COPY FROM STDIN
 
     # -- framing helpers ------------------------------------------------------------------
@@ -108,7 +110,11 @@ class Session:
     async def handle(self, msg: m.Frontend) -> None:
         ext = self.extended
         if isinstance(msg, m.Query):
-            await self.simple_query(msg.sql)
+            self.activity.start(msg.sql)
+            try:
+                await self.simple_query(msg.sql)
+            finally:
+                self.activity.stop()
         elif isinstance(msg, m.Parse):
             self._guard(ext.parse, msg)
         elif isinstance(msg, m.Bind):
@@ -116,7 +122,12 @@ class Session:
         elif isinstance(msg, m.Describe):
             await self._aguard(ext.describe(msg))
         elif isinstance(msg, m.Execute):
-            await self._aguard(ext.execute(msg))
+            portal = ext.portals.get(msg.portal)
+            self.activity.start(portal.sql if portal is not None else "")
+            try:
+                await self._aguard(ext.execute(msg))
+            finally:
+                self.activity.stop()
         elif isinstance(msg, m.Close):
             ext.close(msg)
         elif isinstance(msg, m.Sync):
@@ -272,6 +283,7 @@ class Session:
         """Stop every subscription this session holds (its read holds go with them), and
         release its transaction's read holds."""
         staging.release(self)
+        monitoring.untrack(self.db, self)
         streams = self.extended.take_streams() + self.cursors.take_streams()
         for s in streams:
             try:

@@ -15,6 +15,7 @@ import math
 import struct
 from typing import Any, Final
 
+from twofold.engine.boolinput import parse_bool
 from twofold.sql.errors import SqlError
 
 BOOL, BYTEA, INT8, INT2, INT4, TEXT, OID, FLOAT4, FLOAT8, UNKNOWN, VARCHAR, BPCHAR, NAME = (
@@ -133,12 +134,10 @@ def encode(value: Any, scalar: str, binary: bool) -> bytes | None:
 
 
 def _bool(text: str) -> bool:
-    t = text.strip().lower()
-    if t in ("t", "true", "y", "yes", "on", "1"):
-        return True
-    if t in ("f", "false", "n", "no", "off", "0"):
-        return False
-    raise ValueError(text)
+    b = parse_bool(text)  # PostgreSQL's spellings: 't', 'yes', 'on', '1', prefixes ...
+    if b is None:
+        raise ValueError(text)
+    return b
 
 
 def decode_text(text: str, scalar: str) -> Any:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from sqlglot import exp
 
 from twofold.api.joins import typed_null
+from twofold.engine.boolinput import parse_bool
 from twofold.protocol import Call, Column
 from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
@@ -197,8 +198,8 @@ class Binder(FunctionBinders, BuiltinBinders):
                 return PLiteral(value=int(text)), "int", False
             if scalar == "float":
                 return PLiteral(value=float(text)), "float", False
-            if scalar == "bool" and text.lower() in ("t", "true", "f", "false", "1", "0"):
-                return PLiteral(value=text.lower() in ("t", "true", "1")), "bool", False
+            if scalar == "bool" and (b := parse_bool(str(lit.this))) is not None:
+                return PLiteral(value=b), "bool", False  # PostgreSQL's: 'yes', 'on', 't' ...
         except ValueError:
             pass
         from twofold.sql.errors import SqlError

@@ -237,6 +237,17 @@ class FunctionBinders:
         prefix = call("substr", s[0], PLiteral(value=1), call("length", p[0]))
         return call("eq", prefix, p[0]), "bool", s[2] or p[2]
 
+    def _CurrentTimestamp(self, node: exp.Expr) -> B:
+        # now(), current_timestamp, current_date, ...: refused by name, with the reason.
+        what = {"CurrentDate": "current_date", "CurrentTime": "current_time",
+                "Localtimestamp": "localtimestamp", "Localtime": "localtime"}.get(
+            type(node).__name__, "now() / current_timestamp")
+        raise FeatureNotSupported(f"{what} is not supported: twofold has no date or time "
+                                  "types (its types are bigint, double precision, text, "
+                                  "boolean and bytea)")
+
+    _CurrentDate = _CurrentTime = _Localtimestamp = _Localtime = _CurrentTimestamp
+
     def _Anonymous(self, node: exp.Anonymous) -> B:
         name = node.name.lower()
         if name in FUNCTIONS_UNSUPPORTED:

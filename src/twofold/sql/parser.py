@@ -123,6 +123,13 @@ class Twofold(Postgres):
         # sqlglot reads var_samp as variance: keep the name the user wrote (a result column
         # is named after it).
         FUNCTIONS = {**Postgres.Parser.FUNCTIONS, "VAR_SAMP": _named(exp.Variance, "var_samp")}
+        # A dollar-quoted string (`$$it's$$`, `$tag$...$tag$`) is a string literal, as in
+        # PostgreSQL (sqlglot makes it a RawString, which nothing binds).
+        STRING_PARSERS = {**Postgres.Parser.STRING_PARSERS, TokenType.HEREDOC_STRING:
+                          lambda self, token: self.expression(
+                              exp.Literal(this=token.text, is_string=True), token)}
+        PRIMARY_PARSERS = {**Postgres.Parser.PRIMARY_PARSERS,
+                           TokenType.HEREDOC_STRING: STRING_PARSERS[TokenType.HEREDOC_STRING]}
 
         def _parse_statement(self) -> Any:
             if not self._curr:
