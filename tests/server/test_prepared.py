@@ -266,22 +266,40 @@ def _kept_lookup_follows_ddl(url: str, run_ddl: Any) -> None:
     """A kept lookup on a server over `url` answers from the table that `run_ddl(url,
     *statements)` — DDL committed by another database on the same storage — re-created, and
     is 42P01 once it dropped it."""
+    from twofold.server import fastpath
     from twofold.testing.pgwire import running_server
 
-    with running_server(storage=url) as server, connect(server) as c:
-        c.execute("CREATE TABLE kv (k bigint, v text)")
-        c.execute("INSERT INTO kv VALUES (1, 'old')")
-        c.execute("CREATE INDEX kv_k ON kv (k)")
-        q = "SELECT v, k FROM kv WHERE k = %s"
-        for _ in range(3):
-            assert _get(c, q, [1]) == [("old", 1)]
-        run_ddl(url, "DROP TABLE kv CASCADE", "CREATE TABLE kv (k bigint, v text)",
-                "INSERT INTO kv VALUES (1, 'new')", "CREATE INDEX kv_k ON kv (k)")
-        assert _get(c, q, [1]) == [("new", 1)]
-        assert c.execute(q, [1]).fetchall() == [("new", 1)]  # the unnamed statement too
-        run_ddl(url, "DROP TABLE kv CASCADE")
-        with pytest.raises(errors.UndefinedTable):
-            _get(c, q, [1])
+    real, hits = fastpath.answer, [0]
+
+    def counted(s: Any, data: bytes, at: int) -> Any:
+        got = real(s, data, at)
+        hits[0] += got is not None
+        return got
+
+    fastpath.answer = counted  # type: ignore[assignment]
+    try:
+        with running_server(storage=url) as server, connect(server) as c:
+            c.execute("CREATE TABLE kv (k bigint, v text)")
+            c.execute("INSERT INTO kv VALUES (1, 'old')")
+            c.execute("CREATE INDEX kv_k ON kv (k)")
+            q = "SELECT v, k FROM kv WHERE k = %s"
+            for _ in range(4):
+                assert _get(c, q, [1]) == [("old", 1)]
+            assert hits[0] > 0  # kept: answered from the request's bytes (`fastpath`)
+            run_ddl(url, "DROP TABLE kv CASCADE", "CREATE TABLE kv (k bigint, v text)",
+                    "INSERT INTO kv VALUES (1, 'new')", "CREATE INDEX kv_k ON kv (k)")
+            for _ in range(3):  # the first plans again; the others are kept again
+                assert _get(c, q, [1]) == [("new", 1)]
+            _after_ddl(c, q, url, run_ddl)
+    finally:
+        fastpath.answer = real  # type: ignore[assignment]
+
+
+def _after_ddl(c: psycopg.Connection, q: str, url: str, run_ddl: Any) -> None:
+    assert c.execute(q, [1]).fetchall() == [("new", 1)]  # the unnamed statement too
+    run_ddl(url, "DROP TABLE kv CASCADE")
+    with pytest.raises(errors.UndefinedTable):
+        _get(c, q, [1])
 
 
 def _in_this_process(url: str, *statements: str) -> None:

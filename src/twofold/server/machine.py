@@ -99,6 +99,11 @@ class Machine:
             return False
         return len(buf) - pos >= int(_LENGTH.unpack_from(buf, pos + 1)[0]) + 1
 
+    def between_requests(self) -> bool:
+        """Whether the last request is answered (READY) and no byte of the next one is
+        buffered: what a reply computed straight from newly received bytes needs."""
+        return self.phase is Phase.READY and self._pos == len(self._buf)
+
     def alone_until_sync(self, portal: str) -> bool:
         """Whether the messages received up to the next Sync run no statement but `portal`'s:
         a Sync is buffered, and before it no Bind or Query, and every Execute or portal

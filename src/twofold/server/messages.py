@@ -285,14 +285,15 @@ def encode_row_description(fields: Sequence[Field]) -> bytes:
 
 
 def encode_data_row(values: Sequence[bytes | None]) -> bytes:
-    body = [struct.pack("!h", len(values))]
+    body = [_I16.pack(len(values))]
     for v in values:
         if v is None:
             body.append(b"\xff\xff\xff\xff")
         else:
-            body.append(struct.pack("!i", len(v)))
+            body.append(_I32.pack(len(v)))
             body.append(v)
-    return _msg(b"D", b"".join(body))
+    data = b"".join(body)
+    return b"D" + _I32.pack(len(data) + 4) + data
 
 
 def encode_parameter_description(oids: Sequence[int]) -> bytes:

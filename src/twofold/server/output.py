@@ -4,7 +4,8 @@ Contract: `fields(cols, formats)` is the RowDescription of columns `(name, scala
 result format codes of a Bind (none: text; one: every column; else per column).
 `row_description(cols, formats)` is that message encoded (kept for the most recent shapes: a
 prepared statement sends the same one at every execution).
-`data_rows(cols, rows, formats)` encodes rows as DataRow messages, all in one bytes object;
+`data_rows(cols, rows, formats)` encodes rows as DataRow messages, all in one bytes object
+(`RowEncoder(cols, formats).rows(rows)`: the encoder kept where one shape is sent again);
 `copy_rows(rows, scalars)` encodes rows as COPY text-format CopyData messages and counts them.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 from twofold.server import messages as m
 from twofold.server.portals import Column, fmt
 from twofold.server.statements import copy_text_row
-from twofold.server.types import OIDS, SIZES, TEXT, encode
+from twofold.server.types import OIDS, SIZES, TEXT, encode, encoder
 
 
 def fields(cols: list[Column], formats: tuple[int, ...]) -> list[m.Field]:
@@ -37,13 +38,24 @@ def _row_description(cols: tuple[Column, ...], formats: tuple[int, ...]) -> byte
     return m.encode_row_description(fields(list(cols), formats))
 
 
+class RowEncoder:
+    """DataRows of columns `cols` under result formats `formats`, worked out once."""
+
+    __slots__ = ("encoders",)
+
+    def __init__(self, cols: list[Column], formats: tuple[int, ...]) -> None:
+        self.encoders = [encoder(s, fmt(formats, i) == 1) for i, (_, s) in enumerate(cols)]
+
+    def rows(self, rows: Iterable[tuple[Any, ...]]) -> bytes:
+        encoders = self.encoders
+        return b"".join(m.encode_data_row([enc(v) for v, enc in
+                                           zip(row, encoders, strict=True)])
+                        for row in rows)
+
+
 def data_rows(cols: list[Column], rows: Iterable[tuple[Any, ...]],
               formats: tuple[int, ...]) -> bytes:
-    scalars = [s for _, s in cols]
-    binary = [fmt(formats, i) == 1 for i in range(len(cols))]
-    return b"".join(m.encode_data_row([encode(v, s, b) for v, s, b in
-                                       zip(row, scalars, binary, strict=True)])
-                    for row in rows)
+    return RowEncoder(cols, formats).rows(rows)
 
 
 def copy_rows(rows: Iterable[tuple[Any, ...]], scalars: list[str]) -> tuple[bytes, int]:

@@ -46,6 +46,8 @@ class Prepared:
     """The result columns the client was told (Describe) or first got; `version`: the
     catalog version they held at."""
     version: int | None = None
+    fast: dict[Any, Any] = field(default_factory=dict)
+    """What answering its requests at once needs, per format codes (`fastpath`)."""
 
 
 class Stream:

@@ -18,8 +18,8 @@ import secrets
 import ssl
 from typing import Any
 
+from twofold.server import fastpath, shims
 from twofold.server import messages as m
-from twofold.server import shims
 from twofold.server.auth import Authenticator, AuthFailed
 from twofold.server.inbox import Inbox, InboxProtocol
 from twofold.server.machine import Machine, Phase
@@ -81,6 +81,20 @@ class _Conn:
                 return None
             self.machine.receive_data(data)
 
+    def _answer_at_once(self, data: bytes) -> bytes:
+        """Answer the kept lookups' requests at the start of `data` from their bytes
+        (`fastpath`), between requests only; the rest of `data` (from the first request it
+        does not answer) is the machine's."""
+        session = self.session
+        if (session is None or self._held is not None or self._failure is not None
+                or not self.machine.between_requests()):
+            return data
+        at = 0
+        while at < len(data) and (done := fastpath.answer(session, data, at)) is not None:
+            reply, at = done
+            self.out(reply)
+        return data[at:] if at else data
+
     def _now(self, data: bytes) -> bool:
         """The synchronous path, run by the protocol as bytes arrive while the loop waits for
         them: each complete message the session handles at once (`Session.handle_now`) is
@@ -88,6 +102,10 @@ class _Conn:
         for the loop (and so is a full socket buffer to drain, or an error to raise)."""
         session = self.session
         assert session is not None
+        data = self._answer_at_once(data)
+        if not data:
+            self.flush()
+            return True
         self.machine.receive_data(data)
         try:
             while True:
@@ -236,7 +254,9 @@ class _Conn:
                     continue  # the synchronous path left a message (or a drain) for the loop
                 if not data:
                     return
-                self.machine.receive_data(data)
+                data = self._answer_at_once(data)
+                if data:
+                    self.machine.receive_data(data)
                 continue
             if isinstance(msg, m.Terminate):
                 return

@@ -11,8 +11,10 @@ names the parameter's type when it does not parse.
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
+from collections.abc import Callable
 from typing import Any, Final
 
 from twofold.engine.boolinput import parse_bool
@@ -121,16 +123,46 @@ def encode(value: Any, scalar: str, binary: bool) -> bytes | None:
     if scalar == "bool":
         return b"\x01" if value else b"\x00"
     if scalar == "int":
-        return struct.pack("!q", value)
+        return _Q.pack(value)
     if scalar == "int4":  # pg_backend_pid()
-        return struct.pack("!i", value)
+        return _I.pack(value)
     if scalar == "float":
-        return struct.pack("!d", value)
+        return _D.pack(value)
     if scalar == "bytes":
         return bytes(value)
     if isinstance(value, list):
         return array_binary(value, scalar)
     return str(value).encode("utf-8")
+
+
+_Q, _I, _D = struct.Struct("!q"), struct.Struct("!i"), struct.Struct("!d")
+_EXACT_TEXT: Final[dict[str, tuple[type, Callable[[Any], bytes]]]] = {
+    "int": (int, lambda v: str(v).encode()),
+    "float": (float, lambda v: float_text(v).encode()),
+    "str": (str, lambda v: v.encode("utf-8")),
+}
+"""A text column's values of its usual Python type, encoded as `encode_text` does."""
+
+
+def encoder(scalar: str, binary: bool) -> Callable[[Any], bytes | None]:
+    """`encode(value, scalar, binary)` as a function of the value, with the checks that do
+    not depend on it done once (a result column's encoder)."""
+    exact = None if binary else _EXACT_TEXT.get(scalar)
+    if exact is not None:
+        kind, fast = exact
+
+        def text(value: Any) -> bytes | None:
+            if type(value) is kind:
+                return fast(value)
+            return None if value is None else encode_text(value, scalar)
+        return text
+    if binary and scalar == "int":
+        pack = _Q.pack
+        return lambda value: None if value is None else pack(value)
+    if binary and scalar == "float":
+        pack_d = _D.pack
+        return lambda value: None if value is None else pack_d(value)
+    return lambda value: encode(value, scalar, binary)
 
 
 def _bool(text: str) -> bool:
@@ -157,22 +189,51 @@ def decode_text(text: str, scalar: str) -> Any:
 def decode(raw: bytes | None, oid: int, binary: bool, position: int) -> Any:
     if raw is None:
         return None
-    scalar = SCALAR_OF_OID.get(oid, "str")
     try:
-        if binary:
-            if oid == BOOL:
-                return raw != b"\x00"
-            if oid in (INT2, INT4, INT8, OID):
-                fmt = {2: "!h", 4: "!i", 8: "!q"}[len(raw)]
-                return int(struct.unpack(fmt, raw)[0])
-            if oid in (FLOAT4, FLOAT8):
-                return float(struct.unpack("!f" if len(raw) == 4 else "!d", raw)[0])
-            if oid == BYTEA:
-                return raw
-            if oid in (TEXT, VARCHAR, BPCHAR, NAME, UNKNOWN):
-                return raw.decode("utf-8")
-            raise ValueError("binary format of this type is not supported")
-        return decode_text(raw.decode("utf-8"), scalar)
+        return decoder(oid, binary)(raw)
     except (ValueError, KeyError, struct.error, UnicodeDecodeError) as e:
         raise InvalidParameterValue(f"parameter ${position} is not a valid value of type "
                                     f"OID {oid}: {e}") from None
+
+
+_INTS: Final = {2: struct.Struct("!h"), 4: struct.Struct("!i"), 8: struct.Struct("!q")}
+_F4, _F8 = struct.Struct("!f"), struct.Struct("!d")
+
+
+def _binary_int(raw: bytes) -> int:
+    return int(_INTS[len(raw)].unpack(raw)[0])
+
+
+def _binary_float(raw: bytes) -> float:
+    return float((_F4 if len(raw) == 4 else _F8).unpack(raw)[0])
+
+
+def _utf8(raw: bytes) -> str:
+    return raw.decode("utf-8")
+
+
+def _unsupported(raw: bytes) -> Any:
+    raise ValueError("binary format of this type is not supported")
+
+
+@functools.lru_cache(maxsize=64)
+def decoder(oid: int, binary: bool) -> Callable[[bytes], Any]:
+    """The parser of a non-NULL parameter of type `oid` in binary or text format: a Python
+    scalar, or ValueError, KeyError, struct.error or UnicodeDecodeError (`decode` turns those
+    into 22P02)."""
+    if binary:
+        if oid == BOOL:
+            return lambda raw: raw != b"\x00"
+        if oid in (INT2, INT4, INT8, OID):
+            return _binary_int
+        if oid in (FLOAT4, FLOAT8):
+            return _binary_float
+        if oid == BYTEA:
+            return bytes
+        if oid in (TEXT, VARCHAR, BPCHAR, NAME, UNKNOWN):
+            return _utf8
+        return _unsupported
+    scalar = SCALAR_OF_OID.get(oid, "str")
+    if scalar == "str":
+        return _utf8
+    return lambda raw: decode_text(raw.decode("utf-8"), scalar)

@@ -47,7 +47,7 @@ import re
 import threading
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -182,6 +182,12 @@ class _Template:
     mfp_holes: Holes
 
     batch: _LookupBatch | None = None
+    plain_mfp: MapFilterProject | None = field(init=False, default=None)
+    """A lookup without holes: its map/filter/project as a peek takes it (None: identity)."""
+
+    def __post_init__(self) -> None:
+        if self.lookup is not None and not self.lookup.mfp.is_identity:
+            self.plain_mfp = self.lookup.mfp
 
     def relation_for(self, params: Sequence[Any]) -> Relation:
         rel = self.relation
@@ -206,6 +212,13 @@ class _Template:
         found = self.lookup
         mfp = _fill(found.mfp, self.mfp_holes, params) if self.mfp_holes else found.mfp
         return Lookup(found.index, key, mfp)
+
+    def now_mfp(self, params: Sequence[Any]) -> MapFilterProject | None:
+        """The lookup's map/filter/project for `params` as a peek takes it (None: identity)."""
+        if self.mfp_holes:
+            mfp = _fill(self.lookup.mfp, self.mfp_holes, params)
+            return None if mfp.is_identity else mfp
+        return self.plain_mfp
 
 
 def _key_parts(a: Any, b: Any, sa: Sequence[Any], sb: Sequence[Any]) -> list[_KeyPart] | None:
@@ -456,12 +469,14 @@ class PreparedStatement:
             refresh_catalog(db)  # a storage read only when the catalog may have moved
             if catalog_version(db) != self._epoch or not _installed(db):
                 return None
-            found = template.lookup_for(params)
-            if found is None:
+            key = template.key_for(params)
+            if key is None:
                 return None
             relation = db._check_relation(template.relation, "query")
-            t = db._choose_time(found.index, None)
-            result = lookup_now(db, relation, found, t)
+            index = template.lookup.index
+            t = db._choose_time(index, None)
+            mfp = template.now_mfp(params)
+            result = lookup_now(db, relation, index, key, mfp, t)
         except Exception:  # whatever it is, `execute` meets it again and says so
             return None
         return None if result is None else _visible(result, relation, template.visible)

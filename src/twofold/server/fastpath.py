@@ -1,0 +1,193 @@
+"""A kept point lookup's request answered from its bytes: a driver's Bind/Describe/Execute/Sync
+of a prepared statement, turned into its reply with no message objects, no portal and no
+per-message dispatch.
+
+Contract: `answer(session, data, start)` returns `(reply, end)` when `data[start:]` begins with
+a whole request of the one shape drivers send for a prepared statement — Bind of the unnamed
+portal, optionally Describe of that portal, Execute of it with no row limit, Sync — that the
+session would answer at once (`Session.handle_now` for each of the four messages: the
+statement's text handed to the SQL layer, a kept lookup `PreparedStatement.execute_now`
+answers, no transaction block, no implicit transaction, no subscription on the unnamed
+portal), and then the reply is exactly the bytes that path writes — BindComplete,
+RowDescription if described, DataRows, CommandComplete, ReadyForQuery — and the session is
+left as that path leaves it (the unnamed portal gone, the statement's columns and catalog
+version noted). Otherwise None, with nothing done: then the messages go through the machine
+and the session as before, which also gives every error (a malformed or unknown message, a
+missing statement, a parameter that does not parse, ...). The caller checks the connection is
+between requests (`Machine.between_requests`).
+
+Per statement and parameter/result format codes (`Prepared.fast`), what a request needs is
+worked out once: how to decode each parameter, and per result shape the RowDescription and
+the row encoder (`output.RowEncoder`, the same one DataRows are written with everywhere).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING
+
+from twofold.server import messages as m
+from twofold.server import run as run_module
+from twofold.server.output import RowEncoder, row_description
+from twofold.server.portals import Column, Prepared, fmt
+from twofold.server.types import decoder
+from twofold.sql.prepared import catalog_version, statement
+
+if TYPE_CHECKING:
+    from twofold.server.session import Session
+
+_I16 = struct.Struct("!h")
+_I32 = struct.Struct("!i")
+
+
+def _frontend(kind: bytes, body: bytes = b"") -> bytes:
+    return kind + _I32.pack(len(body) + 4) + body
+
+
+_TAIL = _frontend(b"E", b"\0" + _I32.pack(0)) + _frontend(b"S")  # Execute "" (all rows), Sync
+_TAIL_DESCRIBED = _frontend(b"D", b"P\0") + _TAIL  # after Describe of the unnamed portal
+_READY_IDLE = m.encode_ready("I")
+_BIND_COMPLETE = m.BIND_COMPLETE
+_TAGS = [m.encode_command_complete(f"SELECT {n}") for n in range(16)]
+
+
+class _Shape:
+    """The reply parts of one result shape (columns) under one set of result formats."""
+
+    __slots__ = ("columns", "description", "encoder")
+
+    def __init__(self, columns: list[Column], result_formats: tuple[int, ...]) -> None:
+        self.columns = columns
+        self.description = row_description(columns, result_formats)
+        self.encoder = RowEncoder(columns, result_formats)
+
+
+class _Plan:
+    """How to answer a statement's requests bound with one set of format codes."""
+
+    __slots__ = ("decoders", "result_formats", "shapes")
+
+    def __init__(self, stmt: Prepared, param_formats: tuple[int, ...],
+                 result_formats: tuple[int, ...]) -> None:
+        self.decoders = [decoder(oid, fmt(param_formats, i) == 1)
+                         for i, oid in enumerate(stmt.param_oids)]
+        self.result_formats = result_formats
+        self.shapes: list[_Shape] = []
+
+    def shape(self, columns: list[Column]) -> _Shape:
+        for s in self.shapes:
+            if s.columns == columns:
+                return s
+        s = _Shape(columns, self.result_formats)
+        if len(self.shapes) < 4:
+            self.shapes.append(s)
+        return s
+
+
+def _formats(data: bytes, pos: int) -> tuple[tuple[int, ...], int] | None:
+    (n,) = _I16.unpack_from(data, pos)
+    pos += 2
+    if n < 0 or pos + 2 * n > len(data):
+        return None
+    codes = struct.unpack_from(f"!{n}h", data, pos) if n else ()
+    if any(c != 0 and c != 1 for c in codes):
+        return None  # a protocol violation: the machine says so
+    return codes, pos + 2 * n
+
+
+def answer(s: Session, data: bytes, start: int) -> tuple[bytes, int] | None:
+    """The reply to the request at `data[start:]` and where it ends, or None (module
+    docstring)."""
+    try:
+        return _answer(s, data, start)
+    except (struct.error, IndexError, ValueError, UnicodeDecodeError):
+        return None  # malformed: the machine reads it and says what is wrong
+
+
+def _answer(s: Session, data: bytes, start: int) -> tuple[bytes, int] | None:
+    if data[start] != 0x42 or data[start + 5] != 0:  # a Bind of the unnamed portal
+        return None
+    (size,) = _I32.unpack_from(data, start + 1)
+    end = start + 1 + size
+    if size < 4 or end > len(data) or size > s.machine.max_message:
+        return None
+    if data.startswith(_TAIL_DESCRIBED, end):
+        described, after = True, end + len(_TAIL_DESCRIBED)
+    elif data.startswith(_TAIL, end):
+        described, after = False, end + len(_TAIL)
+    else:
+        return None
+    tx = s.tx
+    if tx.explicit or tx.failed or tx.implicit:
+        return None
+    name_end = data.index(b"\0", start + 6, end)
+    stmt = s.extended.statements.get(data[start + 6:name_end].decode("utf-8"))
+    if stmt is None or stmt.columns is None:
+        return None  # no such statement, or not run yet: the session's path
+    found = _formats(data, name_end + 1)
+    if found is None:
+        return None
+    param_formats, pos = found
+    (count,) = _I16.unpack_from(data, pos)
+    pos += 2
+    if count != len(stmt.param_oids):
+        return None
+    raws: list[bytes | None] = []
+    for _ in range(count):
+        (n,) = _I32.unpack_from(data, pos)
+        pos += 4
+        if n == -1:
+            raws.append(None)
+            continue
+        if n < 0 or pos + n > end:
+            return None
+        raws.append(data[pos:pos + n])
+        pos += n
+    found = _formats(data, pos)
+    if found is None:
+        return None
+    result_formats, pos = found
+    if pos != end:
+        return None
+    portals = s.extended.portals
+    old = portals.get("")
+    if old is not None and old.stream is not None:
+        return None  # Bind closes its subscription: the session's path
+    sql = stmt.sql
+    if sql not in run_module._sql_texts:
+        return None  # a shim, COPY, cursor or catalog relation may answer this text
+    key = (param_formats, result_formats)
+    fast = stmt.fast
+    plan = fast.get(key)
+    if plan is None:
+        plan = fast[key] = _Plan(stmt, param_formats, result_formats)
+        if len(fast) > 8:
+            fast.pop(next(iter(fast)))
+    try:
+        params = [None if raw is None else parse(raw)
+                  for raw, parse in zip(raws, plan.decoders, strict=True)]
+    except Exception:
+        return None  # 22P02: the session's path reports it
+    db = s.db
+    result = statement(db, sql).execute_now(params)
+    if result is None:
+        return None
+    schema = result.schema
+    columns: list[Column] = [(n, t.scalar) for n, t in
+                             zip(schema.names, schema.types, strict=True)]
+    version = catalog_version(db)
+    if (stmt.version is not None and version != stmt.version
+            and columns != stmt.columns):
+        return None  # 0A000, cached plan must not change result type: the session's path
+    shape = plan.shape(columns)
+    rows = result.rows
+    n = len(rows)
+    tag = _TAGS[n] if n < 16 else m.encode_command_complete(f"SELECT {n}")
+    body = shape.encoder.rows(rows)
+    # Nothing can fail past here: the session as its own path leaves it.
+    stmt.columns, stmt.version = columns, version
+    if old is not None:
+        del portals[""]
+    if described:
+        return b"".join((_BIND_COMPLETE, shape.description, body, tag, _READY_IDLE)), after
+    return b"".join((_BIND_COMPLETE, body, tag, _READY_IDLE)), after
