@@ -232,3 +232,14 @@ def test_a_publication_wakes_the_interactive_runtime_only_if_something_waits(
     assert waiting.uuid not in w.check.peek_results
     w.registry.publish(IDX, snap)
     assert woken == [1]
+
+
+def test_inline_lookups_are_on_unless_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    from twofold.replica.assembly import inline_lookups
+
+    monkeypatch.delenv("TWOFOLD_INLINE_LOOKUPS", raising=False)
+    assert inline_lookups()
+    monkeypatch.setenv("TWOFOLD_INLINE_LOOKUPS", "0")
+    assert not inline_lookups()
+    monkeypatch.setenv("TWOFOLD_INLINE_LOOKUPS", "1")
+    assert inline_lookups()

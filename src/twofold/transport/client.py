@@ -11,9 +11,10 @@ Contract:
 - A malformed or oversized response raises `DecodeError` (or `FrameTooLarge`) from `recv`, after
   the responses before it; the connection is closed at once. A connection that breaks raises
   `ConnectionLost`; using it after `close()` raises `ConnectionClosed`.
-- `send(command)` puts the whole frame into the transport in one step and then waits for the
-  transport to drain (backpressure): a cancelled `send` has either queued its whole frame or
-  nothing. A command over the frame limit raises `MessageTooLarge` and sends nothing.
+- `send(command)` queues the whole frame in one step and then waits for the transport to drain
+  (backpressure): a cancelled `send` has either queued its whole frame or nothing. Frames sent
+  in one event-loop turn reach the socket together, in one write, at the end of that turn
+  (`coalesce.py`). A command over the frame limit raises `MessageTooLarge` and sends nothing.
 - Memory is bounded: the reader stops reading the socket while more than `buffer_limit` bytes of
   received responses wait for `recv` (TCP flow control then pushes back on the replica).
 """
@@ -31,6 +32,7 @@ from twofold.client import Pipe
 from twofold.protocol import ComputeCommand, ComputeResponse, DecodeError
 from twofold.protocol.codec import decode_response, encode
 from twofold.protocol.framing import DEFAULT_MAX_FRAME, frame, read_frame
+from twofold.transport.coalesce import Coalescer
 from twofold.transport.errors import (
     ConnectFailed,
     ConnectionClosed,
@@ -71,6 +73,8 @@ class ReplicaConnection:
         self.peer = peer
         self._reader = reader
         self._writer = writer
+        # Commands sent in one loop turn leave in one socket write (`coalesce.py`).
+        self._out = Coalescer(writer)
         self._max_frame = max_frame
         self._buffer_limit = buffer_limit
         self._close_timeout = close_timeout
@@ -98,7 +102,7 @@ class ReplicaConnection:
         if self._writer.is_closing():
             raise self._lost(f"cannot send {type(command).__name__}")
         # One write call for header and payload: a cancelled send queues all of it or nothing.
-        self._writer.write(frame(payload))
+        self._out.write(frame(payload))
         try:
             await self._writer.drain()
         except OSError as e:
@@ -137,6 +141,7 @@ class ReplicaConnection:
         self._reader_task.cancel()
         if not self._inbox.closed:
             self._inbox.fail(ConnectionClosed(f"the connection to {self.peer} was closed"))
+        self._out.flush()
         self._writer.close()
 
     async def aclose(self) -> None:
@@ -171,6 +176,7 @@ class ReplicaConnection:
     def _fail(self, exc: BaseException) -> None:
         self._failure = exc
         self._inbox.fail(exc)
+        self._out.discard()
         self._writer.transport.abort()
 
     async def _read_responses(self) -> None:

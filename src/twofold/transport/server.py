@@ -30,6 +30,8 @@ Invariant: commands reach `target` only whole, only from the current connection,
 order that connection sent them; a connection never becomes current while an older one is in
 the middle of `target.send` (both take `_send_lock`).
 Backpressure: commands are read one frame at a time; responses are written with `drain()`.
+Responses produced in one event-loop turn leave in one socket write (`coalesce.py`): a burst of
+lookups read together is answered with one `send`, not one per response.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from twofold.protocol import ComputeResponse, DecodeError, FrameTooLarge, Hello
 from twofold.protocol.codec import decode_command, encode
 from twofold.protocol.framing import DEFAULT_MAX_FRAME, frame, read_frame
 from twofold.transport.client import STREAM_LIMIT, check_max_frame
+from twofold.transport.coalesce import Coalescer
 from twofold.transport.errors import EndpointEnded
 from twofold.transport.handshake import (
     HANDSHAKE_MAX_FRAME,
@@ -68,12 +71,22 @@ class _Connection:
     writer: asyncio.StreamWriter
     task: asyncio.Task[None] | None = field(default=None)
     started: bool = field(default=False)  # its Hello reached the target
+    out: Coalescer = field(init=False)  # responses written in one loop turn leave in one send
+
+    def __post_init__(self) -> None:
+        self.out = Coalescer(self.writer)
 
     def __str__(self) -> str:
         return f"#{self.number} ({self.peer})"
 
     def abort(self) -> None:
+        self.out.discard()
         self.writer.transport.abort()
+
+    def close(self) -> None:
+        """Close after the responses gathered so far are written."""
+        self.out.flush()
+        self.writer.close()
 
 
 class ReplicaServer:
@@ -200,7 +213,7 @@ class ReplicaServer:
             tasks.append(self._pump)
         for conn in list(self._connections):
             # Graceful: responses already written reach the controller before the FIN.
-            conn.writer.close()
+            conn.close()
             if conn.task is not None:
                 conn.task.cancel()
                 tasks.append(conn.task)
@@ -237,7 +250,7 @@ class ReplicaServer:
                 type(response).__name__,
             )
             return
-        conn.writer.write(frame(encode(response)))
+        conn.out.write(frame(encode(response)))
         try:
             await conn.writer.drain()
         except OSError as e:
@@ -268,7 +281,7 @@ class ReplicaServer:
             if self._current is conn:
                 self._current = None
             if not writer.is_closing():
-                writer.close()
+                conn.close()
 
     async def _handshake(self, conn: _Connection) -> bool:
         """Run the handshake; on success `conn` is the current connection."""
