@@ -53,8 +53,9 @@ class Inputs(SessionCore):
     def _bounds(self, inp: Input) -> tuple[int, int | None]:
         """`(since, latest complete time or None)` of one input."""
         if inp.kind == "index":
-            with translate(inp.label):  # an index whose dataflow failed for good: ObjectFailed
-                self._ctl.check_not_failed([inp.id])
+            if inp.id in self._ctl.failed:  # its dataflow failed for good: ObjectFailed
+                with translate(inp.label):
+                    self._ctl.check_not_failed([inp.id])
             try:
                 since, upper = self._ctl.since(inp.id), self._ctl.frontier(inp.id)
             except UnknownCollection:

@@ -12,6 +12,7 @@ prepared statement sends the same one at every execution).
 from __future__ import annotations
 
 import functools
+import struct
 from collections.abc import Iterable
 from typing import Any
 
@@ -41,16 +42,32 @@ def _row_description(cols: tuple[Column, ...], formats: tuple[int, ...]) -> byte
 class RowEncoder:
     """DataRows of columns `cols` under result formats `formats`, worked out once."""
 
-    __slots__ = ("encoders",)
+    __slots__ = ("encoders", "head")
 
     def __init__(self, cols: list[Column], formats: tuple[int, ...]) -> None:
         self.encoders = [encoder(s, fmt(formats, i) == 1) for i, (_, s) in enumerate(cols)]
+        self.head = _I16.pack(len(cols))
 
     def rows(self, rows: Iterable[tuple[Any, ...]]) -> bytes:
-        encoders = self.encoders
-        return b"".join(m.encode_data_row([enc(v) for v, enc in
-                                           zip(row, encoders, strict=True)])
-                        for row in rows)
+        """The rows as DataRow messages (`messages.encode_data_row`'s bytes), in one."""
+        encoders, pack = self.encoders, _I32.pack
+        out = []
+        for row in rows:
+            body = [self.head]
+            for v, enc in zip(row, encoders, strict=True):
+                b = enc(v)
+                if b is None:
+                    body.append(_NULL)
+                else:
+                    body.append(pack(len(b)))
+                    body.append(b)
+            data = b"".join(body)
+            out.append(b"D" + pack(len(data) + 4) + data)
+        return b"".join(out)
+
+
+_I16, _I32 = struct.Struct("!h"), struct.Struct("!i")
+_NULL = _I32.pack(-1)
 
 
 def data_rows(cols: list[Column], rows: Iterable[tuple[Any, ...]],
