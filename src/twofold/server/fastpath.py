@@ -65,7 +65,7 @@ class _Shape:
 class _Plan:
     """How to answer a statement's requests bound with one set of format codes."""
 
-    __slots__ = ("decoders", "result_formats", "shapes")
+    __slots__ = ("columns", "decoders", "result_formats", "schema", "shapes")
 
     def __init__(self, stmt: Prepared, param_formats: tuple[int, ...],
                  result_formats: tuple[int, ...]) -> None:
@@ -73,6 +73,8 @@ class _Plan:
                          for i, oid in enumerate(stmt.param_oids)]
         self.result_formats = result_formats
         self.shapes: list[_Shape] = []
+        self.schema: object = None  # the last result's schema and its columns
+        self.columns: list[Column] = []
 
     def shape(self, columns: list[Column]) -> _Shape:
         for s in self.shapes:
@@ -173,8 +175,11 @@ def _answer(s: Session, data: bytes, start: int) -> tuple[bytes, int] | None:
     if result is None:
         return None
     schema = result.schema
-    columns: list[Column] = [(n, t.scalar) for n, t in
-                             zip(schema.names, schema.types, strict=True)]
+    if schema is plan.schema:  # a kept plan's results share its relation's schema
+        columns = plan.columns
+    else:
+        columns = [(n, t.scalar) for n, t in zip(schema.names, schema.types, strict=True)]
+        plan.schema, plan.columns = schema, columns
     version = catalog_version(db)
     if (stmt.version is not None and version != stmt.version
             and columns != stmt.columns):
