@@ -551,7 +551,7 @@ def _finish_means(plan: Plan, nkeys: int, aggregates: list[Aggregate],
         maps.append(Call(func="if", args=[
             Call(func="eq", args=[n, PLiteral(value=0)]),
             PLiteral(value=None),
-            Call(func="div", args=[total, Call(func="cast_float", args=[n])]),
+            Call(func="fdiv", args=[total, Call(func="cast_float", args=[n])]),
         ]))
     width = nkeys + len(aggregates)
     mean_slot = {s: width + j for j, (_, s, _) in enumerate(finish)}

@@ -8,8 +8,9 @@ key -> id map). A step maps each input row to its group, sums the rows' contribu
 touched group (`np.add.at`; sums are 128-bit, `int128`, so a sum that leaves the 64-bit range
 and comes back is still exact), adds them to the touched groups' rows and emits
 `output(new) - output(old)` for those groups, built straight from the arrays (a few polars
-calls per step, none per row). A sum outside the 64-bit range yields an evaluation error for
-its group instead of a row, and retracts with it. A float sum is exact (`fsum`): per group a
+calls per step, none per row). A sum outside the 64-bit range, or a float sum of finite values
+beyond the double range, yields an evaluation error for its group instead of a row, and
+retracts with it. A float sum is exact (`fsum`): per group a
 fixed-point accumulator of int64 limbs over the exponent window the data has used, counts of
 infinities and NaNs, and the float64 bits of the value last emitted (the row a retraction
 must cancel, and the value `fsum.group_sums` gives the group's rows in any order).
@@ -32,6 +33,7 @@ import pyarrow as pa
 from twofold.engine import fsum, int128
 from twofold.engine.expr import OUT_OF_RANGE
 from twofold.engine.frames import DIFF, ERROR, schema
+from twofold.engine.functions import OVERFLOW
 from twofold.engine.groups import GroupTable, key_frame
 from twofold.engine.operator import Delta, Operator, concat_errors, empty_delta
 from twofold.protocol import Aggregate, ColumnType, GlobalId
@@ -231,12 +233,12 @@ class AccumulateReduceOp(Operator):
         record = np.dtype((np.void, new_rows.shape[1] * 8))
         self.acc.view(record).reshape(-1)[touched] = new_rows.view(record).reshape(-1)
         self.live += int((~gone).sum()) - int((old["_n"] != 0).sum())
-        out, err_diff = self._output(d, touched, first, old, new)
-        if err_diff:
+        out, err_diffs = self._output(d, touched, first, old, new)
+        if any(err_diffs.values()):
             own = pl.DataFrame(
-                {ERROR: [OUT_OF_RANGE], DIFF: [err_diff]},
+                {ERROR: list(err_diffs), DIFF: list(err_diffs.values())},
                 schema={ERROR: pl.String, DIFF: pl.Int64},
-            )
+            ).filter(pl.col(DIFF) != 0)
             errs = concat_errors([errs, own])
         if self.k and len(self.table) - self.live > max(self.live, _MIN_RECLAIM):
             self._reclaim()
@@ -292,21 +294,29 @@ class AccumulateReduceOp(Operator):
         first: np.ndarray,
         old: dict[str, np.ndarray],
         new: dict[str, np.ndarray],
-    ) -> tuple[pl.DataFrame, int]:
+    ) -> tuple[pl.DataFrame, dict[str, int]]:
         """The rows `-output(old) + output(new)` of the touched groups (not consolidated: an
         unchanged group's pair is harmless downstream, where every consumer consolidates),
-        and the net diff of out-of-range errors."""
+        and the net diffs of the groups' errors: an int sum out of range, else a float sum
+        beyond the double range."""
         sides = []
-        err_diff = 0
+        err_diffs = {OUT_OF_RANGE: 0, OVERFLOW: 0}
         for acc, sign in ((old, -1), (new, 1)):
             emit = acc["_n"] > 0
-            bad = np.zeros(len(emit), dtype=bool)
+            int_bad = np.zeros(len(emit), dtype=bool)
+            float_bad = np.zeros(len(emit), dtype=bool)
             for j, a in enumerate(self.aggs):
-                if a.func == "sum" and j not in self.limbs:
-                    bad |= ~int128.fits_int64(acc[f"h{j}"], acc[f"l{j}"])
-            if bad.any():
-                err_diff += sign * int((emit & bad).sum())
-                emit &= ~bad
+                if a.func != "sum":
+                    continue
+                if j in self.limbs:
+                    float_bad |= fsum.overflowed(
+                        acc[f"v{j}"].view(np.float64), acc[f"p{j}"], acc[f"m{j}"], acc[f"q{j}"])
+                else:
+                    int_bad |= ~int128.fits_int64(acc[f"h{j}"], acc[f"l{j}"])
+            for msg, bad in ((OUT_OF_RANGE, int_bad), (OVERFLOW, float_bad & ~int_bad)):
+                if bad.any():
+                    err_diffs[msg] += sign * int((emit & bad).sum())
+                    emit &= ~bad
             sides.append(np.flatnonzero(emit))
         at_old, at_new = sides
         cols: list[pl.Series] = []
@@ -330,7 +340,7 @@ class AccumulateReduceOp(Operator):
         signs = np.ones(len(at_old) + len(at_new), np.int64)
         signs[: len(at_old)] = -1
         cols.append(pl.Series(DIFF, signs))
-        return self.conform(pl.DataFrame(cols)), err_diff
+        return self.conform(pl.DataFrame(cols)), err_diffs
 
     def _keys(
         self, d: pl.DataFrame, touched: np.ndarray, first: np.ndarray, at: np.ndarray

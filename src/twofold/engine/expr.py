@@ -27,9 +27,13 @@ from twofold.engine.frames import DTYPES, ERROR
 from twofold.engine.functions import (
     MATH_FUNCTIONS,
     STRING_FUNCTIONS,
+    case_map,
     compile_function,
     err_when,
     first_error,
+    float_arith_error,
+    float_div,
+    text_to_float,
 )
 from twofold.engine.typecheck import expr_type, typecheck_expr
 from twofold.protocol import Call, Column, ColumnType, Expr, Literal, MapFilterProject
@@ -40,11 +44,9 @@ Compiled = tuple[pl.Expr, pl.Expr | None]
 DIV_ZERO: Final = "division by zero"
 OUT_OF_RANGE: Final = "integer out of range"
 BAD_INT: Final = "invalid input for int"
-BAD_FLOAT: Final = "invalid input for float"
 _I64_MIN: Final = -(2**63)
 _I64_MAX: Final = 2**63 - 1
 _INT_RE: Final = r"^[+-]?[0-9]+$"
-_FLOAT_RE: Final = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 _NULL_STR: Final = pl.lit(None, pl.String)
 
 
@@ -116,7 +118,8 @@ class _Compiler:
                     "neg": lambda: -f[0],
                     "abs": lambda: f[0].abs(),
                 }[func]()
-                return out, _first(*errs)
+                rhs = f[1] if len(f) > 1 else None
+                return out, _first(*errs, float_arith_error(func, out, f[0], rhs))
             w = [v.cast(pl.Int128) for v in vals]
             wide = {
                 "add": lambda: w[0] + w[1],
@@ -127,8 +130,8 @@ class _Compiler:
             }[func]()
             value, err = _checked_int(wide)
             return value, _first(*errs, err)
-        if func in ("div", "mod", "floordiv", "floormod"):
-            return self.divmod(func, vals, errs, is_int)
+        if func in ("div", "fdiv", "mod", "floordiv", "floormod"):
+            return self.divmod(func, vals, errs, is_int and func != "fdiv")
         if func in ("eq", "ne", "lt", "le", "gt", "ge"):
             if set(scalars) - {"null"} == {"int", "float"}:
                 vals = [v.cast(pl.Float64) for v in vals]
@@ -179,10 +182,8 @@ class _Compiler:
             return out, _first(errs[0], branch)
         if func == "concat":
             return vals[0].cast(pl.String) + vals[1].cast(pl.String), _first(*errs)
-        if func == "lower":
-            return vals[0].cast(pl.String).str.to_lowercase(), errs[0]
-        if func == "upper":
-            return vals[0].cast(pl.String).str.to_uppercase(), errs[0]
+        if func in ("lower", "upper"):
+            return case_map(vals[0].cast(pl.String), func == "upper"), errs[0]
         if func == "length":
             return vals[0].cast(pl.String).str.len_chars().cast(pl.Int64), errs[0]
         if func == "like":
@@ -207,12 +208,16 @@ class _Compiler:
     ) -> Compiled:
         a, b = vals
         zero = a.is_not_null() & (b == 0)
-        zero_err = _err(zero, DIV_ZERO)
         if not is_int:
             fa, fb = a.cast(pl.Float64), b.cast(pl.Float64)
+            if func in ("div", "fdiv"):
+                # PostgreSQL: NaN / 0 is NaN; any other dividend over zero fails.
+                zero_err = _err(zero & ~fa.is_nan(), DIV_ZERO)
+                q = pl.when((fb == 0) & ~fa.is_nan()).then(None).otherwise(float_div(fa, fb))
+                range_err = float_arith_error("div", q, fa, fb) if func == "div" else None
+                return q, _first(*errs, zero_err, range_err)
+            zero_err = _err(zero, DIV_ZERO)
             safe_b = pl.when(fb == 0).then(pl.lit(1.0)).otherwise(fb)
-            if func == "div":
-                return fa / safe_b, _first(*errs, zero_err)
             # fmod (C, truncating), or Python's float // and % (numpy's floor_divide and
             # remainder are Python's: 1 // 0.1 == 9.0, -7.5 % 2 == 0.5).
             kernel = {"mod": np.fmod, "floordiv": np.floor_divide, "floormod": np.remainder}[func]
@@ -227,6 +232,7 @@ class _Compiler:
             return pl.when(fa.is_null() | fb.is_null()).then(None).otherwise(fm), _first(
                 *errs, zero_err
             )
+        zero_err = _err(zero, DIV_ZERO)
         wa = a.cast(pl.Int128)
         wb = pl.when(b == 0).then(pl.lit(1, pl.Int128)).otherwise(b.cast(pl.Int128))
         floor_q = wa // wb  # polars' integer // floors, as Python's
@@ -260,7 +266,7 @@ class _Compiler:
         if func == "round":
             f = vals[0].cast(pl.Float64)
             scale = pl.lit(10.0) ** vals[1].cast(pl.Float64)
-            rounded = (f.abs() * scale + 0.5).floor() / scale
+            rounded = float_div((f.abs() * scale + 0.5).floor(), scale)
             out = pl.when(f < 0).then(-rounded).otherwise(rounded)
             return pl.when(f.is_infinite() | f.is_nan()).then(f).otherwise(out), _first(*errs)
         s = vals[0].cast(pl.String)
@@ -310,9 +316,7 @@ class _Compiler:
             return parsed, err
         if func == "cast_float":
             if src == "str":
-                s = v.cast(pl.String).str.strip_chars()
-                ok = s.str.contains(_FLOAT_RE)
-                return s.cast(pl.Float64, strict=False), _err(s.is_not_null() & ~ok, BAD_FLOAT)
+                return text_to_float(v.cast(pl.String).str.strip_chars())
             return v.cast(pl.Float64), None
         if src == "bool":
             b = v.cast(pl.Boolean)

@@ -185,11 +185,29 @@ def finish(
     return out
 
 
+def overflowed(sums: np.ndarray, pinf: np.ndarray, ninf: np.ndarray, nan: np.ndarray
+               ) -> np.ndarray:
+    """The groups whose float sum is infinite although no infinity or NaN was summed: the exact
+    sum of finite values is beyond the double range (PostgreSQL's `value out of range:
+    overflow`)."""
+    out: np.ndarray = np.isinf(sums) & (pinf <= 0) & (ninf <= 0) & (nan <= 0)
+    return out
+
+
 def group_sums(
     groups: np.ndarray, m: int, values: np.ndarray, valid: np.ndarray, diffs: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """`(sums, n)` per group `0..m-1`: the float sum of the valid `values` (each counted
-    `diffs` times) and the number of values summed (0: the sum is NULL)."""
+    `diffs` times) and the number of values summed (0: the sum is NULL). `checked_sums` also
+    says which sums overflowed."""
+    sums, n, _ = checked_sums(groups, m, values, valid, diffs)
+    return sums, n
+
+
+def checked_sums(
+    groups: np.ndarray, m: int, values: np.ndarray, valid: np.ndarray, diffs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`(sums, n, overflow)`: `group_sums` and the groups whose sum `overflowed`."""
 
     def count(mask: np.ndarray) -> np.ndarray:
         out = np.zeros(m, np.int64)
@@ -209,4 +227,5 @@ def group_sums(
     pinf = count(valid & (values == np.inf))
     ninf = count(valid & (values == -np.inf))
     nan = count(valid & np.isnan(values))
-    return finish(exact, pinf, ninf, nan), n
+    sums = finish(exact, pinf, ninf, nan)
+    return sums, n, overflowed(sums, pinf, ninf, nan)

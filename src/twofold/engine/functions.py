@@ -21,12 +21,16 @@ precision` and `text`:
   (empty for `n <= 0`); a result over `MAX_LENGTH` characters is `54000` (PostgreSQL's limit
   is 1 GB); `reverse` reverses code points; `initcap` upper-cases every letter that follows a
   character that is not a letter or digit (or starts the string) and lower-cases the rest
-  (one character to one: `ß` stays `ß`).
+  (by the simple mappings of `case_map`: `ß` stays `ß`).
   Lengths and positions count characters (code points).
 """
 
 from __future__ import annotations
 
+import functools
+import math
+import re
+import unicodedata
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -64,7 +68,9 @@ STRING_FUNCTIONS: Final[dict[str, tuple[tuple[str, ...], str]]] = {
 """Text functions: (argument scalars, result scalar)."""
 
 _NULL_STR: Final = pl.lit(None, pl.String)
-_WORD_CHAR: Final = r"^[\p{L}\p{N}]$"
+# Marks Unicode 15 made Alphabetic, which glibc's (Unicode 14) `iswalnum` does not count.
+_NEWER_ALPHABETIC: Final = (r"\x{363}-\x{36F}\x{C04}\x{F82}\x{F83}\x{1DD3}-\x{1DE6}"
+                             r"\x{11080}\x{11081}")
 
 
 def err_when(cond: pl.Expr, msg: str) -> pl.Expr:
@@ -151,6 +157,142 @@ def _range_error(out: pl.Expr, finite_args: pl.Expr, nonzero: pl.Expr) -> pl.Exp
             .otherwise(_NULL_STR))
 
 
+def float_div(a: pl.Expr, b: pl.Expr) -> pl.Expr:
+    """`a / b` of float columns, IEEE's correctly rounded quotient in every row. polars (2.1)
+    divides a column by a scalar as a multiplication by the scalar's reciprocal, which is off
+    in the last bit for some dividends (`825148017516063.0 / 1e-10`); numpy divides."""
+
+    def apply(s: Sequence[pl.Series]) -> pl.Series:
+        with np.errstate(all="ignore"):
+            return pl.Series(np.divide(s[0].to_numpy(), s[1].to_numpy()), dtype=pl.Float64)
+
+    return pl.when(a.is_null() | b.is_null()).then(None).otherwise(
+        pl.map_batches([a, b], apply, return_dtype=pl.Float64))
+
+
+def float_arith_error(func: str, out: pl.Expr, a: pl.Expr, b: pl.Expr | None) -> pl.Expr | None:
+    """PostgreSQL's range checks of float8 `+ - * /` (`float8_pl` ... `float8_div`): a result
+    that is infinite from finite operands (a finite dividend) is `overflow`; a zero product of
+    nonzero operands, or a zero quotient of a nonzero dividend by a finite divisor, is
+    `underflow`. Infinite and NaN operands give IEEE's results unchecked; `neg`/`abs` never
+    fail. Where an operand is NULL the condition is NULL, so no error."""
+    if b is None:
+        return None
+    if func in ("add", "sub", "mul"):
+        over = out.is_infinite() & ~a.is_infinite() & ~b.is_infinite()
+        if func != "mul":
+            return err_when(over, OVERFLOW)
+        under = (out == 0) & (a != 0) & (b != 0)
+    else:  # div
+        over = out.is_infinite() & ~a.is_infinite()
+        under = (out == 0) & (a != 0) & ~b.is_infinite()
+    return pl.when(over).then(pl.lit(OVERFLOW)).when(under).then(pl.lit(UNDERFLOW)).otherwise(
+        _NULL_STR)
+
+
+FLOAT_TEXT: Final = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+"""A decimal float literal (`text_to_float` also takes `inf`/`infinity`/`nan`)."""
+FLOAT_WORD: Final = r"^[+-]?(inf|infinity|nan)$"
+_NONZERO_MANTISSA: Final = r"^[^eE]*[1-9]"
+BAD_FLOAT_TEXT: Final = "invalid input syntax for type double precision"
+FLOAT_TEXT_RANGE: Final = "is out of range for type double precision"
+
+
+def text_to_float(s: pl.Expr) -> Compiled:
+    """PostgreSQL's `text::double precision` (`float8in`) of a stripped text column: a decimal
+    literal or, in any case, `inf`, `infinity` or `nan` with an optional sign; anything else is
+    `invalid input syntax` (22P02); a number whose nearest double is infinite, or zero although
+    its digits are not all zero, is `"..." is out of range` (22003). Hexadecimal input, which
+    C's `strtod` (so PostgreSQL) also reads, is refused as invalid."""
+    number = s.str.contains(FLOAT_TEXT)
+    word = s.str.contains("(?i)" + FLOAT_WORD)
+    value = s.cast(pl.Float64, strict=False)
+    out_of_range = number & (value.is_infinite() | (
+        (value == 0) & s.str.contains(_NONZERO_MANTISSA)))
+    err = (pl.when(s.is_not_null() & ~number & ~word)
+           .then(pl.format('{}: "{}"', pl.lit(BAD_FLOAT_TEXT), s))
+           .when(out_of_range).then(pl.format('"{}" {}', s, pl.lit(FLOAT_TEXT_RANGE)))
+           .otherwise(_NULL_STR))
+    return pl.when(number | word).then(value).otherwise(None), err
+
+
+def parse_float_text(text: str) -> float:
+    """`text_to_float` of one stripped string (a SQL literal): the double, or `ValueError`
+    whose message is the evaluation error's."""
+    if re.fullmatch(FLOAT_WORD, text, re.I):
+        return float(text)
+    if not re.fullmatch(FLOAT_TEXT, text):
+        raise ValueError(f'{BAD_FLOAT_TEXT}: "{text}"')
+    value = float(text)
+    if math.isinf(value) or (value == 0 and re.match(_NONZERO_MANTISSA, text)):
+        raise OverflowError(f'"{text}" {FLOAT_TEXT_RANGE}')
+    return value
+
+
+def case_map(s: pl.Expr, upper: bool) -> pl.Expr:
+    """PostgreSQL's `upper`/`lower` of a text column under a libc UTF-8 locale (`C.UTF-8`):
+    each character by its *simple* case mapping (`towupper`/`towlower`, one character to one):
+    `ß`, `ŉ` and the like stay, `İ` lowers to `i`, `ᾳ` uppers to `ᾼ`, `Σ` always lowers to
+    `σ` (no final-sigma rule). ASCII-only strings use polars' kernel; a string with another
+    character goes through the whole table (`case_tables`)."""
+
+    def apply(col: pl.Series) -> pl.Series:
+        fast = col.str.to_uppercase() if upper else col.str.to_lowercase()
+        other = col.str.contains(r"[^\x00-\x7F]").fill_null(False)
+        if not other.any():
+            return fast
+        ups, lows = case_tables()
+        table = ups if upper else lows
+        fixed = col.filter(other).str.replace_many(list(table), list(table.values()))
+        return fast.scatter(other.arg_true(), fixed)
+
+    return s.map_batches(apply, return_dtype=pl.String)
+
+
+@functools.cache
+def case_tables() -> tuple[dict[str, str], dict[str, str]]:
+    """(upper, lower): every character (ASCII included) that its simple case mapping changes,
+    to its image. Python's tables are the full mappings, so a character whose full upper case
+    is several characters takes its title case when that is one character (`ᾳ` -> `ᾼ`, as
+    UnicodeData's simple mapping says), else stays; a lower case of several characters keeps
+    its first (`İ` -> `i`). Equal to glibc's C.UTF-8 `towupper`/`towlower` (PostgreSQL's) at
+    every code point (Unicode 14, checked against PostgreSQL 15). Cased characters all lie
+    below U+20000."""
+    ups: dict[str, str] = {}
+    lows: dict[str, str] = {}
+    for n in range(1, 0x20000):
+        if 0xD800 <= n <= 0xDFFF:
+            continue
+        c = chr(n)
+        u = c.upper()
+        if len(u) != 1:
+            u = c.title() if len(c.title()) == 1 else c
+        if u != c:
+            ups[c] = u
+        low = c.lower()[:1]
+        if low != c:
+            lows[c] = low
+    return ups, lows
+
+
+@functools.cache
+def word_char_pattern() -> str:
+    """The regex of one character `iswalnum` counts (PostgreSQL's `initcap` word characters
+    under glibc's C.UTF-8): Unicode's Alphabetic property or a decimal digit — as of Unicode
+    14, so less the marks made Alphabetic later and the code points Python's (Unicode 14)
+    tables leave unassigned (polars' regex knows a newer Unicode)."""
+    gaps: list[str] = []
+    start = None
+    for n in range(0x40001):  # above U+3FFFF nothing is alphabetic
+        unassigned = n < 0x40000 and unicodedata.category(chr(n)) == "Cn"
+        if unassigned and start is None:
+            start = n
+        elif not unassigned and start is not None:
+            gaps.append(f"\\x{{{start:X}}}-\\x{{{n - 1:X}}}")
+            start = None
+    return rf"^[[\p{{Alphabetic}}\p{{Nd}}]--[{_NEWER_ALPHABETIC}{''.join(gaps)}]]$"
+
+
 def _any_null(vals: Sequence[pl.Expr]) -> pl.Expr:
     return pl.any_horizontal([v.is_null() for v in vals])
 
@@ -163,13 +305,10 @@ def _string(func: str, vals: Sequence[pl.Expr]) -> tuple[pl.Expr, pl.Expr | None
         out = s.str.split("").list.reverse().list.join("")
     elif func == "initcap":
         ch = pl.element()
-        after_word = ch.shift(1).str.contains(_WORD_CHAR).fill_null(False)
-        # PostgreSQL maps one character to one (towupper/towlower, the simple mappings): a
-        # character whose full upper-case mapping is several (ß -> SS) stays as it is; the one
-        # lower-case expansion (İ -> i + combining dot) keeps its first character, `i`.
-        upper = ch.str.to_uppercase()
-        upper = pl.when(upper.str.len_chars() == 1).then(upper).otherwise(ch)
-        lower = ch.str.to_lowercase().str.slice(0, 1)
+        after_word = ch.shift(1).str.contains(word_char_pattern()).fill_null(False)
+        # PostgreSQL maps one character to one (towupper/towlower, the simple mappings).
+        ups, lows = case_tables()
+        upper, lower = ch.replace(ups), ch.replace(lows)
         out = s.str.split("").list.eval(
             pl.when(after_word).then(lower).otherwise(upper)).list.join("")
     elif func == "replace":

@@ -195,7 +195,7 @@ class ReduceOp(KeyedOp):
             bad = pl.any_horizontal(failures)
             flagged = grouped.select(bad.fill_null(False).alias("_bad"))["_bad"]
             if flagged.any():
-                # An int sum out of range, or a variance's squares out of the double range.
+                # An int sum out of range, a float sum or a variance's squares beyond doubles.
                 int_bad = pl.any_horizontal(failures[: len(checks)]) if checks else pl.lit(False)
                 errors = grouped.filter(flagged).select(
                     pl.when(int_bad.fill_null(False)).then(pl.lit(OUT_OF_RANGE))
@@ -236,16 +236,17 @@ class ReduceOp(KeyedOp):
                 cols.append(_float_column(f"_a{j}", var, ok))
                 overflow = over if overflow is None else overflow | over
                 continue
-            if agg.func == "sum" and not agg.distinct:
-                total, n = fsum.group_sums(groups, m, x, valid, diff)
+            if agg.func == "sum":
+                if agg.distinct:
+                    keep = valid & (diff > 0)
+                    total, n, over = _distinct_float_sum(groups[keep], m, x[keep])
+                else:
+                    total, n, over = fsum.checked_sums(groups, m, x, valid, diff)
                 cols.append(_float_column(f"_a{j}", total, n > 0))
+                overflow = over if overflow is None else overflow | over
                 continue
             keep = valid & (diff > 0)
-            g, v = groups[keep], x[keep]
-            if agg.func == "sum":
-                cols.append(_distinct_float_sum(f"_a{j}", g, m, v))
-            else:
-                cols.append(_float_extreme(f"_a{j}", g, m, v, agg.func == "max"))
+            cols.append(_float_extreme(f"_a{j}", groups[keep], m, x[keep], agg.func == "max"))
         if overflow is not None:
             cols.append(pl.Series("_overflow", overflow, dtype=pl.Boolean))
         return grouped.drop("_rows").with_columns(cols)
@@ -302,15 +303,15 @@ def _float_extreme(name: str, g: np.ndarray, m: int, x: np.ndarray, is_max: bool
     return _float_column(name, np.where(seen, vals, 0.0), seen)
 
 
-def _distinct_float_sum(name: str, g: np.ndarray, m: int, x: np.ndarray) -> pl.Series:
-    """Per group the float sum of the distinct values of `x` (values comparing equal are one:
-    -0.0 and 0.0, every NaN)."""
+def _distinct_float_sum(g: np.ndarray, m: int, x: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group `fsum.checked_sums` of the distinct values of `x` (values comparing equal are
+    one: -0.0 and 0.0, every NaN)."""
     canon = _canonical(x)
     pairs = pl.DataFrame({"g": g, "b": canon.view(np.int64)}).unique()
     ug = pairs.get_column("g").to_numpy()
     ux = pairs.get_column("b").to_numpy().view(np.float64)
-    total, n = fsum.group_sums(ug, m, ux, np.ones(len(ux), bool), np.ones(len(ux), np.int64))
-    return _float_column(name, total, n > 0)
+    return fsum.checked_sums(ug, m, ux, np.ones(len(ux), bool), np.ones(len(ux), np.int64))
 
 
 class GlobalReduceOp(Operator):

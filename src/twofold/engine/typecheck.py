@@ -89,9 +89,9 @@ def _require(tys: Sequence[Ty], allowed: frozenset[str] | set[str], where: str, 
 
 def _call_type(func: str, tys: list[Ty], where: str) -> Ty:
     nullable = any(n for _, n in tys)
-    if func in ("add", "sub", "mul", "div", "mod", "floordiv", "floormod", "neg", "abs"):
+    if func in ("add", "sub", "mul", "div", "fdiv", "mod", "floordiv", "floormod", "neg", "abs"):
         _require(tys, _NUMERIC, where, "int or float")
-        scalars = {s for s, _ in tys}
+        scalars = {s for s, _ in tys} | ({"float"} if func == "fdiv" else set())
         return ("float" if "float" in scalars else "int", nullable)
     if func in ("eq", "ne", "lt", "le", "gt", "ge"):
         _unify(tys, where, "compared values")

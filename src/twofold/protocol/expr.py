@@ -15,28 +15,31 @@ from twofold.protocol.base import Tagged, check_scalar
 FuncName = TypeLiteral[
     "eq", "ne", "lt", "le", "gt", "ge",
     "and", "or", "not",
-    "add", "sub", "mul", "div", "mod", "floordiv", "floormod", "neg",
+    "add", "sub", "mul", "div", "fdiv", "mod", "floordiv", "floormod", "neg",
     "is_null", "coalesce", "if",
     "concat", "lower", "upper", "length", "like",
     "abs", "cast_int", "cast_float", "cast_str",
     "round", "floor", "ceil", "substr", "trim", "ltrim", "rtrim", "error",
     "sqrt", "cbrt", "power", "ln", "log10", "exp", "sign", "trunc",
-    "replace", "strpos", "split_part", "lpad", "rpad", "repeat", "reverse", "initcap",
+    "sin", "cos", "tan", "cot", "asin", "acos", "atan", "atan2",
+    "replace", "strpos", "split_part", "lpad", "rpad", "repeat", "reverse", "initcap", "md5",
 ]  # fmt: skip
 
 # Number of arguments per function; `None` means "one or more".
 FUNCTION_ARITY: Final[dict[str, int | None]] = {
     "eq": 2, "ne": 2, "lt": 2, "le": 2, "gt": 2, "ge": 2,
     "and": 2, "or": 2, "not": 1,
-    "add": 2, "sub": 2, "mul": 2, "div": 2, "mod": 2, "floordiv": 2, "floormod": 2, "neg": 1,
+    "add": 2, "sub": 2, "mul": 2, "div": 2, "fdiv": 2, "mod": 2, "floordiv": 2, "floormod": 2,
+    "neg": 1,
     "is_null": 1, "coalesce": None, "if": 3,
     "concat": 2, "lower": 1, "upper": 1, "length": 1, "like": 2,
     "abs": 1, "cast_int": 1, "cast_float": 1, "cast_str": 1,
     "round": 2, "floor": 1, "ceil": 1, "substr": 3, "trim": 1, "ltrim": 1, "rtrim": 1,
     "error": 1,
     "sqrt": 1, "cbrt": 1, "power": 2, "ln": 1, "log10": 1, "exp": 1, "sign": 1, "trunc": 1,
+    "sin": 1, "cos": 1, "tan": 1, "cot": 1, "asin": 1, "acos": 1, "atan": 1, "atan2": 2,
     "replace": 3, "strpos": 2, "split_part": 3, "lpad": 3, "rpad": 3, "repeat": 2,
-    "reverse": 1, "initcap": 1,
+    "reverse": 1, "initcap": 1, "md5": 1,
 }  # fmt: skip
 
 

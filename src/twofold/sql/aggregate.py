@@ -255,7 +255,7 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
             total = call("cast_float", Column(index=nk + slot[0]))
             n: PExpr = Column(index=nk + slot[1])
             finish.append(call("if", call("eq", n, PLiteral(value=0)), PLiteral(value=None),
-                               call("div", total, call("cast_float", n))))
+                               call("fdiv", total, call("cast_float", n))))
             out_cols.append(Col(output_name(a), "float", True, hidden=True))
         elif func in _VARIANCE_FUNCS:
             v: PExpr = Column(index=nk + slot[0])

@@ -23,6 +23,7 @@ from twofold.api.errors import (
     QueryFailed,
     QueryTimeout,
     ReadBeforeSince,
+    SubscribeEnded,
     TwofoldError,
     TypeMismatch,
     UniqueViolation,
@@ -147,6 +148,18 @@ class WrongObjectType(SqlError):
     sqlstate = "42809"
 
 
+class InvalidTextRepresentation(SqlError):
+    """A literal that is not valid input for the type it is read as (`22P02`)."""
+
+    sqlstate = "22P02"
+
+
+class NumericValueOutOfRange(SqlError):
+    """A literal outside its type's range (`22003`)."""
+
+    sqlstate = "22003"
+
+
 class InternalError(SqlError):
     """A statement the planner could not handle (`XX000`); the message names it. Reaching this
     is a bug in twofold, reported as an error instead of a traceback."""
@@ -182,7 +195,7 @@ def sqlstate_of(exc: BaseException) -> str:
     text = str(exc)
     if isinstance(exc, QueryTimeout):
         return "57014"
-    if isinstance(exc, QueryFailed | InvalidRows | InvalidArgument):
+    if isinstance(exc, QueryFailed | InvalidRows | InvalidArgument | SubscribeEnded):
         for needle, state in _EVAL_STATES:
             if needle in text:
                 return state

@@ -15,6 +15,7 @@ compute them (never evaluated per row).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -22,6 +23,7 @@ from sqlglot import exp
 
 from twofold.api.joins import typed_null
 from twofold.engine.boolinput import parse_bool
+from twofold.engine.functions import parse_float_text
 from twofold.protocol import Call, Column
 from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
@@ -32,6 +34,8 @@ from twofold.sql.errors import (
     FeatureNotSupported,
     GroupingError,
     InvalidParameter,
+    InvalidTextRepresentation,
+    NumericValueOutOfRange,
     UndefinedFunction,
 )
 from twofold.sql.functions import FunctionBinders
@@ -43,6 +47,7 @@ if TYPE_CHECKING:
 
 B = tuple[PExpr, str, bool]  # (expression, scalar type or NULL, nullable)
 _NUMERIC: Final = frozenset({"int", "float", NULL})
+_INT_TEXT: Final = re.compile(r"[+-]?[0-9]+", re.ASCII)
 _CMP: Final = {exp.EQ: "eq", exp.NEQ: "ne", exp.LT: "lt", exp.LTE: "le", exp.GT: "gt",
                exp.GTE: "ge"}
 _ARITH: Final = {exp.Add: ("add", "+"), exp.Sub: ("sub", "-"), exp.Mul: ("mul", "*"),
@@ -193,21 +198,22 @@ class Binder(FunctionBinders, BuiltinBinders):
             if data is not None:
                 return PLiteral(value=data), "bytes", False
         text = str(lit.this).strip()
-        try:
-            if scalar == "int":
-                return PLiteral(value=int(text)), "int", False
-            if scalar == "float":
-                return PLiteral(value=float(text)), "float", False
-            if scalar == "bool" and (b := parse_bool(str(lit.this))) is not None:
-                return PLiteral(value=b), "bool", False  # PostgreSQL's: 'yes', 'on', 't' ...
-        except ValueError:
-            pass
-        from twofold.sql.errors import SqlError
-
-        class InvalidText(SqlError):
-            sqlstate = "22P02"
-
-        raise InvalidText(f"invalid input syntax for type {type_name(scalar)}: {text!r}")
+        if scalar == "int" and _INT_TEXT.fullmatch(text):
+            value = int(text)
+            if not -(2**63) <= value < 2**63:
+                raise NumericValueOutOfRange(f'value "{text}" is out of range for type bigint')
+            return PLiteral(value=value), "int", False
+        if scalar == "float":
+            try:
+                return PLiteral(value=parse_float_text(text)), "float", False
+            except OverflowError as e:
+                raise NumericValueOutOfRange(str(e)) from None
+            except ValueError:
+                pass
+        if scalar == "bool" and (b := parse_bool(str(lit.this))) is not None:
+            return PLiteral(value=b), "bool", False  # PostgreSQL's: 'yes', 'on', 't', '1' ...
+        raise InvalidTextRepresentation(
+            f"invalid input syntax for type {type_name(scalar)}: {text!r}")
 
     def _operator_error(self, op: str, a: str, b: str | None = None) -> UndefinedFunction:
         if b is None:
