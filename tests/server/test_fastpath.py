@@ -6,7 +6,9 @@ indexes and writes — and the session left as that path leaves it."""
 
 from __future__ import annotations
 
+import socket
 import struct
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -328,3 +330,35 @@ def test_parameter_decoders_read_what_clients_write(v: int, x: float, t: str) ->
                              (TEXT, b"\xff", False)):
         with pytest.raises(InvalidParameterValue):
             decode(raw, oid, binary, 1)
+
+
+def test_a_client_that_does_not_read_its_replies_is_back_pressured(server: ServerHandle,
+                                                                   switch: Switch) -> None:
+    """Pipelined lookups whose replies are not read: the server stops answering (and
+    reading) once its unsent replies pass the flush bound, so its memory stays bounded."""
+    db = server.db
+    server.call(db.sql("CREATE TABLE fp_big (k bigint, s text)"))
+    db.get("fp_big").insert([(k, "x" * 20_000) for k in range(4)])
+    server.call(db.sql("CREATE INDEX fp_big_k ON fp_big (k)"))
+    raw, switch.pid = _login(server)
+    raw.send(msg(b"P", b"q\0SELECT k, s FROM fp_big WHERE k = $1\0\0\0") + msg(b"S"))
+    raw.until(b"Z")
+    for _ in range(2):
+        raw.send(_bind("q", [b"1"], (), (), True))
+        raw.until(b"Z")
+    hits = switch.hits
+    raw.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+    request = _bind("q", [b"1"], (), (), True)
+    raw.sock.setblocking(False)
+    sent = 0
+    deadline = time.monotonic() + 5
+    while sent < 3000 * len(request) and time.monotonic() < deadline:
+        try:
+            sent += raw.sock.send(request * 50)
+        except BlockingIOError:
+            time.sleep(0.01)
+    time.sleep(0.5)
+    buffered = server.server.write_buffered()
+    assert switch.hits > hits  # the fast path answered some before the bound
+    assert buffered < 4 << 20, buffered  # 3,000 replies of 20 kB would be 60 MB
+    raw.close()

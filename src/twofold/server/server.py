@@ -83,14 +83,19 @@ class _Conn:
 
     def _answer_at_once(self, data: bytes) -> bytes:
         """Answer the kept lookups' requests at the start of `data` from their bytes
-        (`fastpath`), between requests only; the rest of `data` (from the first request it
-        does not answer) is the machine's."""
+        (`fastpath`), between requests only and while the replies not yet sent are few (a
+        client that does not read them is back-pressured by the machine's path, which drains
+        before it reads on); the rest of `data` (from the first request it does not answer)
+        is the machine's."""
         session = self.session
         if (session is None or self._held is not None or self._failure is not None
                 or not self.machine.between_requests()):
             return data
         at = 0
-        while at < len(data) and (done := fastpath.answer(session, data, at)) is not None:
+        while at < len(data) and self.backlog() <= FLUSH_AT:  # else the machine's path drains
+            done = fastpath.answer(session, data, at)
+            if done is None:
+                break
             reply, at = done
             self.out(reply)
         return data[at:] if at else data
