@@ -286,6 +286,11 @@ class Replica:
                     poll_interval=self.poll_interval, nice=self.maintenance_nice,
                     start=self.maintenance_start)
                 maintenance = await self.maintenance_process.start()
+                if self.storage_url is not None:
+                    # This process's appends (over any handle of the storage: SQLite's share
+                    # one notifier per file) wake the maintenance process at once.
+                    self.maintenance_process.wake_on(
+                        self.storage(self.storage_url).backend.notifier)
             else:
                 maintenance = await self._runtime("maintenance").start()
             interactive = await self._runtime("interactive").start()

@@ -231,6 +231,8 @@ def _apply(msg: wire.Message, worker: ComputeWorker, registry: SharingRegistry,
         released = wire.unpack(kind, msg.body)
         assert isinstance(released, wire.Released)
         pool.released(released.buffers)
+    elif kind == wire.WAKE:
+        pass  # the select returned: the step that follows polls the shards
     elif kind == wire.METRICS:
         sync = wire.unpack(kind, msg.body)
         assert isinstance(sync, wire.MetricsSync)

@@ -48,6 +48,7 @@ from twofold.replica.start import ChildProcess, StartMethod, fork, fork_is_safe,
 from twofold.runtime.introspection import ReplicaMetrics
 from twofold.runtime.registry import PublicationRegistry
 from twofold.runtime.thread import ITERATION_STARTED, FencedOutbox
+from twofold.storage.backend import Notifier
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,7 @@ CLOSE_TIMEOUT = 5.0
 """Seconds `close` waits for the maintenance process to exit before killing it."""
 
 _READS_PER_WAKEUP = 16
+_WAKE = wire.pack(wire.WAKE)
 
 class MaintenanceFailed(ConnectionError):
     """The maintenance process died or its runtime failed: the replica fails with it."""
@@ -89,6 +91,9 @@ class MaintenanceProcess:
         self._metrics_task: asyncio.Task[None] | None = None
         self._closing = False
         self.error: BaseException | None = None
+        self._woken = False  # a WAKE is on its way to the loop, not yet written
+        self.wakes_sent = 0
+        self._notifiers: list[Notifier] = []
 
     @property
     def pid(self) -> int | None:
@@ -190,6 +195,24 @@ class MaintenanceProcess:
             return
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
             loop.call_soon_threadsafe(fn)
+
+    def wake_on(self, notifier: Notifier) -> None:
+        """After every change `notifier` tells of (an append by this process: the front's
+        INSERTs), send the maintenance process a `WAKE`, so it polls its shards at once rather
+        than at its next poll interval; appends by other processes still land by the poll."""
+        notifier.subscribe_all(self._wake)
+        self._notifiers.append(notifier)
+
+    def _wake(self) -> None:
+        # On the appending thread: one WAKE per burst of appends before the loop sends it.
+        if not self._woken:
+            self._woken = True
+            self._from_any_thread(self._send_wake)
+
+    def _send_wake(self) -> None:
+        self._woken = False
+        self.wakes_sent += 1
+        self._write(_WAKE)
 
     def _on_hold(self, gid: GlobalId) -> None:
         # On the interactive runtime's thread: read the hold now, send it from the loop.
@@ -353,6 +376,9 @@ class MaintenanceProcess:
         """Stop the maintenance process (closing the link ends it) and wait for it."""
         self._closing = True
         self.registry.remove_waker(self._on_hold)
+        for notifier in self._notifiers:
+            notifier.unsubscribe_all(self._wake)
+        self._notifiers.clear()
         if self._metrics_task is not None:
             self._metrics_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

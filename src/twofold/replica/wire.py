@@ -48,7 +48,10 @@ per new large batch, and a spine holds O(log n) batches, so this is never approa
 MAX_LOCAL_FRAME: Final = 1 << 31
 """Frames on the local link are trusted; the limit only guards against a corrupt stream."""
 
-COMMAND, HOLD, RELEASED, METRICS = b"C", b"H", b"F", b"M"
+COMMAND, HOLD, RELEASED, METRICS, WAKE = b"C", b"H", b"F", b"M", b"W"
+"""Front to maintenance; `WAKE` (no body): storage changed in the front's process — poll now
+instead of at the next poll interval (the maintenance process cannot see the front's in-process
+storage notifier)."""
 RESPONSE, PUBLISH, CLOSED, RESET, ITERATION, FAILED = b"R", b"P", b"X", b"Z", b"I", b"E"
 
 

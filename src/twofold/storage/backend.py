@@ -150,6 +150,16 @@ class Notifier:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._callbacks: dict[str, set[Callable[[], None]]] = {}
+        self._every: tuple[Callable[[], None], ...] = ()  # called for every shard's change
+
+    def subscribe_all(self, callback: Callable[[], None]) -> None:
+        """Call `callback` when any shard changes (the front waking a maintenance process)."""
+        with self._lock:
+            self._every = (*self._every, callback)
+
+    def unsubscribe_all(self, callback: Callable[[], None]) -> None:
+        with self._lock:
+            self._every = tuple(c for c in self._every if c is not callback)
 
     def subscribe(self, shard_id: str, callback: Callable[[], None]) -> None:
         with self._lock:
@@ -165,6 +175,6 @@ class Notifier:
 
     def notify(self, shard_id: str) -> None:
         with self._lock:
-            callbacks = list(self._callbacks.get(shard_id, ()))
+            callbacks = [*self._callbacks.get(shard_id, ()), *self._every]
         for callback in callbacks:
             callback()
