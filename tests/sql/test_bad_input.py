@@ -39,7 +39,7 @@ UNSUPPORTED = [
     ("SELECT 1; SELECT 2", "several statements"),
     ("VACUUM t", "VACUUM"),
     ("SELECT k FROM t WHERE k = ANY (SELECT k FROM t)", ""),
-    ("SELECT md5(s) FROM t", "md5"),
+    ("SELECT md5('\\x01'::bytea) FROM t", "md5(bytea)"),
     ("SELECT log(2, v) FROM t", "log(b, x)"),
     ("SELECT trunc(v, 1) FROM t", "trunc(x, d)"),
     ("CREATE INDEX ix2 ON t (k + 1)", "expressions"),

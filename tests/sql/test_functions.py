@@ -36,11 +36,14 @@ TOTAL = [
     "replace(s, p, 'Zz')", "replace(s, 'a', '')", "strpos(s, p)", "position(p in s)",
     "split_part(s, p, abs(n) + 1)", "split_part(s, ',', -1 - abs(n))", "lpad(s, n, p)",
     "rpad(s, n, p)", "lpad(s, n)", "rpad(s, 4, 'é')", "repeat(s, n)", "reverse(s)",
-    "initcap(s)", "initcap(p || ' ' || s)",
+    "initcap(s)", "initcap(p || ' ' || s)", "upper(s)", "lower(p || s)", "atan(x)",
+    "atan2(x, y)", "atan2(k, x)", "sin(k)", "cos(k)", "tan(k)", "cot(k + 0.5)", "md5(s)",
+    "md5(p || s)",
 ]
 # May fail for some rows: checked one at a time.
 PARTIAL = ["sqrt(x)", "ln(x)", "log(y)", "log10(x)", "exp(y)", "power(x, y)", "power(y, k)",
-           "split_part(s, p, n)"]
+           "split_part(s, p, n)", "sin(x)", "cos(x)", "tan(y)", "cot(x)", "asin(x)", "acos(y)",
+           "asin(k)", "acos(k * 0.5)"]
 
 _FLOATS = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
@@ -48,7 +51,7 @@ _FLOATS = st.one_of(
                      -746.0, 1e300, float("inf"), float("-inf"), float("nan")]),
     st.none(),
 )
-_TEXT = st.one_of(st.text(alphabet="ab,é -1_Aßİǆ", max_size=6), st.none())
+_TEXT = st.one_of(st.text(alphabet="ab,é -1_AßİǆΣᾳ²", max_size=6), st.none())
 _PATTERN = st.one_of(st.sampled_from(["", ",", "a", "ab", "é", " ", "b,"]), _TEXT)
 _ROWS = st.lists(st.tuples(_FLOATS, _FLOATS, st.one_of(st.integers(-4, 4), st.none()), _TEXT,
                            _PATTERN, st.one_of(st.integers(-3, 7), st.none())),

@@ -37,6 +37,8 @@ from typing import Any, Final
 import numpy as np
 import polars as pl
 
+from twofold.engine.md5 import md5_hex
+
 Compiled = tuple[pl.Expr, pl.Expr | None]
 
 SQRT_NEGATIVE: Final = "cannot take square root of a negative number"
@@ -44,6 +46,7 @@ LOG_ZERO: Final = "cannot take logarithm of zero"
 LOG_NEGATIVE: Final = "cannot take logarithm of a negative number"
 POWER_ZERO: Final = "zero raised to a negative power is undefined"
 POWER_COMPLEX: Final = "a negative number raised to a non-integer power yields a complex result"
+INPUT_RANGE: Final = "input is out of range"
 OVERFLOW: Final = "value out of range: overflow"
 UNDERFLOW: Final = "value out of range: underflow"
 FIELD_ZERO: Final = "field position must not be zero"
@@ -52,7 +55,8 @@ MAX_LENGTH: Final = 1 << 26
 """The longest text `repeat`, `lpad` and `rpad` build, in characters."""
 
 MATH_FUNCTIONS: Final = frozenset({"sqrt", "cbrt", "power", "ln", "log10", "exp", "sign",
-                                   "trunc"})
+                                   "trunc", "sin", "cos", "tan", "cot", "asin", "acos", "atan",
+                                   "atan2"})
 """Functions of ints or floats giving a float."""
 
 STRING_FUNCTIONS: Final[dict[str, tuple[tuple[str, ...], str]]] = {
@@ -64,10 +68,13 @@ STRING_FUNCTIONS: Final[dict[str, tuple[tuple[str, ...], str]]] = {
     "repeat": (("str", "int"), "str"),
     "reverse": (("str",), "str"),
     "initcap": (("str",), "str"),
+    "md5": (("str",), "str"),
 }
 """Text functions: (argument scalars, result scalar)."""
 
 _NULL_STR: Final = pl.lit(None, pl.String)
+_TRIG: Final = {"sin": np.sin, "cos": np.cos, "tan": np.tan, "cot": np.tan, "asin": np.arcsin,
+                "acos": np.arccos, "atan": np.arctan}
 # Marks Unicode 15 made Alphabetic, which glibc's (Unicode 14) `iswalnum` does not count.
 _NEWER_ALPHABETIC: Final = (r"\x{363}-\x{36F}\x{C04}\x{F82}\x{F83}\x{1DD3}-\x{1DE6}"
                              r"\x{11080}\x{11081}")
@@ -121,6 +128,17 @@ def _math(func: str, f: list[pl.Expr]) -> tuple[pl.Expr, pl.Expr | None]:
             x.is_not_null()).then(0.0).otherwise(None), None
     if func == "trunc":
         return pl.when(x < 0).then(x.ceil()).otherwise(x.floor()), None
+    if func in _TRIG:
+        out = _numpy(x, _TRIG[func])
+        if func in ("asin", "acos"):
+            return out, err_when(num & (x.abs() > 1), INPUT_RANGE)
+        if func == "atan":
+            return out, None
+        if func == "cot":
+            out = float_div(pl.lit(1.0), out)  # cot(0) is infinity, unchecked in PostgreSQL
+        return out, err_when(x.is_infinite(), INPUT_RANGE)
+    if func == "atan2":
+        return _numpy2(x, f[1], np.arctan2), None
     assert func == "power"
     y = f[1]
     xn, yn = x.is_nan(), y.is_nan()
@@ -150,6 +168,17 @@ def _numpy(x: pl.Expr, kernel: Any) -> pl.Expr:
         x.map_batches(apply, return_dtype=pl.Float64))
 
 
+def _numpy2(x: pl.Expr, y: pl.Expr, kernel: Any) -> pl.Expr:
+    """A binary numpy ufunc over two float columns (NULL where either is)."""
+
+    def apply(s: Sequence[pl.Series]) -> pl.Series:
+        with np.errstate(all="ignore"):
+            return pl.Series(kernel(s[0].to_numpy(), s[1].to_numpy()), dtype=pl.Float64)
+
+    return pl.when(x.is_null() | y.is_null()).then(None).otherwise(
+        pl.map_batches([x, y], apply, return_dtype=pl.Float64))
+
+
 def _range_error(out: pl.Expr, finite_args: pl.Expr, nonzero: pl.Expr) -> pl.Expr:
     """PostgreSQL's float overflow/underflow checks of a result from finite arguments."""
     return (pl.when(finite_args & out.is_infinite()).then(pl.lit(OVERFLOW))
@@ -161,13 +190,7 @@ def float_div(a: pl.Expr, b: pl.Expr) -> pl.Expr:
     """`a / b` of float columns, IEEE's correctly rounded quotient in every row. polars (2.1)
     divides a column by a scalar as a multiplication by the scalar's reciprocal, which is off
     in the last bit for some dividends (`825148017516063.0 / 1e-10`); numpy divides."""
-
-    def apply(s: Sequence[pl.Series]) -> pl.Series:
-        with np.errstate(all="ignore"):
-            return pl.Series(np.divide(s[0].to_numpy(), s[1].to_numpy()), dtype=pl.Float64)
-
-    return pl.when(a.is_null() | b.is_null()).then(None).otherwise(
-        pl.map_batches([a, b], apply, return_dtype=pl.Float64))
+    return _numpy2(a, b, np.divide)
 
 
 def float_arith_error(func: str, out: pl.Expr, a: pl.Expr, b: pl.Expr | None) -> pl.Expr | None:
@@ -301,7 +324,9 @@ def _string(func: str, vals: Sequence[pl.Expr]) -> tuple[pl.Expr, pl.Expr | None
     s = vals[0].cast(pl.String)
     null = _any_null(vals)
     err: pl.Expr | None = None
-    if func == "reverse":
+    if func == "md5":
+        out = s.map_batches(md5_hex, return_dtype=pl.String)
+    elif func == "reverse":
         out = s.str.split("").list.reverse().list.join("")
     elif func == "initcap":
         ch = pl.element()

@@ -4,11 +4,13 @@ Contract: each method binds one sqlglot function node to `(expr, scalar, nullabl
 engine's functions (`twofold.engine.functions`, which holds their semantics and errors) or
 raises a typed `SqlError`. Argument types follow PostgreSQL's resolution: the math functions
 (`sqrt`, `cbrt`, `power`/`pow`, `ln`, `log`/`log10`, `exp`, `sign`, `trunc`, `degrees`,
-`radians`) take `double precision`, an integer argument is converted, the result is a double;
-the text functions (`replace`, `position`/`strpos`, `split_part`, `lpad`/`rpad`, `repeat`,
-`reverse`, `initcap`) take text and integer counts; a quoted literal takes the type the argument
+`radians`, `sin`, `cos`, `tan`, `cot`, `asin`, `acos`, `atan`, `atan2`) take `double
+precision`, an integer argument is converted, the result is a double; the text functions
+(`replace`, `position`/`strpos`, `split_part`, `lpad`/`rpad`, `repeat`, `reverse`,
+`initcap`, `md5`) take text and integer counts; a quoted literal takes the type the argument
 needs (`sqrt('4')`), anything else of the wrong type is `42883`. Forms PostgreSQL answers only
-in `numeric` (`log(b, x)`, `trunc(x, d)`) are refused (`0A000`), never approximated.
+in `numeric` (`log(b, x)`, `trunc(x, d)`) are refused (`0A000`), never approximated, and so is
+`md5(bytea)`.
 """
 
 from __future__ import annotations
@@ -98,6 +100,35 @@ class BuiltinBinders:
         bs = self._typed("power", [node.this, node.expression], ["float", "float"])
         return self._apply("power", bs, "float")
 
+    # PostgreSQL's trigonometric functions, in radians (sqlglot has a node for each).
+    def _Sin(self, node: exp.Sin) -> B:
+        return self._math1(node, "sin")
+
+    def _Cos(self, node: exp.Cos) -> B:
+        return self._math1(node, "cos")
+
+    def _Tan(self, node: exp.Tan) -> B:
+        return self._math1(node, "tan")
+
+    def _Cot(self, node: exp.Cot) -> B:
+        return self._math1(node, "cot")
+
+    def _Asin(self, node: exp.Asin) -> B:
+        return self._math1(node, "asin")
+
+    def _Acos(self, node: exp.Acos) -> B:
+        return self._math1(node, "acos")
+
+    def _Atan(self, node: exp.Atan) -> B:
+        if node.args.get("expression") is not None:
+            got = ", ".join(type_name(self.bind(n)[1]) for n in (node.this, node.expression))
+            raise UndefinedFunction(f"function atan({got}) does not exist; atan2(y, x) is")
+        return self._math1(node, "atan")
+
+    def _Atan2(self, node: exp.Atan2) -> B:
+        bs = self._typed("atan2", [node.this, node.expression], ["float", "float"])
+        return self._apply("atan2", bs, "float")
+
     def _Pi(self, node: exp.Pi) -> B:
         return PLiteral(value=math.pi), "float", False
 
@@ -151,6 +182,11 @@ class BuiltinBinders:
 
     def _Reverse(self, node: exp.Reverse) -> B:
         return self._apply("reverse", self._typed("reverse", [node.this], ["str"]), "str")
+
+    def _MD5(self, node: exp.MD5) -> B:
+        if self.bind(node.this)[1] == "bytes":
+            raise FeatureNotSupported("md5(bytea) is not supported; md5(text) is")
+        return self._apply("md5", self._typed("md5", [node.this], ["str"]), "str")
 
     def _Initcap(self, node: exp.Initcap) -> B:
         return self._apply("initcap", self._typed("initcap", [node.this], ["str"]), "str")
