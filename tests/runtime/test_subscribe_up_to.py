@@ -99,7 +99,11 @@ def test_up_to_subscribe_fed_over_steps(mode: Mode, schedule_late: bool) -> None
     t1 = t.write([[1, "a"], [2, "b"]], 1)
     w = Workers(mode, storage)
     try:
-        up_to = t1 + 1_000
+        # Timestamps are wall-clock milliseconds: `up_to` an hour on, so that the retraction
+        # below lands before it however slowly a loaded machine runs the steps in between
+        # (at `t1 + 1_000` a second's delay put it past `up_to`, where it rightly was not
+        # delivered: the flaky `{(1, 'a'), (2, 'b')} != {(2, 'b')}`).
+        up_to = t1 + 3_600_000
         src = GlobalId.user(1)
         w.send(Hello(uuid.uuid4()), CreateInstance(InstanceConfig()), InitializationComplete(),
                CreateDataflow(DataflowDescription(
@@ -114,6 +118,7 @@ def test_up_to_subscribe_fed_over_steps(mode: Mode, schedule_late: bool) -> None
         w.settle(lambda: bool(w.check.subscribes.get(SUB)), rounds=5)
         assert SUB not in w.check.subscribe_ended, "ended after its first batch"
         t2 = t.write([[1, "a"]], -1)
+        assert t2 < up_to
         w.settle(lambda: any(Frontier.at(t2) < b.upper
                              for b in _batches(w.check.subscribes[SUB])), rounds=5)
         t.advance_to(Frontier.at(up_to + 5))
