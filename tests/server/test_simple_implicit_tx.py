@@ -101,6 +101,8 @@ SCRIPTS = [
     ["BEGIN; INSERT INTO {t} VALUES (1); COMMIT; SELCT 1", "SELECT 1"],
     ["CREATE TABLE {t}_c (k bigint); SELECT FROM WHERE", "SELECT count(*) FROM {t}_c"],
     ["INSERT INTO {t} VALUES (1); SHOW client_encoding; SELECT 1/0"],
+    # DISCARD ALL cannot run in a transaction block, nor in a Query of several statements
+    ["SELECT 1; DISCARD ALL", "BEGIN; DISCARD ALL", "ROLLBACK", "DISCARD ALL"],
 ]
 
 

@@ -53,6 +53,7 @@ class Session:
         self.cursors = Cursors(db, lambda sql, params: staging.sql(self, sql, params))
         self._copy: CopyIn | None = None
         self.simple_rest = 0  # statements after the running one in its Query message
+        self.simple_many = False  # the running Query message holds several statements
         self.activity = monitoring.Activity()  # what pg_stat_activity shows of it
         monitoring.track(db, self)
         self._after_copy: list[str] = []  # a Query's statements after its COPY FROM STDIN
@@ -180,7 +181,8 @@ class Session:
             self.out(m.EMPTY_QUERY)
             self.ready()
             return
-        if len(statements) > 1 and (bad := shims.syntax_error(statements)) is not None:
+        self.simple_many = len(statements) > 1
+        if self.simple_many and (bad := shims.syntax_error(statements)) is not None:
             self.error(bad)  # none of them runs, as in PostgreSQL
             statements = []
         await self._statements(statements)
@@ -204,7 +206,7 @@ class Session:
             except Exception as e:
                 self.error(e)
                 break
-        self.simple_rest = 0
+        self.simple_rest, self.simple_many = 0, False
         await staging.end_implicit(self)  # the message (or a Query after Execute) ends it
         self.ready()
 

@@ -40,6 +40,7 @@ import asyncio
 import copy
 import dataclasses
 import functools
+import re
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,7 @@ from twofold.sql.parser import AsOf, CreateIndex, Subscribe, parse
 from twofold.sql.prepared import statement
 
 _QUERIES = (exp.Select, exp.SetOperation, exp.Values, exp.Subquery)
+_DISCARD_ALL = re.compile(r"^\s*discard\s+all\b", re.I)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -97,6 +99,9 @@ async def control(s: Any, sql: str) -> Outcome | None:
     if word is None:
         if tx.failed:
             raise TransactionError(ABORTED, "25P02")
+        if _DISCARD_ALL.match(sql) and (tx.in_block or s.simple_many):
+            # as PostgreSQL: in a block or a Query of several statements (not between Syncs)
+            raise TransactionError("DISCARD ALL cannot run inside a transaction block", "25001")
         tx.characteristics(sql)  # SET TRANSACTION READ ONLY ...: then answered as a SET
         return None
     held = tx.held

@@ -81,6 +81,8 @@ def command_tag(sql: str, result: Any) -> str:
         if kind == "MATERIALIZED":
             kind = "MATERIALIZED VIEW"
         return f"{head} {kind}".strip()
+    if head in ("DISCARD", "DEALLOCATE") and words[1:2] == ["ALL"]:
+        return f"{head} ALL"  # PostgreSQL's tags: DISCARD ALL, DEALLOCATE ALL
     if head in ("SET", "RESET", "DISCARD", "DEALLOCATE", "BEGIN", "COMMIT", "ROLLBACK"):
         return head
     if head == "SHOW":
