@@ -243,3 +243,19 @@ def test_maintained_float_sum_overflow_retracts(history: list[tuple[int, Any, bo
         assert set(out) == set(sums), (t, out, sums)
         for k, want in sums.items():
             assert _same(out[k], want), (t, k, out[k], want)
+
+
+@pytest.mark.xfail(strict=True, reason="a materialized view's sink stops writing at its first "
+                   "evaluation error (runtime/sinks.py), so reads of it wait and time out "
+                   "(57014) instead of failing with the error, and stay stalled after the rows "
+                   "retract; owned by the runtime")
+def test_materialized_view_read_fails_with_the_overflow_and_recovers() -> None:
+    with twofold.open(tick_interval=0.005, timeout=1) as db:
+        db.sql("CREATE TABLE w (k int, x double precision)")
+        db.sql("CREATE MATERIALIZED VIEW ws AS SELECT k, sum(x) AS s FROM w GROUP BY k")
+        db.sql("INSERT INTO w VALUES (1, 1e308), (1, 1e308)")
+        with pytest.raises(twofold.TwofoldError) as info:
+            db.sql("SELECT * FROM ws")
+        assert sqlstate_of(info.value) == "22003", info.value
+        db.sql("DELETE FROM w WHERE x = 1e308")
+        assert db.sql("SELECT * FROM ws").rows == []
