@@ -279,6 +279,8 @@ class SqliteBackend:
             query += (
                 " AND lower >= coalesce((SELECT max(lower) FROM parts WHERE shard_id = :shard"
                 " AND lower <= :start), :start)"
+                # ... and not one that ends by then (dropped below): its data is not read
+                " AND (upper IS NULL OR upper > :start)"
             )
             params["start"] = enc_time(overlapping_from)
         if up_to is not None:
