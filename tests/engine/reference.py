@@ -22,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from twofold.engine.functions import case_tables
 from twofold.protocol import (
     Call,
     Column,
@@ -234,6 +235,8 @@ def _arith(f: str, a: Any, b: Any, is_int: bool) -> Any:
         r = a * b
     elif f == "div":
         if b == 0:
+            if not is_int and math.isnan(a):
+                return math.nan  # PostgreSQL: NaN / 0 is NaN
             raise EvalError("division by zero")
         if is_int:
             q = abs(a) // abs(b)
@@ -250,7 +253,16 @@ def _arith(f: str, a: Any, b: Any, is_int: bool) -> Any:
             r = math.fmod(float(a), float(b))
     else:  # pragma: no cover - guarded by the caller
         raise AssertionError(f)
-    return _int_checked(r) if is_int else float(r)
+    return _int_checked(r) if is_int else _float_checked(f, float(a), float(b), float(r))
+
+
+def _float_checked(f: str, a: float, b: float, r: float) -> float:
+    """PostgreSQL's float8 range checks of `a f b = r` (docs/semantics.md, `add` ... `div`)."""
+    if math.isinf(r) and not math.isinf(a) and (f == "div" or not math.isinf(b)):
+        raise EvalError("value out of range: overflow")
+    if r == 0 and a != 0 and ((f == "mul" and b != 0) or (f == "div" and not math.isinf(b))):
+        raise EvalError("value out of range: underflow")
+    return r
 
 
 _COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
@@ -288,12 +300,16 @@ def _cast(f: str, v: Any, src: str) -> Any:
         return _int_checked(int(v))
     if f == "cast_float":
         if src == "str":
-            if any(w in v.lower() for w in ("nan", "inf")):
-                raise EvalError("invalid input for float")
-            try:
-                return float(v)
-            except ValueError:
-                raise EvalError("invalid input for float") from None
+            text = v.strip()
+            if re.fullmatch(r"[+-]?(inf|infinity|nan)", text, re.IGNORECASE):
+                return float(text)
+            if not re.fullmatch(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", text):
+                raise EvalError(f'invalid input syntax for type double precision: "{text}"')
+            out = float(text)
+            if math.isinf(out) or (out == 0 and re.search(r"[1-9]", text.split("e")[0].split(
+                    "E")[0])):
+                raise EvalError(f'"{text}" is out of range for type double precision')
+            return out
         return float(v)
     # cast_str
     if src == "bool":
@@ -394,10 +410,11 @@ def _compile(expr: Expr, cols: Sequence[str]) -> Fn:
         return strict(lambda a: _int_checked(abs(a)) if is_int else abs(float(a)))
     if f == "concat":
         return strict(lambda a, b: a + b)
-    if f == "lower":
-        return strict(lambda a: a.lower())
-    if f == "upper":
-        return strict(lambda a: a.upper())
+    if f in ("lower", "upper"):
+        # Simple one-to-one mappings (PostgreSQL's towlower/towupper; the engine's tables are
+        # checked against PostgreSQL at every code point in tests/sql/test_case_mapping.py).
+        table = case_tables()[f == "lower"]
+        return strict(lambda a: "".join(table.get(c, c) for c in a))
     if f == "length":
         return strict(len)
     if f == "like":
