@@ -199,6 +199,11 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
             from twofold.sql.types import type_name
 
             raise UndefinedFunction(f"function {name}({type_name(s)}) does not exist")
+        if isinstance(a, exp.Avg) and s == "int" and not distinct:
+            # PostgreSQL averages integers in numeric, so no sum is out of range: average
+            # them as doubles (exact sums; each value exact below 2^53). DISTINCT keeps the
+            # integers, whose distinctness a double could lose.
+            b, s = (call("cast_float", b[0]), "float", b[2]), "float"
         pos = position(b)
         func = _AGGREGATE_FUNCS.get(type(a))
         if func is None:
