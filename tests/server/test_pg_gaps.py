@@ -118,3 +118,39 @@ def test_pg_stat_activity(server: ServerHandle, name: str) -> None:
             left = c.execute("SELECT count(*) FROM pg_stat_activity "
                              "WHERE application_name = 'watcher'").fetchone()
         assert left == (0,)
+
+
+def _value_or_state(con: psycopg.Connection[tuple[object, ...]], sql: str) -> object:
+    try:
+        return con.execute(sql.encode()).fetchall()  # bytes: sent as it is, no parameters
+    except psycopg.Error as e:
+        return e.sqlstate
+
+
+_ESCAPE_CASES = ["a\\'b", "it''s", "tab\\there", "\\303\\251", "\\xc3\\xa9", "\\xff", "\\0",
+                 "\\u00e9\\U0001F600", "\\uD83D\\uDE00", "\\uD83D", "\\uDE00x", "\\u12",
+                 "\\q\\\\", "\\101\\x4", "\\777", "\\U00110000", "\\u0000", "new\\nline",
+                 "\\b\\f\\r", "a;b", "\\';"]
+
+
+def test_escape_strings_as_postgres(server: ServerHandle,
+                                    pg: psycopg.Connection[tuple[object, ...]]) -> None:
+    with psycopg.connect(server.dsn(), autocommit=True, connect_timeout=10) as c:
+        for body in _ESCAPE_CASES:
+            sql = f"SELECT E'{body}' AS s"
+            assert _value_or_state(c, sql) == _value_or_state(pg, sql), sql
+        # a quote escaped by a backslash does not end the statement when the message is split
+        sql = "SELECT E'x\\';y' AS a; SELECT e'\\\\' AS b"
+        assert _value_or_state(c, sql) == _value_or_state(pg, sql) == [("x';y",)]
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(st.lists(st.sampled_from(["\\", "'", "''", "\\'", "0", "3", "7", "x", "f", "c", "u",
+                                 "U", "D", "8", "n", "t", "a", "é", "00e9", ";"]),
+                max_size=8))
+def test_escape_string_property(server: ServerHandle,
+                                pg: psycopg.Connection[tuple[object, ...]],
+                                parts: list[str]) -> None:
+    sql = f"SELECT E'{''.join(parts)}' AS s"
+    with psycopg.connect(server.dsn(), autocommit=True, connect_timeout=10) as c:
+        assert _value_or_state(c, sql) == _value_or_state(pg, sql), sql

@@ -25,8 +25,14 @@ def split_statements(text: str) -> list[str]:
     while i < n:
         ch = text[i]
         if ch in ("'", '"'):
+            # E'...': a backslash escapes the next character (`E'it\'s'`)
+            escapes = ch == "'" and i > 0 and text[i - 1] in "Ee" and (
+                i < 2 or not (text[i - 2].isalnum() or text[i - 2] in "_$"))
             j = i + 1
             while j < n:
+                if escapes and text[j] == "\\":
+                    j += 2
+                    continue
                 if text[j] == ch:
                     if j + 1 < n and text[j + 1] == ch:
                         j += 2

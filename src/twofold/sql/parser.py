@@ -32,6 +32,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.tokenizer_core import TokenizerCore
 from sqlglot.tokens import TokenType  # type: ignore[attr-defined]
 
+from twofold.sql import escapestring
 from twofold.sql.errors import FeatureNotSupported, SqlSyntaxError
 
 
@@ -125,11 +126,18 @@ class Twofold(Postgres):
         FUNCTIONS = {**Postgres.Parser.FUNCTIONS, "VAR_SAMP": _named(exp.Variance, "var_samp")}
         # A dollar-quoted string (`$$it's$$`, `$tag$...$tag$`) is a string literal, as in
         # PostgreSQL (sqlglot makes it a RawString, which nothing binds).
+        # An escape string (`E'a\tb'`) is a string literal decoded by PostgreSQL's rules from
+        # its source text (sqlglot makes it a ByteString, which nothing binds).
         STRING_PARSERS = {**Postgres.Parser.STRING_PARSERS, TokenType.HEREDOC_STRING:
                           lambda self, token: self.expression(
-                              exp.Literal(this=token.text, is_string=True), token)}
+                              exp.Literal(this=token.text, is_string=True), token),
+                          TokenType.BYTE_STRING: lambda self, token: self.expression(
+                              exp.Literal(this=escapestring.decode(
+                                  self.sql[token.start:token.end + 1]), is_string=True),
+                              token)}
         PRIMARY_PARSERS = {**Postgres.Parser.PRIMARY_PARSERS,
-                           TokenType.HEREDOC_STRING: STRING_PARSERS[TokenType.HEREDOC_STRING]}
+                           TokenType.HEREDOC_STRING: STRING_PARSERS[TokenType.HEREDOC_STRING],
+                           TokenType.BYTE_STRING: STRING_PARSERS[TokenType.BYTE_STRING]}
 
         def _parse_statement(self) -> Any:
             if not self._curr:
