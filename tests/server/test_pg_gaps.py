@@ -154,3 +154,20 @@ def test_escape_string_property(server: ServerHandle,
     sql = f"SELECT E'{''.join(parts)}' AS s"
     with psycopg.connect(server.dsn(), autocommit=True, connect_timeout=10) as c:
         assert _value_or_state(c, sql) == _value_or_state(pg, sql), sql
+
+
+def test_copy_options_as_escape_strings(server: ServerHandle, name: str,
+                                        pg: psycopg.Connection[tuple[object, ...]]) -> None:
+    """`DELIMITER E'\\t'` (how psql users write a tab) and a NULL string with a doubled quote
+    read as PostgreSQL reads them."""
+    data = "1\tn'a\tx\n2\t\"a\tb\"\tn'a\n"
+    got = []
+    with psycopg.connect(server.dsn(), autocommit=True, connect_timeout=10) as c:
+        for con in (c, pg):
+            con.execute(f"DROP TABLE IF EXISTS {name}")
+            con.execute(f"CREATE TABLE {name} (k bigint, a text, b text)")
+            with con.cursor().copy(f"COPY {name} FROM STDIN WITH (FORMAT csv, "
+                                   "DELIMITER E'\\t', NULL 'n''a')") as cp:
+                cp.write(data)
+            got.append(con.execute(f"SELECT k, a, b FROM {name} ORDER BY k").fetchall())
+    assert got[0] == got[1] == [(1, None, "x"), (2, "a\tb", None)]

@@ -126,9 +126,21 @@ def _options(text: str) -> tuple[bool, bool, str | None, str | None, bool]:
         raise SqlSyntaxError("COPY takes one FORMAT: csv or binary, not both")
     header = bool(re.search(r"\bheader(\s+'?(true|on|1)'?)?\b", low)) and not re.search(
         r"\bheader\s+'?(false|off|0)'?", low)
-    d = re.search(r"\bdelimiter\s+(?:as\s+)?'((?:''|[^'])*)'", t, re.I)
-    nl = re.search(r"\bnull\s+(?:as\s+)?'((?:''|[^'])*)'", t, re.I)
-    return use_csv, header, d.group(1) if d else None, nl.group(1) if nl else None, binary
+    return use_csv, header, _quoted(t, "delimiter"), _quoted(t, "null"), binary
+
+
+def _quoted(options: str, name: str) -> str | None:
+    """The string of option `name` in COPY's options: `'...'` (`''` a quote) or an escape
+    string `E'...'` (`E'\\t'`, as psql users write a tab)."""
+    m = re.search(rf"\b{name}\s+(?:as\s+)?(?:([Ee])'((?:''|\\.|[^'\\])*)'|'((?:''|[^'])*)')",
+                  options, re.I | re.S)
+    if m is None:
+        return None
+    if m.group(1):
+        from twofold.sql.escapestring import decode
+
+        return decode(f"E'{m.group(2)}'")
+    return m.group(3).replace("''", "'")
 
 
 def parse_copy(sql: str) -> CopyStatement | None:
