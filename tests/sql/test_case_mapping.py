@@ -9,11 +9,11 @@ character — with the session's PostgreSQL; skipped with the reason when none s
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from tests.sql.pgcompare import fresh_database
 
 import twofold
 
@@ -28,19 +28,9 @@ def _chunks() -> list[tuple[int, str]]:
 
 @pytest.fixture(scope="module")
 def pg(servers: Any) -> Iterator[Any]:
-    import psycopg
-
-    cluster = servers.pg()
-    name = f"case_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(cluster.url, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8' "
-                      "LC_CTYPE 'C.UTF-8' LC_COLLATE 'C.UTF-8'")
-    try:
-        with psycopg.connect(cluster.url_for(name), autocommit=True) as con:
-            yield con
-    finally:
-        with psycopg.connect(cluster.url, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE {name}")
+    options = "TEMPLATE template0 ENCODING 'UTF8' LC_CTYPE 'C.UTF-8' LC_COLLATE 'C.UTF-8'"
+    with fresh_database(servers, "case", options) as con:
+        yield con
 
 
 def test_case_functions_equal_postgres_at_every_code_point(pg: Any) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import sys
-import uuid
 from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.sql.pgcompare import fresh_database, rows_or_same_error
 
 import twofold
 from twofold.engine.functions import OVERFLOW
@@ -54,20 +54,10 @@ EXPRS = ["x + y", "x - y", "x * y", "x / y", "y / x", "-x", "abs(x) * 1e300", "x
 @pytest.fixture(scope="module")
 def pg(servers: Any) -> Iterator[Any]:
     """A fresh database in the session's PostgreSQL (skips with the reason if none starts)."""
-    import psycopg
-
-    cluster = servers.pg()
-    name = f"fr_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(cluster.url, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    try:
-        with psycopg.connect(cluster.url_for(name), autocommit=True) as con:
-            con.execute(f"CREATE TABLE f ({COLS})")
-            con.execute("CREATE TABLE g (k int, x double precision)")
-            yield con
-    finally:
-        with psycopg.connect(cluster.url, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE {name}")
+    with fresh_database(servers, "fr") as con:
+        con.execute(f"CREATE TABLE f ({COLS})")
+        con.execute("CREATE TABLE g (k int, x double precision)")
+        yield con
 
 
 @pytest.fixture(scope="module")
@@ -103,13 +93,10 @@ def _pg_each(pg: Any, sql: str, keys: list[Any]) -> tuple[dict[Any, Any], set[st
 def _check(db: twofold.Database, sql: str, expected: tuple[dict[Any, Any], set[str]],
            rel: float = 0.0) -> None:
     values, states = expected
-    try:
-        got = dict(db.sql(sql).rows)
-    except twofold.TwofoldError as e:
-        assert states, f"{sql}: twofold failed ({e}), PostgreSQL answers every row"
-        assert sqlstate_of(e) in states, f"{sql}: {sqlstate_of(e)} {e}; PostgreSQL: {states}"
+    rows = rows_or_same_error(db, sql, states)
+    if rows is None:
         return
-    assert not states, f"{sql}: PostgreSQL fails ({states}), twofold answered {got}"
+    got = dict(rows)
     for k, want in values.items():
         assert _same(got.get(k), want, rel), (
             f"{sql} at {k}: twofold {got.get(k)!r}, PostgreSQL {want!r}")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from fractions import Fraction
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.sql.pgcompare import fresh_database, rows_or_same_error
 
 import twofold
 from twofold.sql.errors import sqlstate_of
@@ -61,19 +61,9 @@ _ROWS = st.lists(st.tuples(_FLOATS, _FLOATS, st.one_of(st.integers(-4, 4), st.no
 @pytest.fixture(scope="module")
 def pg(servers: Any) -> Iterator[Any]:
     """A fresh database in the session's PostgreSQL (skips with the reason if none starts)."""
-    import psycopg
-
-    cluster = servers.pg()
-    name = f"fn_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(cluster.url, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    try:
-        with psycopg.connect(cluster.url_for(name), autocommit=True) as con:
-            con.execute(f"CREATE TABLE f ({COLS})")
-            yield con
-    finally:
-        with psycopg.connect(cluster.url, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE {name}")
+    with fresh_database(servers, "fn") as con:
+        con.execute(f"CREATE TABLE f ({COLS})")
+        yield con
 
 
 @pytest.fixture(scope="module")
@@ -112,13 +102,10 @@ def _compare(db: twofold.Database, pg: Any, exprs: list[str], ids: list[int]) ->
     sql = f"SELECT id, {', '.join(exprs)} FROM f"
     expected = [_pg_rows(pg, e, ids) for e in exprs]
     states = set().union(*(s for _, s in expected))
-    try:
-        got = {r[0]: r[1:] for r in db.sql(sql).rows}
-    except twofold.TwofoldError as e:
-        assert states, f"{sql}: twofold failed ({e}), PostgreSQL answers every row"
-        assert sqlstate_of(e) in states, f"{sql}: {sqlstate_of(e)} {e}; PostgreSQL: {states}"
+    rows = rows_or_same_error(db, sql, states)
+    if rows is None:
         return
-    assert not states, f"{sql}: PostgreSQL fails ({states}), twofold answered {got}"
+    got = {r[0]: r[1:] for r in rows}
     for j, (values, _) in enumerate(expected):
         for i in ids:
             assert _same(got[i][j], values[i]), (

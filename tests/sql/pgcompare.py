@@ -1,0 +1,47 @@
+"""Helpers for tests that compare twofold with PostgreSQL (the session's `servers.pg()`).
+
+- `fresh_database(servers, prefix, options)`: a throwaway database in the session's cluster
+  (dropped after), as an autocommit psycopg connection; skips with the reason when no
+  PostgreSQL can be started (the `servers` fixture does).
+- `rows_or_same_error(db, sql, states)`: twofold's rows of `sql`, or `None` when it failed
+  with one of `states` — the SQLSTATEs PostgreSQL raised for the same rows; any other outcome
+  (an error PostgreSQL does not raise, an answer where PostgreSQL fails) is an assertion error.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import twofold
+from twofold.sql.errors import sqlstate_of
+
+
+@contextmanager
+def fresh_database(servers: Any, prefix: str, options: str = "") -> Iterator[Any]:
+    import psycopg
+
+    cluster = servers.pg()
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(cluster.url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name} {options}")
+    try:
+        with psycopg.connect(cluster.url_for(name), autocommit=True) as con:
+            yield con
+    finally:
+        with psycopg.connect(cluster.url, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE {name}")
+
+
+def rows_or_same_error(db: twofold.Database, sql: str, states: set[str]
+                       ) -> list[tuple[Any, ...]] | None:
+    try:
+        rows = db.sql(sql).rows
+    except twofold.TwofoldError as e:
+        assert states, f"{sql}: twofold failed ({e}), PostgreSQL answers every row"
+        assert sqlstate_of(e) in states, f"{sql}: {sqlstate_of(e)} {e}; PostgreSQL: {states}"
+        return None
+    assert not states, f"{sql}: PostgreSQL fails ({states}), twofold answered {rows}"
+    return rows
