@@ -362,3 +362,26 @@ def test_a_client_that_does_not_read_its_replies_is_back_pressured(server: Serve
     assert switch.hits > hits  # the fast path answered some before the bound
     assert buffered < 4 << 20, buffered  # 3,000 replies of 20 kB would be 60 MB
     raw.close()
+
+
+def test_an_unexpected_failure_declines_rather_than_breaking_the_connection(
+        server: ServerHandle, kv: str, switch: Switch, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever goes wrong inside the fast path, the request goes the message path (which
+    answers it, or reports its own error) and the connection goes on."""
+    raw, switch.pid = _login(server)
+    raw.send(msg(b"P", f"q\0{_TEXTS[0]}\0\0\0".encode()) + msg(b"S"))
+    raw.until(b"Z")
+    raw.send(_bind("q", [b"3"], (), (), True))
+    want = raw.until(b"Z")
+
+    class Broken:
+        def execute_now(self, params: Any) -> Any:
+            raise TypeError("broken")
+
+    monkeypatch.setattr(fastpath, "statement", lambda db, sql: Broken())
+    hits = switch.hits
+    for _ in range(2):
+        raw.send(_bind("q", [b"3"], (), (), True))
+        assert raw.until(b"Z") == want
+    assert switch.hits == hits
+    raw.close()

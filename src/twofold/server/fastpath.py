@@ -102,8 +102,8 @@ def answer(s: Session, data: bytes, start: int) -> tuple[bytes, int] | None:
     docstring)."""
     try:
         return _answer(s, data, start)
-    except (struct.error, IndexError, ValueError, UnicodeDecodeError):
-        return None  # malformed: the machine reads it and says what is wrong
+    except Exception:  # malformed, or a value it cannot encode: the message path says what
+        return None
 
 
 def _answer(s: Session, data: bytes, start: int) -> tuple[bytes, int] | None:
@@ -165,11 +165,9 @@ def _answer(s: Session, data: bytes, start: int) -> tuple[bytes, int] | None:
         plan = fast[key] = _Plan(stmt, param_formats, result_formats)
         if len(fast) > 8:
             fast.pop(next(iter(fast)))
-    try:
-        params = [None if raw is None else parse(raw)
-                  for raw, parse in zip(raws, plan.decoders, strict=True)]
-    except Exception:
-        return None  # 22P02: the session's path reports it
+    # A parameter that does not parse raises: 22P02, which the session's path reports.
+    params = [None if raw is None else parse(raw)
+              for raw, parse in zip(raws, plan.decoders, strict=True)]
     db = s.db
     result = statement(db, sql).execute_now(params)
     if result is None:
