@@ -385,3 +385,41 @@ def test_an_unexpected_failure_declines_rather_than_breaking_the_connection(
         assert raw.until(b"Z") == want
     assert switch.hits == hits
     raw.close()
+
+
+def test_a_read_before_the_since_is_not_answered_at_once(
+        server: ServerHandle, kv: str, switch: Switch, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Were a kept lookup's read time before the index's since, the published arrangement
+    could not answer it: the fast path declines and both connections get the message path's
+    reply."""
+    db = server.db
+    slow, _ = _login(server)
+    fast, switch.pid = _login(server)
+    replies: dict[str, list[Any]] = {}
+    for name, raw in (("slow", slow), ("fast", fast)):
+        raw.send(msg(b"P", f"q\0{_TEXTS[0]}\0\0\0".encode()) + msg(b"S"))
+        raw.until(b"Z")
+        for _ in range(2):
+            raw.send(_bind("q", [b"3"], (), (), True))
+            replies[name] = raw.until(b"Z")
+    assert replies["slow"] == replies["fast"]
+    idx = db.get(f"{kv}_k")
+    since = server.call(_since(db, idx.id))
+    assert since > 0
+    real = db._choose_time
+    monkeypatch.setattr(db, "_choose_time", lambda rel, as_of, **kw: since - 1
+                        if rel is idx else real(rel, as_of, **kw))
+    hits = switch.hits
+    for name, raw in (("slow", slow), ("fast", fast)):
+        raw.send(_bind("q", [b"3"], (), (), True))
+        replies[name] = raw.until(b"Z")
+    assert switch.hits == hits
+    assert replies["slow"] == replies["fast"]
+    for raw in (slow, fast):
+        raw.close()
+
+
+async def _since(db: Any, gid: Any) -> int:
+    t = db._ctl.since(gid).time
+    assert t is not None
+    return int(t)
