@@ -38,12 +38,14 @@ TOTAL = [
     "rpad(s, n, p)", "lpad(s, n)", "rpad(s, 4, 'é')", "repeat(s, n)", "reverse(s)",
     "initcap(s)", "initcap(p || ' ' || s)", "upper(s)", "lower(p || s)", "atan(x)",
     "atan2(x, y)", "atan2(k, x)", "sin(k)", "cos(k)", "tan(k)", "cot(k + 0.5)", "md5(s)",
-    "md5(p || s)",
+    "md5(p || s)", "atand(x)", "atan2d(x, y)", "sind(k * 15)", "cosd(k * 30 + 0.5)",
+    "tand(k * 45)", "cotd(k * 45)", "asind(k * 0.25)", "acosd(k * -0.25)",
 ]
 # May fail for some rows: checked one at a time.
 PARTIAL = ["sqrt(x)", "ln(x)", "log(y)", "log10(x)", "exp(y)", "power(x, y)", "power(y, k)",
            "split_part(s, p, n)", "sin(x)", "cos(x)", "tan(y)", "cot(x)", "asin(x)", "acos(y)",
-           "asin(k)", "acos(k * 0.5)"]
+           "asin(k)", "acos(k * 0.5)", "sind(x)", "cosd(y)", "tand(x)", "cotd(y)", "asind(x)",
+           "acosd(y)"]
 
 _FLOATS = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
@@ -233,3 +235,33 @@ def test_variance_edges(db: twofold.Database) -> None:
     with pytest.raises(twofold.TwofoldError) as e:
         db.sql("SELECT var_pop(s) FROM (SELECT 'a' AS s) AS q")
     assert sqlstate_of(e.value) == "42883"
+
+
+def test_degree_functions_equal_postgres_bit_for_bit(db: twofold.Database, pg: Any) -> None:
+    """`sind` ... `atan2d` follow PostgreSQL's algorithm, not `sin(radians(x))`: compared
+    exactly (bits) over multiples of 15 degrees, their neighbours and random angles."""
+    import random
+
+    rnd = random.Random(7)
+    angles = [15.0 * k for k in range(-48, 49)] + [0.0, -0.0, 1e300, -1e300, 29.999999999]
+    angles += [a + d for a in (30.0, 45.0, 60.0, 90.0) for d in (1e-12, -1e-12)]
+    angles += [rnd.uniform(-1000.0, 1000.0) for _ in range(600)]
+    unit = [-1.0, -0.5, -0.0, 0.0, 0.5, 1.0] + [rnd.uniform(-1.0, 1.0) for _ in range(300)]
+    funcs = "sind(a), cosd(a), tand(a), cotd(a), atand(a), atan2d(a, a + 1)"
+    inverse = "asind(u), acosd(u)"
+    for table, values, sql in (("da", angles, funcs), ("du", unit, inverse)):
+        col = "a" if table == "da" else "u"
+        pg.execute(f"CREATE TABLE {table} (i int, {col} double precision)")
+        db.sql(f"CREATE TABLE {table} (i int, {col} double precision)")
+        rows = list(enumerate(values))
+        with pg.cursor() as cur:
+            cur.executemany(f"INSERT INTO {table} VALUES (%s, %s)", rows)
+        db.table(table).insert(rows)
+        want = pg.execute(f"SELECT i, {sql} FROM {table} ORDER BY i").fetchall()
+        got = db.sql(f"SELECT i, {sql} FROM {table} ORDER BY i").rows
+        for w, g in zip(want, got, strict=True):
+            for j, (a, b) in enumerate(zip(w[1:], g[1:], strict=True)):
+                same = (math.isnan(a) and math.isnan(b)) or (
+                    a == b and math.copysign(1, a) == math.copysign(1, b))
+                assert same, (f"{sql.split(', ')[j]} at {values[w[0]]!r}: PostgreSQL {a!r}, "
+                              f"twofold {b!r}")

@@ -37,6 +37,7 @@ from typing import Any, Final
 import numpy as np
 import polars as pl
 
+from twofold.engine import degrees
 from twofold.engine.md5 import md5_hex
 
 Compiled = tuple[pl.Expr, pl.Expr | None]
@@ -56,7 +57,8 @@ MAX_LENGTH: Final = 1 << 26
 
 MATH_FUNCTIONS: Final = frozenset({"sqrt", "cbrt", "power", "ln", "log10", "exp", "sign",
                                    "trunc", "sin", "cos", "tan", "cot", "asin", "acos", "atan",
-                                   "atan2"})
+                                   "atan2", "sind", "cosd", "tand", "cotd", "asind", "acosd",
+                                   "atand", "atan2d"})
 """Functions of ints or floats giving a float."""
 
 STRING_FUNCTIONS: Final[dict[str, tuple[tuple[str, ...], str]]] = {
@@ -74,7 +76,9 @@ STRING_FUNCTIONS: Final[dict[str, tuple[tuple[str, ...], str]]] = {
 
 _NULL_STR: Final = pl.lit(None, pl.String)
 _TRIG: Final = {"sin": np.sin, "cos": np.cos, "tan": np.tan, "cot": np.tan, "asin": np.arcsin,
-                "acos": np.arccos, "atan": np.arctan}
+                "acos": np.arccos, "atan": np.arctan, "sind": degrees.sind,
+                "cosd": degrees.cosd, "tand": degrees.tand, "cotd": degrees.cotd,
+                "asind": degrees.asind, "acosd": degrees.acosd, "atand": degrees.atand}
 # Marks Unicode 15 made Alphabetic, which glibc's (Unicode 14) `iswalnum` does not count.
 _NEWER_ALPHABETIC: Final = (r"\x{363}-\x{36F}\x{C04}\x{F82}\x{F83}\x{1DD3}-\x{1DE6}"
                              r"\x{11080}\x{11081}")
@@ -130,15 +134,15 @@ def _math(func: str, f: list[pl.Expr]) -> tuple[pl.Expr, pl.Expr | None]:
         return pl.when(x < 0).then(x.ceil()).otherwise(x.floor()), None
     if func in _TRIG:
         out = _numpy(x, _TRIG[func])
-        if func in ("asin", "acos"):
+        if func in ("asin", "acos", "asind", "acosd"):
             return out, err_when(num & (x.abs() > 1), INPUT_RANGE)
-        if func == "atan":
+        if func in ("atan", "atand"):
             return out, None
         if func == "cot":
             out = float_div(pl.lit(1.0), out)  # cot(0) is infinity, unchecked in PostgreSQL
         return out, err_when(x.is_infinite(), INPUT_RANGE)
-    if func == "atan2":
-        return _numpy2(x, f[1], np.arctan2), None
+    if func in ("atan2", "atan2d"):
+        return _numpy2(x, f[1], np.arctan2 if func == "atan2" else degrees.atan2d), None
     assert func == "power"
     y = f[1]
     xn, yn = x.is_nan(), y.is_nan()

@@ -4,13 +4,13 @@ Contract: each method binds one sqlglot function node to `(expr, scalar, nullabl
 engine's functions (`twofold.engine.functions`, which holds their semantics and errors) or
 raises a typed `SqlError`. Argument types follow PostgreSQL's resolution: the math functions
 (`sqrt`, `cbrt`, `power`/`pow`, `ln`, `log`/`log10`, `exp`, `sign`, `trunc`, `degrees`,
-`radians`, `sin`, `cos`, `tan`, `cot`, `asin`, `acos`, `atan`, `atan2`) take `double
-precision`, an integer argument is converted, the result is a double; the text functions
-(`replace`, `position`/`strpos`, `split_part`, `lpad`/`rpad`, `repeat`, `reverse`,
-`initcap`, `md5`) take text and integer counts; a quoted literal takes the type the argument
-needs (`sqrt('4')`), anything else of the wrong type is `42883`. Forms PostgreSQL answers only
-in `numeric` (`log(b, x)`, `trunc(x, d)`) are refused (`0A000`), never approximated, and so is
-`md5(bytea)`.
+`radians`, `sin`, `cos`, `tan`, `cot`, `asin`, `acos`, `atan`, `atan2` and the degree forms
+`sind` ... `atan2d`) take `double precision`, an integer argument is converted, the result
+is a double; the text functions (`replace`, `position`/`strpos`, `split_part`, `lpad`/`rpad`,
+`repeat`, `reverse`, `initcap`, `md5`) take text and integer counts; a quoted literal takes
+the type the argument needs (`sqrt('4')`), anything else of the wrong type is `42883`. Forms
+PostgreSQL answers only in `numeric` (`log(b, x)`, `trunc(x, d)`) are refused (`0A000`),
+never approximated, and so is `md5(bytea)`.
 """
 
 from __future__ import annotations
@@ -128,6 +128,14 @@ class BuiltinBinders:
     def _Atan2(self, node: exp.Atan2) -> B:
         bs = self._typed("atan2", [node.this, node.expression], ["float", "float"])
         return self._apply("atan2", bs, "float")
+
+    def degree_function(self, node: exp.Anonymous, name: str) -> B:
+        """`sind`, `cosd`, `tand`, `cotd`, `asind`, `acosd`, `atand` (one double) and
+        `atan2d` (two): sqlglot reads them as anonymous calls."""
+        want = ["float", "float"] if name == "atan2d" else ["float"]
+        if len(node.expressions) != len(want):
+            raise UndefinedFunction(f"function {name} takes {len(want)} argument(s)")
+        return self._apply(name, self._typed(name, list(node.expressions), want), "float")
 
     def _Pi(self, node: exp.Pi) -> B:
         return PLiteral(value=math.pi), "float", False

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 B = tuple[PExpr, str, bool]
 _NUMERIC = frozenset({"int", "float", NULL})
+DEGREE_FUNCTIONS = frozenset({"sind", "cosd", "tand", "cotd", "asind", "acosd", "atand",
+                              "atan2d"})
 
 
 class FunctionBinders:
@@ -38,6 +40,7 @@ class FunctionBinders:
         def bind(self, node: exp.Expr) -> B: ...
         def condition(self, node: exp.Expr, what: str) -> PExpr: ...
         def _retype(self, lit: exp.Literal, scalar: str) -> B: ...
+        def degree_function(self, node: exp.Anonymous, name: str) -> B: ...
 
     # -- CASE, casts, functions ---------------------------------------------------------------
 
@@ -250,6 +253,8 @@ class FunctionBinders:
 
     def _Anonymous(self, node: exp.Anonymous) -> B:
         name = node.name.lower()
+        if name in DEGREE_FUNCTIONS:
+            return self.degree_function(node, name)
         if name in FUNCTIONS_UNSUPPORTED:
             raise FeatureNotSupported(f"function {name}() is not supported")
         raise UndefinedFunction(f"function {name}() does not exist")

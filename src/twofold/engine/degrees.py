@@ -1,0 +1,123 @@
+"""PostgreSQL's trigonometric functions in degrees (`sind`, `cosd`, `tand`, `cotd`, `asind`,
+`acosd`, `atand`, `atan2d`), as numpy kernels over float arrays.
+
+Contract: each function maps an array of doubles to PostgreSQL 15's results bit for bit — its
+algorithm (`float.c`), not `sin(radians(x))`: the angle is reduced to the first quadrant with
+exact operations (`fmod`, reflections), evaluated by `sin`/`cos` on [0, 30] or [0, 60] degrees
+scaled by the exact values at 30 and 60 degrees, so that `sind(30)` is exactly 0.5, `tand(45)`
+exactly 1 and `cosd(90)` exactly 0. NaN gives NaN; infinities and arguments outside [-1, 1]
+are the caller's to refuse (`twofold.engine.functions` raises `input is out of range`); `tand`
+of +-90 and `cotd` of 0 are infinities, and a zero `tand`/`cotd` is +0.0. The kernels are
+libm's (numpy's, equal to it here), as PostgreSQL's.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+import numpy as np
+
+_RPD: Final = 0.0174532925199432957692  # PostgreSQL's RADIANS_PER_DEGREE
+_SIN_30: Final = math.sin(30.0 * _RPD)
+_ONE_MINUS_COS_60: Final = 1.0 - math.cos(60.0 * _RPD)
+_ASIN_0_5: Final = math.asin(0.5)
+_ACOS_0_5: Final = math.acos(0.5)
+_ATAN_1_0: Final = math.atan(1.0)
+
+
+def _sind_0_to_30(x: np.ndarray) -> np.ndarray:
+    out: np.ndarray = (np.sin(x * _RPD) / _SIN_30) / 2.0
+    return out
+
+
+def _cosd_0_to_60(x: np.ndarray) -> np.ndarray:
+    out: np.ndarray = 1.0 - ((1.0 - np.cos(x * _RPD)) / _ONE_MINUS_COS_60) / 2.0
+    return out
+
+
+def _sind_q1(x: np.ndarray) -> np.ndarray:
+    return np.where(x <= 30.0, _sind_0_to_30(x), _cosd_0_to_60(90.0 - x))
+
+
+def _cosd_q1(x: np.ndarray) -> np.ndarray:
+    return np.where(x <= 60.0, _cosd_0_to_60(x), _sind_0_to_30(90.0 - x))
+
+
+_FORTY_FIVE: Final = np.array([45.0])
+_TAN_45: Final = float((_sind_q1(_FORTY_FIVE) / _cosd_q1(_FORTY_FIVE))[0])
+_COT_45: Final = float((_cosd_q1(_FORTY_FIVE) / _sind_q1(_FORTY_FIVE))[0])
+
+
+def _reduce(a: np.ndarray, fold_sign: bool) -> tuple[np.ndarray, np.ndarray]:
+    """`a` reduced to [0, 90] degrees and the sign to apply: `fmod` by 360, then reflections
+    at 0, 180 and 90 (the last flips the sign only when `fold_sign`: tan, cot)."""
+    a = np.fmod(a, 360.0)
+    sign = np.ones_like(a)
+    neg = a < 0.0
+    a, sign = np.where(neg, -a, a), np.where(neg, -sign, sign)
+    big = a > 180.0
+    a, sign = np.where(big, 360.0 - a, a), np.where(big, -sign, sign)
+    obtuse = a > 90.0
+    a = np.where(obtuse, 180.0 - a, a)
+    if fold_sign:
+        sign = np.where(obtuse, -sign, sign)
+    return a, sign
+
+
+def sind(a: np.ndarray) -> np.ndarray:
+    q, sign = _reduce(a, False)
+    out: np.ndarray = sign * _sind_q1(q)
+    return out
+
+
+def cosd(a: np.ndarray) -> np.ndarray:
+    q = np.abs(np.fmod(a, 360.0))
+    q = np.where(q > 180.0, 360.0 - q, q)
+    obtuse = q > 90.0
+    out: np.ndarray = np.where(obtuse, -1.0, 1.0) * _cosd_q1(np.where(obtuse, 180.0 - q, q))
+    return out
+
+
+def tand(a: np.ndarray) -> np.ndarray:
+    q, sign = _reduce(a, True)
+    out: np.ndarray = sign * ((_sind_q1(q) / _cosd_q1(q)) / _TAN_45) + 0.0
+    return out
+
+
+def cotd(a: np.ndarray) -> np.ndarray:
+    q, sign = _reduce(a, True)
+    out: np.ndarray = sign * ((_cosd_q1(q) / _sind_q1(q)) / _COT_45) + 0.0
+    return out
+
+
+def _asind_q1(x: np.ndarray) -> np.ndarray:
+    out: np.ndarray = np.where(x <= 0.5, (np.arcsin(x) / _ASIN_0_5) * 30.0,
+                               90.0 - (np.arccos(x) / _ACOS_0_5) * 60.0)
+    return out
+
+
+def _acosd_q1(x: np.ndarray) -> np.ndarray:
+    out: np.ndarray = np.where(x <= 0.5, 90.0 - (np.arcsin(x) / _ASIN_0_5) * 30.0,
+                               (np.arccos(x) / _ACOS_0_5) * 60.0)
+    return out
+
+
+def asind(x: np.ndarray) -> np.ndarray:
+    out: np.ndarray = np.where(x >= 0.0, _asind_q1(x), -_asind_q1(-x))
+    return out
+
+
+def acosd(x: np.ndarray) -> np.ndarray:
+    out: np.ndarray = np.where(x >= 0.0, _acosd_q1(x), 90.0 + _asind_q1(-x))
+    return out
+
+
+def atand(x: np.ndarray) -> np.ndarray:
+    out: np.ndarray = (np.arctan(x) / _ATAN_1_0) * 45.0
+    return out
+
+
+def atan2d(y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    out: np.ndarray = (np.arctan2(y, x) / _ATAN_1_0) * 45.0
+    return out
