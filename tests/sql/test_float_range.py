@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import sys
 from collections.abc import Iterator
@@ -238,6 +239,10 @@ def test_maintained_float_sum_overflow_retracts(history: list[tuple[int, Any, bo
             assert _same(out[k], want), (t, k, out[k], want)
 
 
+@pytest.mark.xfail(importlib.util.find_spec("twofold.storage.view_errors") is None, strict=True,
+                   reason="before materialized views persist their errors (storage.view_errors), "
+                   "a view's sink stopped writing at its first evaluation error, so its reads "
+                   "timed out (57014) and stayed stalled after the rows retracted")
 def test_materialized_view_read_fails_with_the_overflow_and_recovers() -> None:
     with twofold.open(tick_interval=0.005, timeout=1) as db:
         db.sql("CREATE TABLE w (k int, x double precision)")
