@@ -14,11 +14,14 @@ import shutil
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from psycopg import errors
 from tests.server.test_psql import psql
 from tests.server.wire import Raw, msg, query, startup
 
 from twofold.testing.pgwire import ServerHandle
+from twofold.testing.profiles import examples
 
 Reply = tuple[str, str]
 
@@ -58,11 +61,14 @@ class Peer:
         return [v for k, v in self.run("SELECT k FROM {t} ORDER BY k") if k == "D"]
 
 
-def _peers(server: ServerHandle, postgres: tuple[str, int], name: str) -> list[Peer]:
+def _peers(server: ServerHandle, postgres: tuple[str, int], name: str,
+           exist_ok: bool = False) -> list[Peer]:
     tf = Peer(server.host, server.port, "twofold", "twofold", name)
     pg = Peer(*postgres, "postgres", "postgres", name)
     for p in (tf, pg):
-        assert p.run("CREATE TABLE {t} (k bigint)")[-1] == ("Z", "I")
+        create = "CREATE TABLE IF NOT EXISTS {t} (k bigint)" if exist_ok else \
+            "CREATE TABLE {t} (k bigint)"
+        assert p.run(create)[-1] == ("Z", "I")
     return [tf, pg]
 
 
@@ -187,3 +193,31 @@ def test_psql_and_psycopg(server: ServerHandle, name: str) -> None:
             c.execute(f"INSERT INTO {name} VALUES (7, 'g'); SELECT k FROM {name}")
         assert [r[0] for r in c.execute(f"SELECT k FROM {name} ORDER BY k")] == [
             1, 2, 4, 5, 6]  # 3 and 7: refused each time, never written
+
+
+_STATEMENTS = st.one_of(
+    st.integers(0, 3).map(lambda k: f"INSERT INTO {{t}} VALUES ({k})"),
+    st.integers(0, 3).map(lambda k: f"UPDATE {{t}} SET k = k + 10 WHERE k = {k}"),
+    st.integers(0, 3).map(lambda k: f"DELETE FROM {{t}} WHERE k = {k}"),
+    st.sampled_from(["SELECT 1", "SELECT 1/0", "BEGIN", "COMMIT", "ROLLBACK"]))
+
+
+@settings(max_examples=examples(40), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(_STATEMENTS, min_size=1, max_size=5), min_size=1, max_size=3))
+def test_random_scripts_as_postgres(server: ServerHandle, postgres: tuple[str, int],
+                                    name: str, messages: list[list[str]]) -> None:
+    """Random Query messages of writes to one table, errors and transaction control: the same
+    replies as PostgreSQL's, message by message, and the same table after them."""
+    tf, pg = _peers(server, postgres, name, exist_ok=True)
+    for p in (tf, pg):
+        p.run("ROLLBACK; DELETE FROM {t}")  # a fresh table (the ROLLBACK may warn)
+    for statements in messages:
+        text = "; ".join(statements)
+        assert tf.run(text) == pg.run(text), text
+    for p in (tf, pg):
+        p.raw.close()  # a block left open ends with its session, as a ROLLBACK
+    tf, pg = _peers(server, postgres, name, exist_ok=True)
+    assert tf.keys() == pg.keys()
+    for p in (tf, pg):
+        p.raw.close()

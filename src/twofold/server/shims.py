@@ -131,6 +131,9 @@ _SERVER_WORDS = re.compile(r"^\s*(begin|start|commit|end|rollback|abort|savepoin
                           re.I)
 
 
+_STARTS_STATEMENT = re.compile(r"^(\s|--[^\n]*\n|/\*.*?\*/)*[A-Za-z_(]", re.S)
+
+
 def syntax_error(statements: list[str]) -> SqlError | None:
     """The first syntax error among a Query message's statements, before any runs — as
     PostgreSQL parses the whole message first (a misspelled keyword in the last statement
@@ -141,6 +144,8 @@ def syntax_error(statements: list[str]) -> SqlError | None:
     from twofold.sql.parser import parse
 
     for sql in statements:
+        if not _STARTS_STATEMENT.match(sql):  # a statement starts with a keyword or `(`
+            return SqlSyntaxError(f"syntax error at or near {sql.split()[0][:20]!r}")
         if _SERVER_WORDS.match(sql) or is_catalog_query(sql):
             continue
         try:
