@@ -308,8 +308,9 @@ class Session:
                     waiter.set_exception(RuntimeError("the replica connection ended"))
             self.pending.clear()
 
-    async def ask(self, peek: Peek, timeout: float = 60) -> PeekResponse:
-        """Send `peek` and wait for its response alone."""
+    async def ask(self, peek: Peek, timeout: float | None = 60) -> PeekResponse:
+        """Send `peek` and wait for its response alone (`timeout=None`: no timer of its own,
+        for a caller that bounds a whole loop of them; the connection's end still fails it)."""
         waiter: asyncio.Future[PeekResponse] = asyncio.get_running_loop().create_future()
         self.pending[peek.uuid] = waiter
         if self.task is not None and self.task.done():
@@ -317,6 +318,8 @@ class Session:
             raise RuntimeError(f"the replica connection ended before peek {peek.uuid}")
         try:
             await self.conn.send(peek)
+            if timeout is None:
+                return await waiter
             async with asyncio.timeout(timeout):
                 return await waiter
         finally:

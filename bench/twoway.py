@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import os
 import sys
 import tempfile
@@ -81,6 +82,8 @@ SMALL_SRC, SMALL_IDX = GlobalId.user(3), GlobalId.user(4)
 READERS = 8
 LIGHT_RATE = 40.0
 COMPACTION_WINDOW_MS = 1_000
+ARM_GUARD_S = 120.0
+"""How long past its reading window an arm may run before it fails (a stuck replica)."""
 
 
 def churn_main(url: str, table: str, start: int, n: int, seconds: float) -> int:
@@ -248,10 +251,11 @@ async def served_arm(name: str, mode: Mode, reader: str, churn: bool,
                 async with ctx:
                     await asyncio.sleep(0.5)  # the churn's first writes land first
                     arm.cpu.start(arm_pids(arm, front.pid))
-                    if reader == "saturating":
-                        await closed_loop(send, args.seconds, arm, args.small)
-                    else:
-                        await open_loop(send, args.seconds, arm, args.small)
+                    async with asyncio.timeout(args.seconds + ARM_GUARD_S):
+                        if reader == "saturating":
+                            await closed_loop(send, args.seconds, arm, args.small)
+                        else:
+                            await open_loop(send, args.seconds, arm, args.small)
                     arm.cpu.stop()
                     if churn and arm.writes:
                         last = arm.writes[-1][0]
@@ -281,9 +285,16 @@ def arm_pids(arm: Arm, front: int | None) -> dict[str, int]:
     return pids
 
 
+_LOOKUP_IDS = itertools.count(uuid.uuid4().int & ~((1 << 64) - 1))
+
+
 async def lookup(s: Session, ts: int, key: int) -> object:
-    peek = Peek(uuid.uuid4(), IndexTarget(SMALL_IDX), ts, literal_constraints=[[key]])
-    return (await s.ask(peek)).result
+    # The instrument's own cost per lookup is kept small (it shares the cores with the
+    # replica): ids from a counter under a random prefix, no timer per lookup — the arm is
+    # bounded as a whole (`ARM_GUARD_S`), and a connection that ends fails every waiter.
+    peek = Peek(uuid.UUID(int=next(_LOOKUP_IDS)), IndexTarget(SMALL_IDX), ts,
+                literal_constraints=[[key]])
+    return (await s.ask(peek, timeout=None)).result
 
 
 async def embedded_arm(name: str, runtimes: str, args: argparse.Namespace) -> Arm:
