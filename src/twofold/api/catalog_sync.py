@@ -47,6 +47,7 @@ from twofold.protocol import (
 )
 from twofold.storage import StorageError
 from twofold.storage.table import TABLE_PREFIX
+from twofold.storage.view_errors import ensure_error_shard
 
 if TYPE_CHECKING:
     from twofold.api.session import AsyncDatabase
@@ -180,6 +181,8 @@ class CatalogSync(Inputs):
         assert entry.as_of is not None
         try:
             self._storage.create_shard(entry.shard, entry.desc)
+            # A view from before error parts has none: it starts empty up to the rows' upper.
+            ensure_error_shard(self._storage, entry.shard)
         except StorageError as e:
             raise TwofoldError(f"cannot restore materialized view {entry.name!r}: {e}") from e
         return MaterializedView(db, entry.name, entry.id, entry.read_id, entry.shard,

@@ -3,7 +3,8 @@
 `Dataflow(desc, index_imports)` type-checks a `DataflowDescription` and renders its
 `objects_to_build`. The driver feeds imports and steps it:
 
-- source imports: `push(id, updates)` (times at or beyond the input's upper) and
+- source imports: `push(id, updates)` (times at or beyond the input's upper), `push_errors(id,
+  errors)` (a source's error collection: a materialized view's persisted errors) and
   `advance_source(id, upper)`;
 - index imports: `update_index(id, snapshot)` with ever newer immutable snapshots (from this
   runtime's arrangements or another runtime's publication). The dataflow first reads the
@@ -56,6 +57,7 @@ class _Source:
     desc: RelationDesc
     upper: Frontier = field(default_factory=Frontier.minimum)
     pending: list[pl.DataFrame] = field(default_factory=list)
+    pending_errors: list[pl.DataFrame] = field(default_factory=list)
 
 
 @dataclass
@@ -127,6 +129,25 @@ class Dataflow:
                     f"{source_id}: update at {tmin} is before the input's upper {src.upper}"
                 )
             src.pending.append(frame)
+
+    def push_errors(self, source_id: GlobalId, errors: pl.DataFrame) -> None:
+        """Queue error updates (`error`, `time`, `diff`) of a source import; their times must be
+        at or beyond its upper. They enter the dataflow's error collection at their times."""
+        src = self._source(source_id)
+        if errors.height == 0:
+            return
+        try:
+            frame = errors.select(ERROR, TIME, DIFF).cast(error_schema())  # type: ignore[arg-type]
+        except Exception as e:  # polars raises several types for mistyped columns
+            raise InputError(f"{source_id}: error updates do not match {error_schema()}: {e}") \
+                from None
+        tmin = frame[TIME].min()
+        assert isinstance(tmin, int)
+        if not src.upper.contains(tmin):
+            raise InputError(
+                f"{source_id}: error at {tmin} is before the input's upper {src.upper}"
+            )
+        src.pending_errors.append(frame)
 
     def advance_source(self, source_id: GlobalId, upper: Frontier) -> None:
         """Declare every update of the source at a time not in `upper` pushed."""
@@ -260,7 +281,16 @@ class Dataflow:
                 src.pending = [rest] if rest.height else []
             else:
                 ready, src.pending = data, []
-            out[gid] = (self._window(ready), _EMPTY_ERROR_UPDATES)
+            errs = _EMPTY_ERROR_UPDATES
+            if src.pending_errors:
+                errs = _concat(src.pending_errors)
+                src.pending_errors = []
+                if ut is not None and _tmax(errs) >= ut:
+                    later = errs.filter(pl.col(TIME) >= ut)
+                    errs = errs.filter(pl.col(TIME) < ut)
+                    src.pending_errors = [later] if later.height else []
+                errs = self._window(errs)
+            out[gid] = (self._window(ready), errs)
         for gid, inp in self._indexes.items():
             snap = inp.snapshot
             assert snap is not None  # the input frontier is minimum until a snapshot arrives

@@ -29,6 +29,7 @@ from twofold.runtime.registry import PublicationClosed
 from twofold.runtime.sinks import CopyToState, MaterializedViewState, SubscribeState
 from twofold.runtime.sources import SourceFeed
 from twofold.storage import Storage, StorageError
+from twofold.storage.view_errors import error_part
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,9 @@ def choose_as_of(desc: DataflowDescription, storage: Storage | None) -> int:
     t = 0
     if storage is not None:
         for imp in desc.source_imports.values():
-            since = storage.shard(imp.shard).since.time
-            t = max(t, since or 0)
+            errors = error_part(storage, imp.shard)  # read at the same as_of as the rows
+            for shard in (storage.shard(imp.shard), *([errors] if errors else [])):
+                t = max(t, shard.since.time or 0)
     return t
 
 
@@ -77,7 +79,8 @@ class HostedDataflow:
                 if storage is None:
                     raise StorageError("no storage configured for source imports")
                 for gid, imp in desc.source_imports.items():
-                    self.feeds[gid] = SourceFeed(storage.shard(imp.shard), self.as_of)
+                    self.feeds[gid] = SourceFeed(storage.shard(imp.shard), self.as_of,
+                                                 error_part(storage, imp.shard))
             as_of = Frontier.at(self.as_of)
             for gid, sink in desc.sink_exports.items():
                 conn = sink.connection
@@ -124,9 +127,11 @@ class HostedDataflow:
             return
         try:
             for gid, feed in self.feeds.items():
-                tables, upper = feed.poll()
+                tables, errors, upper = feed.poll()
                 for table in tables:
                     df.push(gid, table)
+                for frame in errors:
+                    df.push_errors(gid, frame)
                 if upper is not None:
                     df.advance_source(gid, upper)
             for gid in self.desc.index_imports:

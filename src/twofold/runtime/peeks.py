@@ -27,7 +27,9 @@ from twofold.protocol import (
     PeekRows,
     StorageTarget,
 )
+from twofold.runtime.sources import error_frame
 from twofold.storage import Storage
+from twofold.storage.view_errors import error_part
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +66,15 @@ def answer_from_snapshot(p: Peek, snap: ArrangementSnapshot, max_result_size: in
 def storage_snapshot(p: Peek, target: StorageTarget, storage: Storage) -> ArrangementSnapshot:
     """The shard behind a storage peek as a one-time snapshot, or raise `Waiting`."""
     shard = storage.shard(target.shard)
+    errors = error_part(storage, target.shard)
     t = p.timestamp
-    if shard.upper.contains(t):
+    if shard.upper.contains(t) or (errors is not None and errors.upper.contains(t)):
         raise Waiting
     arr = Arrangement(shard.desc, [], since=Frontier.at(0))
     data = shard.snapshot(t)  # raises SinceViolation before since
-    arr.insert(data, Frontier.at(t + 1))
+    # A view's evaluation errors at t: the peek fails with them.
+    errs = error_frame(errors.snapshot(t)) if errors is not None else None
+    arr.insert(data, Frontier.at(t + 1), errors=errs)
     return arr.snapshot()
 
 

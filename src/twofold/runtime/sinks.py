@@ -5,10 +5,11 @@ Each sink is a small state machine over the contiguous chunks its dataflow produ
 - `SubscribeState` turns chunks into contiguous, increasing `SubscribeBatch`es and ends exactly
   once: a batch whose upper is empty (the input closed or `up_to` was reached), or
   `SubscribeDroppedAt` when the controller drops it. Nothing follows the end.
-- `MaterializedViewState` self-corrects: it holds the difference between what its shard holds
-  and what the view should hold, and from `AllowWrites` on writes that difference by
-  compare-and-append, so a restart, a second replica (another writer of the shard) or a
-  re-created view never duplicates or loses rows.
+- `MaterializedViewState` self-corrects: it holds the difference between what its shard (and
+  the shard's error part, which holds the view's evaluation errors) holds and what the view
+  should hold, and from `AllowWrites` on writes that difference by compare-and-append, errors
+  first, so a restart, a second replica (another writer of the shard) or a re-created view
+  never duplicates or loses rows or errors.
 - `CopyToState` collects the collection at the dataflow's `as_of` and writes the file once, giving
   exactly one `CopyToResponse` (a count, an error, or `CopyToDropped`).
 """
@@ -25,7 +26,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from twofold.engine import SinkChunk
-from twofold.engine.frames import DIFF, TIME, to_arrow
+from twofold.engine.frames import DIFF, ERROR, TIME, to_arrow
 from twofold.protocol import (
     CopyToDropped,
     CopyToError,
@@ -41,6 +42,7 @@ from twofold.protocol import (
 )
 from twofold.storage import Shard, Storage, UnknownShard, UpperMismatch, consolidate
 from twofold.storage.updates import advance_times, empty_updates
+from twofold.storage.view_errors import ERRORS_DESC, ensure_error_shard
 
 log = logging.getLogger(__name__)
 
@@ -103,67 +105,30 @@ class SubscribeState:
         return [SubscribeResponse(self.id, SubscribeDroppedAt(self.lower))]
 
 
-class MaterializedViewState:
-    """A self-correcting materialized-view sink writing into `shard`.
+class _CorrectedShard:
+    """One self-correcting shard of a materialized view (its rows, or its error part).
 
-    Theory of operation (Materialize's persist sink "correction"). The sink holds `correction`:
-    the updates by which the shard differs from what the view should hold — the dataflow's
-    output (desired) minus what the shard holds (persisted). At the first write it subtracts
-    the shard's contents at its upper; whenever the shard's upper moved without this sink
-    (another replica, another process, an earlier life of this view) it subtracts what that
-    writer appended. A write at `[u, w)` appends every correction update before `w`, times
-    before `u` advanced to `u`, so after it the shard holds exactly the view's contents at every
-    time from `max(u, as_of)` on, whatever it held before (a dataflow starting after the
-    shard's upper leaves the times in between at the contents last written): a restart, a
-    second replica or a shard written by a previous definition never duplicates or loses rows.
+    Theory of operation (Materialize's persist sink "correction"). It holds `correction`: the
+    updates by which the shard differs from what it should hold — the dataflow's output
+    (desired) minus what the shard holds (persisted). At the first write it subtracts the
+    shard's contents at its upper; whenever the shard's upper moved without this sink (another
+    replica, another process, an earlier life of this view) it subtracts what that writer
+    appended. A write at `[u, w)` appends every correction update before `w`, times before `u`
+    advanced to `u`, so after it the shard holds exactly the desired contents at every time
+    from `max(u, as_of)` on, whatever it held before (a dataflow starting after the shard's
+    upper leaves the times in between at the contents last written): a restart, a second
+    replica or a shard written by a previous definition never duplicates or loses rows.
     """
 
-    def __init__(self, id: GlobalId, storage: Storage, shard_id: str, desc: RelationDesc,
-                 as_of: int = 0) -> None:
-        self.id = id
-        self.desc = desc
+    def __init__(self, shard: Shard, desc: RelationDesc, as_of: int) -> None:
+        self.shard = shard
         self.as_of = as_of
-        """The dataflow's as_of: its output says nothing about earlier times."""
-        self.allowed = False
-        try:
-            self.shard: Shard = storage.shard(shard_id)
-        except UnknownShard:
-            self.shard = storage.create_shard(shard_id, desc)
         self.correction: pa.Table = empty_updates(desc)
-        self.desired_upper = Frontier.minimum()
-        """The dataflow's output is complete before this."""
         self.persisted_upper: Frontier | None = None
         """The shard's upper `correction` accounts for (`None`: not read yet)."""
-        self.error: str | None = None
         self._compacted_rows = 0
 
-    @property
-    def upper(self) -> Frontier:
-        return self.shard.upper
-
-    def on_chunks(self, chunks: list[SinkChunk]) -> None:
-        for chunk in chunks:
-            if self.error is not None:
-                break
-            error = _first_error(chunk.errors)
-            if error is not None:
-                # An errored collection cannot be written faithfully; hold the view's upper
-                # back (its readers see it stall) rather than write a silently wrong answer.
-                log.error("materialized view %s: evaluation error, not writing past %s: %s",
-                          self.id, self.desired_upper, error)
-                self.error = error
-                break
-            if chunk.updates.height:
-                self._add(to_arrow(chunk.updates, self.desc))
-            self.desired_upper = chunk.upper
-        if self.allowed:
-            self.flush()
-
-    def allow_writes(self) -> None:
-        self.allowed = True
-        self.flush()
-
-    def _add(self, updates: pa.Table) -> None:
+    def add(self, updates: pa.Table) -> None:
         schema = self.correction.schema
         if updates.schema != schema:
             updates = updates.select(schema.names).cast(schema)
@@ -171,7 +136,7 @@ class MaterializedViewState:
 
     def _subtract(self, persisted: pa.Table) -> None:
         if persisted.num_rows:
-            self._add(persisted.set_column(
+            self.add(persisted.set_column(
                 persisted.schema.get_field_index(DIFF), persisted.schema.field(DIFF),
                 pc.negate(persisted.column(DIFF))))
 
@@ -195,19 +160,19 @@ class MaterializedViewState:
         self.persisted_upper = actual
         return actual
 
-    def flush(self) -> None:
-        if not self.allowed or self.error is not None:
-            return
+    def flush(self, desired_upper: Frontier) -> None:
+        """Write the correction before `desired_upper`; afterwards the shard's upper is at or
+        past it (this sink wrote it, or another writer got further)."""
         while True:
             current = self._observe_shard()
-            if current.time is None or self.desired_upper.less_equal(current):
+            if current.time is None or desired_upper.less_equal(current):
                 # Behind another writer: what both wrote cancels out once consolidated.
                 if self.correction.num_rows > 2 * self._compacted_rows + 4096:
                     self.correction = consolidate(self.correction)
                     self._compacted_rows = self.correction.num_rows
                 return
             lower = current.time
-            target = self.desired_upper
+            target = desired_upper
             corr = self.correction
             if target.time is None:
                 now, rest = corr, corr.slice(0, 0)
@@ -222,6 +187,64 @@ class MaterializedViewState:
             self.correction = consolidate(rest) if rest.num_rows else rest
             self._compacted_rows = self.correction.num_rows
             self.persisted_upper = target
+
+
+class MaterializedViewState:
+    """A materialized-view sink writing its rows into `shard` and its evaluation errors into the
+    shard's error part (`storage.view_errors`), each self-correcting (`_CorrectedShard`).
+
+    An error does not stop the sink: it is written at its time, with its multiplicity, and
+    retracted when its rows retract, so a reader of the view fails at exactly the times the
+    view's query fails and recovers with it. From `AllowWrites` on, every flush writes the error
+    part first and the rows second, both to the dataflow's frontier: the error part is never
+    behind the rows, and a reader (which reads the meet of their uppers) never sees rows at a
+    time whose errors it has not seen.
+    """
+
+    def __init__(self, id: GlobalId, storage: Storage, shard_id: str, desc: RelationDesc,
+                 as_of: int = 0) -> None:
+        self.id = id
+        self.desc = desc
+        self.as_of = as_of
+        """The dataflow's as_of: its output says nothing about earlier times."""
+        self.allowed = False
+        try:
+            shard: Shard = storage.shard(shard_id)
+        except UnknownShard:
+            shard = storage.create_shard(shard_id, desc)
+        self.rows = _CorrectedShard(shard, desc, as_of)
+        self.errors = _CorrectedShard(ensure_error_shard(storage, shard_id), ERRORS_DESC, as_of)
+        self.desired_upper = Frontier.minimum()
+        """The dataflow's output is complete before this."""
+
+    @property
+    def shard(self) -> Shard:
+        return self.rows.shard
+
+    @property
+    def upper(self) -> Frontier:
+        """How far the view is readable: the meet of its rows' and its errors' uppers."""
+        return self.rows.shard.upper.meet(self.errors.shard.upper)
+
+    def on_chunks(self, chunks: list[SinkChunk]) -> None:
+        for chunk in chunks:
+            if chunk.updates.height:
+                self.rows.add(to_arrow(chunk.updates, self.desc))
+            if chunk.errors.height:
+                self.errors.add(chunk.errors.select(ERROR, TIME, DIFF).to_arrow())
+            self.desired_upper = chunk.upper
+        if self.allowed:
+            self.flush()
+
+    def allow_writes(self) -> None:
+        self.allowed = True
+        self.flush()
+
+    def flush(self) -> None:
+        if not self.allowed:
+            return
+        self.errors.flush(self.desired_upper)  # errors first: see the class docstring
+        self.rows.flush(self.desired_upper)
 
 
 class CopyToState:
