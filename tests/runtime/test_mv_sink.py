@@ -19,6 +19,7 @@ from twofold.engine.frames import empty, error_schema, update_schema
 from twofold.protocol import ColumnType, Frontier, GlobalId, RelationDesc
 from twofold.runtime.sinks import MaterializedViewState
 from twofold.storage import Storage, drop_memory_store, open_storage, to_tuples
+from twofold.storage.view_errors import error_shard_id
 from twofold.testing.profiles import examples
 
 DESC = RelationDesc(names=["x"], types=[ColumnType(scalar="int", nullable=False)])
@@ -143,3 +144,52 @@ def test_shard_equals_the_view_whatever_it_held(old: list[int], updates: list[Up
                 assert contents(storage, t) == +want, t
         finally:
             drop_memory_store(name)
+
+
+# -- the error part (storage/view_errors.py) ---------------------------------------------------
+
+
+def error_chunk(lower: int, upper: int, errors: list[tuple[str, int, int]]) -> SinkChunk:
+    frame = pl.DataFrame([list(e) for e in errors], schema=error_schema(), orient="row")
+    return SinkChunk(Frontier.at(lower), Frontier.at(upper), empty(update_schema(DESC.types)),
+                     frame)
+
+
+def errors_at(storage: Storage, t: int) -> Counter[str]:
+    out: Counter[str] = Counter()
+    for row, _, diff in to_tuples(storage.shard(error_shard_id("mv")).snapshot(t)):
+        out[row[0]] += diff
+    return out
+
+
+def test_errors_are_written_past_and_retracted_and_a_resumed_sink_writes_them_once(
+        storage: Storage) -> None:
+    first = sink(storage)
+    first.on_chunks([chunk(0, 5, [(1, 2, 1)]), error_chunk(5, 8, [("division by zero", 6, 2)]),
+                     chunk(8, 10, [(2, 9, 1)])])
+    # The sink wrote past the error: rows after it are there, the error is at its time.
+    assert contents(storage, 9) == Counter({1: 1, 2: 1})
+    assert errors_at(storage, 5) == Counter()
+    assert errors_at(storage, 9) == Counter({"division by zero": 2})
+    # A restart before the shard's upper re-derives the error; it is not written twice.
+    again = sink(storage, as_of=7)
+    again.on_chunks([error_chunk(7, 12, [("division by zero", 7, 2),
+                                         ("division by zero", 11, -2)])])
+    assert errors_at(storage, 10) == Counter({"division by zero": 2})
+    assert +errors_at(storage, 11) == Counter()  # retracted with its rows
+
+
+@given(st.lists(st.tuples(st.booleans(), st.integers(1, 3)), min_size=1, max_size=8))
+@settings(max_examples=examples(20), deadline=None)
+def test_the_error_part_is_never_behind_the_rows(steps: list[tuple[bool, int]]) -> None:
+    with open_storage("memory://") as storage:
+        s = sink(storage)
+        rows, errs = storage.shard("mv"), storage.shard(error_shard_id("mv"))
+        t = 0
+        for is_error, width in steps:
+            c = (error_chunk(t, t + width, [("e", t, 1)]) if is_error
+                 else chunk(t, t + width, [(t, t, 1)]))
+            s.on_chunks([c])
+            t += width
+            assert rows.upper.less_equal(errs.upper)
+            assert s.upper == rows.upper.meet(errs.upper) == Frontier.at(t)
