@@ -9,7 +9,9 @@ every later read of the view timed out (57014).
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +36,19 @@ def outcome(db: Any, query: str) -> tuple[str, Any]:
         return "error", sqlstate_of(e)
 
 
-def test_view_read_fails_with_division_by_zero_and_recovers() -> None:
-    with twofold.open(tick_interval=0.005, timeout=5) as db:
+@contextlib.contextmanager
+def view_db(path: Path | None = None, rows: str | None = "(6, 3)") -> Iterator[twofold.Database]:
+    """A database with `t (a, b)` holding `rows` and `v = SELECT a, a / b AS q FROM t`."""
+    with twofold.open(path, tick_interval=0.005, timeout=10) as db:
         db.sql("CREATE TABLE t (a int, b int)")
         db.sql("CREATE MATERIALIZED VIEW v AS SELECT a, a / b AS q FROM t")
-        db.sql("INSERT INTO t VALUES (6, 3)")
+        if rows is not None:
+            db.sql(f"INSERT INTO t VALUES {rows}")
+        yield db
+
+
+def test_view_read_fails_with_division_by_zero_and_recovers() -> None:
+    with view_db() as db:
         assert db.sql("SELECT * FROM v").rows == [(6, 2)]
         db.sql("INSERT INTO t VALUES (1, 0)")
         assert outcome(db, "SELECT * FROM v") == ("error", "22012")
@@ -50,10 +60,7 @@ def test_view_read_fails_with_division_by_zero_and_recovers() -> None:
 
 
 def test_subscribe_of_an_errored_view_gets_the_error() -> None:
-    with twofold.open(tick_interval=0.005, timeout=5) as db:
-        db.sql("CREATE TABLE t (a int, b int)")
-        db.sql("CREATE MATERIALIZED VIEW v AS SELECT a, a / b AS q FROM t")
-        db.sql("INSERT INTO t VALUES (6, 3), (1, 0)")
+    with view_db(rows="(6, 3), (1, 0)") as db:
         with db.sql("SUBSCRIBE TO v") as sub, pytest.raises(twofold.TwofoldError) as info:
             for _ in range(100):
                 sub.next(timeout=5)
@@ -62,12 +69,9 @@ def test_subscribe_of_an_errored_view_gets_the_error() -> None:
 
 def test_reopened_database_keeps_the_views_error(tmp_path: Path) -> None:
     path = tmp_path / "errors.db"
-    with twofold.open(path, tick_interval=0.005, timeout=5) as db:
-        db.sql("CREATE TABLE t (a int, b int)")
-        db.sql("CREATE MATERIALIZED VIEW v AS SELECT a, a / b AS q FROM t")
-        db.sql("INSERT INTO t VALUES (6, 3), (1, 0)")
+    with view_db(path, rows="(6, 3), (1, 0)") as db:
         assert outcome(db, "SELECT * FROM v") == ("error", "22012")
-    with twofold.open(path, tick_interval=0.005, timeout=5) as db:
+    with twofold.open(path, tick_interval=0.005, timeout=10) as db:
         assert outcome(db, "SELECT * FROM v") == ("error", "22012")
         db.sql("DELETE FROM t WHERE b = 0")
         assert db.sql("SELECT * FROM v").rows == [(6, 2)]
@@ -76,10 +80,7 @@ def test_reopened_database_keeps_the_views_error(tmp_path: Path) -> None:
 def test_view_without_an_error_part_reads_as_error_free(tmp_path: Path) -> None:
     """A database from before error parts: the view's shard has none; absent is empty."""
     path = tmp_path / "old.db"
-    with twofold.open(path, tick_interval=0.005, timeout=5) as db:
-        db.sql("CREATE TABLE t (a int, b int)")
-        db.sql("CREATE MATERIALIZED VIEW v AS SELECT a, a / b AS q FROM t")
-        db.sql("INSERT INTO t VALUES (6, 3)")
+    with view_db(path) as db:
         assert db.sql("SELECT * FROM v").rows == [(6, 2)]
         view = db.get("v")
         assert isinstance(view, twofold.MaterializedView)
@@ -87,7 +88,7 @@ def test_view_without_an_error_part_reads_as_error_free(tmp_path: Path) -> None:
     _drop_shard(path, error_shard_id(shard))
     with open_storage(f"sqlite:///{path}") as storage:
         assert error_shard_id(shard) not in storage.list_shards()
-    with twofold.open(path, tick_interval=0.005, timeout=5) as db:
+    with twofold.open(path, tick_interval=0.005, timeout=10) as db:
         assert db.sql("SELECT * FROM v").rows == [(6, 2)]
         db.sql("INSERT INTO t VALUES (1, 0)")
         assert outcome(db, "SELECT * FROM v") == ("error", "22012")
@@ -125,14 +126,12 @@ writes = st.lists(
 )  # fmt: skip
 
 
-@settings(max_examples=examples(5), deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(4), deadline=None, suppress_health_check=list(HealthCheck))
 @given(writes)
 def test_view_readers_equal_the_one_off_query_at_every_time(
     history: list[tuple[bool, list[tuple[int, int]]]],
 ) -> None:
-    with twofold.open(tick_interval=0.005, timeout=10) as db:
-        db.sql("CREATE TABLE t (a int, b int)")
-        db.sql("CREATE MATERIALIZED VIEW v AS SELECT a, a / b AS q FROM t")
+    with view_db(rows=None) as db:
         table, view = db.table("t"), db.get("v")
         idx = db.create_index("vi", view, key="a", retain_history=600)
         db.sql("CREATE MATERIALIZED VIEW w AS SELECT q, count(*) AS n FROM v GROUP BY q")

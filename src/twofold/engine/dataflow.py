@@ -122,12 +122,7 @@ class Dataflow:
         src = self._source(source_id)
         frame = as_update_frame(src.desc, updates)
         if frame.height:
-            tmin = frame[TIME].min()
-            assert isinstance(tmin, int)
-            if not src.upper.contains(tmin):
-                raise InputError(
-                    f"{source_id}: update at {tmin} is before the input's upper {src.upper}"
-                )
+            _check_after(source_id, src, frame, "update")
             src.pending.append(frame)
 
     def push_errors(self, source_id: GlobalId, errors: pl.DataFrame) -> None:
@@ -141,12 +136,7 @@ class Dataflow:
         except Exception as e:  # polars raises several types for mistyped columns
             raise InputError(f"{source_id}: error updates do not match {error_schema()}: {e}") \
                 from None
-        tmin = frame[TIME].min()
-        assert isinstance(tmin, int)
-        if not src.upper.contains(tmin):
-            raise InputError(
-                f"{source_id}: error at {tmin} is before the input's upper {src.upper}"
-            )
+        _check_after(source_id, src, frame, "error")
         src.pending_errors.append(frame)
 
     def advance_source(self, source_id: GlobalId, upper: Frontier) -> None:
@@ -357,6 +347,13 @@ class Dataflow:
     def allow_compaction(self, export_id: GlobalId, since: Frontier) -> None:
         """Compact an index export to `since` (never regresses)."""
         self.export(export_id).compact(since)
+
+
+def _check_after(source_id: GlobalId, src: _Source, frame: pl.DataFrame, what: str) -> None:
+    tmin = frame[TIME].min()
+    assert isinstance(tmin, int)
+    if not src.upper.contains(tmin):
+        raise InputError(f"{source_id}: {what} at {tmin} is before the input's upper {src.upper}")
 
 
 def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
