@@ -86,7 +86,7 @@ async def test_nothing_is_written_to_a_closing_writer() -> None:
     assert w.writes == []
 
 
-@settings(max_examples=40, deadline=None)
+@settings(deadline=None)
 @given(st.lists(st.tuples(st.binary(min_size=1, max_size=40), st.booleans()), max_size=40),
        st.integers(min_value=1, max_value=200))
 def test_bytes_arrive_whole_and_in_order_whatever_the_turns(
