@@ -6,6 +6,8 @@
 - `rows_or_same_error(db, sql, states)`: twofold's rows of `sql`, or `None` when it failed
   with one of `states` — the SQLSTATEs PostgreSQL raised for the same rows; any other outcome
   (an error PostgreSQL does not raise, an answer where PostgreSQL fails) is an assertion error.
+- `load_both(db, pg, table, rows)`: replace `table`'s rows in both systems by `rows`, each
+  prefixed with its index as an id column; returns the ids.
 """
 
 from __future__ import annotations
@@ -45,3 +47,16 @@ def rows_or_same_error(db: twofold.Database, sql: str, states: set[str]
         return None
     assert not states, f"{sql}: PostgreSQL fails ({states}), twofold answered {rows}"
     return rows
+
+
+def load_both(db: twofold.Database, pg: Any, table: str, rows: list[tuple[Any, ...]]
+              ) -> list[int]:
+    full = [(i, *r) for i, r in enumerate(rows)]
+    pg.execute(f"DELETE FROM {table}")
+    if full:
+        marks = ", ".join(["%s"] * len(full[0]))
+        with pg.cursor() as cur:
+            cur.executemany(f"INSERT INTO {table} VALUES ({marks})", full)
+    db.sql(f"DELETE FROM {table}")
+    db.table(table).insert(full)
+    return [r[0] for r in full]

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.sql.pgcompare import fresh_database, rows_or_same_error
+from tests.sql.pgcompare import fresh_database, load_both, rows_or_same_error
 
 import twofold
 from twofold.engine.functions import OVERFLOW
@@ -106,13 +106,7 @@ def _check(db: twofold.Database, sql: str, expected: tuple[dict[Any, Any], set[s
 @given(rows=_ROWS)
 def test_float_arithmetic_and_casts_against_postgres(db: twofold.Database, pg: Any,
                                                      rows: list[tuple[Any, ...]]) -> None:
-    full = [(i, *r) for i, r in enumerate(rows)]
-    pg.execute("DELETE FROM f")
-    with pg.cursor() as cur:
-        cur.executemany("INSERT INTO f VALUES (%s, %s, %s, %s)", full)
-    db.sql("DELETE FROM f")
-    db.table("f").insert(full)
-    ids = [r[0] for r in full]
+    ids = load_both(db, pg, "f", rows)
     for expr in EXPRS:
         expected = _pg_each(pg, f"SELECT {expr} FROM f WHERE id = {{}}", ids)
         # degrees/radians may differ from PostgreSQL's in the last bit (test_functions).

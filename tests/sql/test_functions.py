@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.sql.pgcompare import fresh_database, rows_or_same_error
+from tests.sql.pgcompare import fresh_database, load_both, rows_or_same_error
 
 import twofold
 from twofold.sql.errors import sqlstate_of
@@ -118,13 +118,7 @@ def _compare(db: twofold.Database, pg: Any, exprs: list[str], ids: list[int]) ->
 @given(rows=_ROWS)
 def test_scalar_functions_against_postgres(db: twofold.Database, pg: Any,
                                            rows: list[tuple[Any, ...]]) -> None:
-    full = [(i, *r) for i, r in enumerate(rows)]
-    pg.execute("DELETE FROM f")
-    with pg.cursor() as cur:
-        cur.executemany("INSERT INTO f VALUES (%s, %s, %s, %s, %s, %s, %s)", full)
-    db.sql("DELETE FROM f")
-    db.table("f").insert(full)
-    ids = [r[0] for r in full]
+    ids = load_both(db, pg, "f", rows)
     _compare(db, pg, TOTAL, ids)
     for expr in PARTIAL:
         _compare(db, pg, [expr], ids)
