@@ -65,6 +65,7 @@ class CpuMeter:
     _ticks0: dict[str, int] = field(default_factory=dict)
     _csw0: dict[str, int] = field(default_factory=dict)
     usage: dict[str, tuple[float, int]] = field(default_factory=dict)  # % of a core, nvcsw
+    wall: float = 0.0  # seconds between start and stop
 
     def start(self, pids: dict[str, int]) -> None:
         self.pids = dict(pids)
@@ -73,13 +74,20 @@ class CpuMeter:
         self._csw0 = {n: involuntary_switches(p) for n, p in self.pids.items()}
 
     def stop(self) -> None:
-        wall = time.perf_counter() - self._t0
+        wall = self.wall = time.perf_counter() - self._t0
         for name, pid in self.pids.items():
             ticks = cpu_ticks(pid)
             if ticks is None or wall <= 0:
                 continue
             pct = 100 * (ticks - self._ticks0[name]) / _TICK / wall
             self.usage[name] = (pct, involuntary_switches(pid) - self._csw0[name])
+
+    def per_op_us(self, ops: int) -> dict[str, float]:
+        """CPU microseconds per operation of each process over the window (`ops` operations):
+        a figure that survives load, unlike a rate."""
+        if ops <= 0:
+            return {}
+        return {n: pct / 100 * self.wall / ops * 1e6 for n, (pct, _) in self.usage.items()}
 
     def line(self) -> str:
         return ", ".join(f"{n} {pct:.0f}% ({csw:,} preempted)"

@@ -34,6 +34,13 @@ over [arm]`: bench client, replica front, its maintenance child, churn writer, a
 from `/proc/<pid>/stat`, with their threads' involuntary context switches) — whichever is
 saturated decides that arm's lookups/s and lag.
 
+Noise: the lookups/s bar compares two arms whose rates swing run to run (one runtime's
+2,496-4,765 lookups/s in two quiet runs), so those two arms (`ROUNDED`) run in `--rounds` short
+rounds, interleaved A B A B ... (each round a fresh database, `--seconds / --rounds` of
+reading), and the bar is the ratio of the per-arm **medians**; each round's rate, the per-round
+ratios and the front's and client's CPU microseconds per lookup are printed beside it. Their
+table rows pool the rounds (reads, writes, lags; lookups/s is the median).
+
 Run: `python bench/twoway.py` (`--quick` for a short smoke run). Not part of the test suite.
 The internal subcommand `churn` is the writer process it starts.
 """
@@ -82,6 +89,8 @@ SMALL_SRC, SMALL_IDX = GlobalId.user(3), GlobalId.user(4)
 READERS = 8
 LIGHT_RATE = 40.0
 COMPACTION_WINDOW_MS = 1_000
+ROUNDED = ("procs saturating", "one saturating")
+"""The arms of the lookups/s bar: run in interleaved rounds, compared by their medians."""
 ARM_GUARD_S = 120.0
 """How long past its reading window an arm may run before it fails (a stuck replica)."""
 
@@ -118,10 +127,38 @@ class Arm:
     steps: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     writer_pid: int | None = None
     cpu: CpuMeter = field(default_factory=CpuMeter)
+    rounds: list[Arm] = field(default_factory=list)  # when run in rounds: each round's arm
+
+    @classmethod
+    def pooled(cls, rounds: list[Arm]) -> Arm:
+        """One arm from sequential rounds: reads, writes and frontier logs pooled (each
+        round's timestamps and wall times are later than the previous round's, so the lags
+        pair up within rounds); `rate` is the median round's."""
+        arm = cls(rounds[0].name, rounds=rounds)
+        steps: dict[str, dict[int, int]] = {}
+        for r in rounds:
+            arm.lookups += r.lookups
+            arm.seconds += r.seconds
+            arm.latencies_ms += r.latencies_ms
+            arm.errors += r.errors
+            arm.writes += r.writes
+            arm.frontier_log += r.frontier_log
+            for rt, buckets in r.steps.items():
+                for le, n in buckets:
+                    steps.setdefault(rt, {})[le] = steps.get(rt, {}).get(le, 0) + n
+        arm.steps = {rt: sorted(b.items()) for rt, b in steps.items()}
+        return arm
 
     @property
     def rate(self) -> float:
+        if self.rounds:
+            return float(np.median([r.rate for r in self.rounds]))
         return self.lookups / self.seconds if self.seconds else float("nan")
+
+    def cpu_per_lookup(self) -> dict[str, float]:
+        """CPU microseconds per lookup of each process (the median over rounds)."""
+        per = [r.cpu.per_op_us(r.lookups) for r in (self.rounds or [self])]
+        return {n: float(np.median([p[n] for p in per if n in p])) for n in per[0]} if per else {}
 
     def lags_ms(self) -> tuple[np.ndarray, np.ndarray]:
         """Per write: acknowledgement time, and ms until a frontier past it was received."""
@@ -374,7 +411,22 @@ def report(arms: dict[str, Arm], args: argparse.Namespace) -> Verdicts:
                     f"{bucket_percentile(other, 99):g}" if other else "-")
     console.print(tbl)
     for arm in arms.values():
-        print(f"cpu over [{arm.name}] (% of one core): {arm.cpu.line()}")
+        for i, r in enumerate(arm.rounds or [arm]):
+            at = f" round {i + 1}" if arm.rounds else ""
+            print(f"cpu over [{arm.name}{at}] (% of one core): {r.cpu.line()}")
+        per = ", ".join(f"{n} {us:.0f}" for n, us in arm.cpu_per_lookup().items())
+        print(f"cpu per lookup [{arm.name}] (us; median over rounds): {per or '-'}")
+    rounded = [arms[n] for n in ROUNDED if n in arms and arms[n].rounds]
+    for arm in rounded:
+        rates = [r.rate for r in arm.rounds]
+        print(f"rounds [{arm.name}] lookups/s: " + " ".join(f"{x:,.0f}" for x in rates)
+              + f"; median {arm.rate:,.0f}, spread {min(rates):,.0f}-{max(rates):,.0f}")
+    if len(rounded) == 2:
+        pairs = [a.rate / b.rate for a, b in zip(rounded[0].rounds, rounded[1].rounds,
+                                                 strict=True)]
+        print(f"per-round ratio {rounded[0].name} / {rounded[1].name}: "
+              + " ".join(f"{x:.2f}" for x in pairs)
+              + f"; ratio of medians {rounded[0].rate / rounded[1].rate:.2f}")
     verdicts = Verdicts("twoway")
     for arm in arms.values():
         verdicts.ok(f"lookups answered with their row ({arm.name})", arm.errors, arm.lookups)
@@ -438,17 +490,39 @@ ARMS: list[tuple[str, str, str, bool]] = [
 ]
 
 
+def schedule(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """(arm, round) in running order: each arm once where `ARMS` lists it, except the
+    `ROUNDED` arms, which run in `args.rounds` rounds interleaved (A B A B ...) where the first
+    of them is listed."""
+    chosen = [a[0] for a in ARMS
+              if not args.arms or any(a[0].startswith(p) for p in args.arms)]
+    rounded = [n for n in ROUNDED if n in chosen]
+    out: list[tuple[str, int]] = []
+    for name in chosen:
+        if name not in rounded:
+            out.append((name, 0))
+        elif name == rounded[0]:
+            out += [(n, r) for r in range(args.rounds) for n in rounded]
+    return out
+
+
 async def main(args: argparse.Namespace) -> int:
-    arms: dict[str, Arm] = {}
-    for name, mode, reader, churn in ARMS:
-        if args.arms and not any(name.startswith(a) for a in args.arms):
-            continue
-        print(f"[{name}] {args.rows:,} rows; {os.cpu_count()} cpus, load average "
+    specs = {a[0]: a[1:] for a in ARMS}
+    runs: dict[str, list[Arm]] = {}
+    order = schedule(args)
+    for name, r in order:
+        mode, reader, churn = specs[name]
+        rounds = args.rounds if name in ROUNDED else 1
+        at = f" round {r + 1}/{rounds}" if name in ROUNDED else ""
+        print(f"[{name}{at}] {args.rows:,} rows; {os.cpu_count()} cpus, load average "
               f"{os.getloadavg()[0]:.1f}", flush=True)
+        a = argparse.Namespace(**{**vars(args), "seconds": args.seconds / rounds})
         if mode.startswith("embedded-"):
-            arms[name] = await embedded_arm(name, mode.removeprefix("embedded-"), args)
+            arm = await embedded_arm(name, mode.removeprefix("embedded-"), a)
         else:
-            arms[name] = await served_arm(name, mode, reader, churn, args)  # type: ignore[arg-type]
+            arm = await served_arm(name, mode, reader, churn, a)  # type: ignore[arg-type]
+        runs.setdefault(name, []).append(arm)
+    arms = {n: Arm.pooled(rs) if n in ROUNDED else rs[0] for n, rs in runs.items()}
     verdicts = report(arms, args)
     verdicts.out(verdicts.summary())
     return verdicts.exit_code()
@@ -465,9 +539,14 @@ def cli() -> None:
     parser.add_argument("--small", type=int, default=1_000, help="rows in the looked-up index")
     parser.add_argument("--seconds", type=float, default=30.0, help="seconds per arm")
     parser.add_argument("--arms", nargs="*", help="run only arms whose name starts with these")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="interleaved rounds of the lookups/s bar's two arms (each "
+                             "--seconds / --rounds long)")
     args = parser.parse_args()
     if args.quick:
         args.rows, args.churn, args.seconds = 50_000, 10_000, 4.0
+        args.rounds = min(args.rounds, 2)
+    args.rounds = max(1, args.rounds)
     sys.exit(asyncio.run(main(args)))
 
 
