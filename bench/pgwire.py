@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 import random
 import re
 import signal
@@ -29,11 +30,12 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bars import Verdicts
+from procstat import _TICK, children, cpu_ticks
 
 
 @contextlib.contextmanager
-def twofold_serve() -> Iterator[str]:
-    """`twofold serve` in its own process (as PostgreSQL runs in its own): its DSN."""
+def twofold_serve() -> Iterator[tuple[str, int]]:
+    """`twofold serve` in its own process (as PostgreSQL runs in its own): its DSN and pid."""
     argv = [sys.executable, "-c", "from twofold.cli.main import main; main()", "serve",
             "--listen", "127.0.0.1:0"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
@@ -43,7 +45,7 @@ def twofold_serve() -> Iterator[str]:
         found = re.search(r"listening on ([\d.]+):(\d+)", line)
         if found is None:
             raise RuntimeError(f"twofold serve did not start: {line!r}")
-        yield f"host={found[1]} port={found[2]} user=twofold dbname=twofold"
+        yield f"host={found[1]} port={found[2]} user=twofold dbname=twofold", proc.pid
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -159,10 +161,17 @@ def main() -> int:
     results: dict[str, dict[int, tuple[float, float, float]]] = {"twofold": {}, "postgres": {}}
     copy_rate: dict[str, float] = {}
     sub: tuple[list[float], int] = ([], 0)
+    load = os.getloadavg()
     print(f"pgwire: {rows:,} rows, {seconds:g} s per arm, psycopg 3 prepared statements, "
-          "each server in its own process (machine shared with other work: figures are "
-          "indicative)")
-    with twofold_serve() as dsn:
+          f"each server in its own process; load average {load[0]:.2f} {load[1]:.2f} "
+          f"{load[2]:.2f} at start")
+    if load[0] > 1.0 or load[1] > 1.0:
+        print(f"machine shared with other work (load {load[0]:.2f}/{load[1]:.2f} over 1/5 min "
+              "> 1): latencies are indicative; CPU per lookup is not")
+    # The serve process's CPU (utime + stime, all threads, from /proc) per lookup served, and
+    # its maintenance child's: unlike p50 it holds while other work shares the cores.
+    cpu_us: dict[int, tuple[float, float]] = {}
+    with twofold_serve() as (dsn, serve_pid):
         with psycopg.connect(dsn, autocommit=True) as c:
             c.execute("CREATE TABLE kv (k bigint PRIMARY KEY, v double precision, s text)")
             # Untimed warm-up, as PostgreSQL's is already running: `twofold serve` says where
@@ -178,9 +187,16 @@ def main() -> int:
             c.execute("CREATE INDEX kv_k ON kv (k)")
             c.execute("SELECT * FROM kv WHERE k = 1").fetchall()
         for n in levels:
+            kids = children(serve_pid)
+            t0 = cpu_ticks(serve_pid) or 0
+            k0 = sum(cpu_ticks(k) or 0 for k in kids)
             lat, ops, bad = lookups(dsn, "kv", rows, n, seconds)
+            t1 = cpu_ticks(serve_pid) or 0
+            k1 = sum(cpu_ticks(k) or 0 for k in kids)
             verdicts.ok(f"twofold lookups at {n} connections", bad, ops)
             results["twofold"][n] = (pct(lat, 50), pct(lat, 99), ops / seconds)
+            per = 1e6 / _TICK / max(ops, 1)
+            cpu_us[n] = ((t1 - t0) * per, (k1 - k0) * per)
         sub = subscribe_latency(dsn, 20 if args.quick else 100)
         verdicts.ok("SUBSCRIBE rows delivered", sub[1], sub[1] + len(sub[0]))
     try:
@@ -209,6 +225,9 @@ def main() -> int:
             line += (f" | postgres p50 {pgr[0]:.3f} ms p99 {pgr[1]:.3f} ms {pgr[2]:,.0f} q/s"
                      f" | p50 ratio {tw[0] / pgr[0]:.2f}x, q/s ratio {tw[2] / pgr[2]:.2f}x")
         print(line)
+        if n in cpu_us:
+            print(f"lookup {n:>2} conn: twofold serve process CPU {cpu_us[n][0]:.0f} us/lookup"
+                  f" (its maintenance child {cpu_us[n][1]:.0f} us/lookup)")
         if pgr is not None:
             verdicts.at_most(f"twofold p50 / postgres p50 at {n} connections",
                              tw[0] / pgr[0], 2.0)
