@@ -295,3 +295,33 @@ def test_the_type_key_may_come_anywhere_in_the_map() -> None:
     # Other encoders need not put "type" first.
     wire = msgspec.msgpack.encode({"id": "u1", "type": "Schedule"})
     assert decode_command(wire) == Schedule(GlobalId.user(1))
+
+
+_ID_TEXTS = ["u1", "u01", "si2", "s0", "t18446744073709551615", "x1", "t18446744073709551616"]
+_ID_TEXTS += ["u", "U1", "u-1"]
+
+
+@given(st.lists(st.sampled_from(_ID_TEXTS), max_size=12))
+@settings(max_examples=examples(50))
+def test_decoded_ids_do_not_depend_on_what_was_decoded_before(ids: list[str]) -> None:
+    """Decoded ids are cached by their string: a valid id decodes to the id it spells whatever
+    came before it, and an invalid one is refused however often valid ones were decoded."""
+    for text in ids:
+        wire = msgspec.msgpack.encode({"type": "Schedule", "id": text})
+        try:
+            expected = GlobalId.parse(text)
+        except ValueError:
+            with pytest.raises(DecodeError):
+                decode_command(wire)
+            continue
+        cmd = decode_command(wire)
+        assert isinstance(cmd, Schedule) and cmd.id == expected and str(cmd.id) == text
+
+
+def test_the_id_cache_is_bounded() -> None:
+    from twofold.protocol import codec
+
+    for n in range(codec._IDS_MAX + 10):
+        cmd = decode_command(msgspec.msgpack.encode({"type": "Schedule", "id": f"u{n}"}))
+        assert isinstance(cmd, Schedule) and cmd.id == GlobalId.user(n)
+    assert len(codec._IDS) <= codec._IDS_MAX
