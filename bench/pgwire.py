@@ -167,7 +167,7 @@ def main() -> int:
           f"{load[2]:.2f} at start")
     if load[0] > 1.0 or load[1] > 1.0:
         print(f"machine shared with other work (load {load[0]:.2f}/{load[1]:.2f} over 1/5 min "
-              "> 1): latencies are indicative; CPU per lookup is not")
+              "> 1): latencies are indicative, CPU per lookup less affected")
     # The serve process's CPU (utime + stime, all threads, from /proc) per lookup served, and
     # its maintenance child's: unlike p50 it holds while other work shares the cores.
     cpu_us: dict[int, tuple[float, float]] = {}

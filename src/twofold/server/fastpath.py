@@ -86,7 +86,16 @@ class _Plan:
         return s
 
 
+_NO_CODES = b"\0\0"  # the format-code lists drivers send most: none (all text) ...
+_ONE_CODE = {b"\0\1\0\0": (0,), b"\0\1\0\1": (1,)}  # ... and one for all
+
+
 def _formats(data: bytes, pos: int) -> tuple[tuple[int, ...], int] | None:
+    if data.startswith(_NO_CODES, pos):
+        return (), pos + 2
+    one = _ONE_CODE.get(data[pos:pos + 4])
+    if one is not None:
+        return one, pos + 4
     (n,) = _I16.unpack_from(data, pos)
     pos += 2
     if n < 0 or pos + 2 * n > len(data):
