@@ -49,9 +49,18 @@ class Histogram:
         self._total: Counter[str] = Counter()  # samples ever recorded, per runtime
 
     def record(self, runtime: str, seconds: float) -> None:
+        # Once per point lookup on the front's read path: no list or method call per sample.
+        key = (runtime, bucket_us(seconds))
         with self._lock:
-            self._counts[(runtime, bucket_us(seconds))] += 1
-            self._keep(runtime, [seconds])
+            counts = self._counts
+            counts[key] = counts.get(key, 0) + 1
+            recent = self._recent.get(runtime)
+            if recent is None:
+                recent = self._recent[runtime] = []
+            recent.append(seconds)
+            self._total[runtime] += 1
+            if len(recent) > 4096:
+                del recent[: len(recent) - 2048]
 
     def _keep(self, runtime: str, samples: list[float]) -> None:
         recent = self._recent.setdefault(runtime, [])
