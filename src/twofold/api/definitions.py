@@ -54,17 +54,19 @@ class Definitions(CatalogSync):
 
     def create_table(self, name: str, schema: dict[str, DType] | Schema, *,
                      nullable: bool | Sequence[str] = True, exist_ok: bool = False,
-                     primary_key: str | Sequence[str] | None = None) -> Table:
+                     primary_key: str | Sequence[str] | None = None,
+                     pg_types: Sequence[str] | None = None) -> Table:
         """Create a table: `create_table("orders", {"id": int, "amount": float},
         nullable=["amount"])`. `exist_ok=True` returns an existing table of the same schema.
         `primary_key="id"` (or a list of columns) keeps at most one row per key; its columns
-        are NOT NULL."""
+        are NOT NULL. `pg_types` (SQL `CREATE TABLE` passes it) records each column's declared
+        PostgreSQL type in the catalog (`Entry.pg_types`)."""
         self._check_name(name)
         what = f"create_table {name!r}"
         parsed, pk = primary_key_schema(parse_schema(schema, nullable=nullable, what=what),
                                         primary_key, what)
         request = Entry(name=name, kind="table", id=_UNSET, desc=parsed.desc(),
-                        primary_key=list(pk or []))
+                        primary_key=list(pk or []), pg_types=list(pg_types or []))
         obj = self._create(request, exist_ok, "create_table")
         assert isinstance(obj, Table)
         return obj

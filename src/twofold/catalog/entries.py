@@ -58,6 +58,11 @@ class Entry(msgspec.Struct, frozen=True):
     in `plan`, so they are not `inputs`, but dropping one drops (or is refused by) this."""
     sql: str | None = None
     """The SQL statement a view was created by, if any (`SHOW CREATE VIEW`)."""
+    pg_types: list[str] = msgspec.field(default_factory=list)
+    """A table's columns' declared PostgreSQL types (`int4`, `float4`, `varchar(5)`, ...; see
+    `twofold.sql.types.declared_type`), one per column, when it was created by SQL `CREATE
+    TABLE`; empty for tables made by the Python API and for catalogs written before the field
+    existed — their columns are the engine scalars' types (`int8`, `float8`, `text`, ...)."""
 
     @property
     def dependencies(self) -> list[str]:
@@ -99,6 +104,8 @@ def differences(old: Entry, new: Entry) -> list[str]:
     if old.desc != new.desc:
         out.append(f"its columns are {describe_columns(old.desc)}, the new definition's "
                    f"{describe_columns(new.desc)}")
+    if old.pg_types and new.pg_types and old.pg_types != new.pg_types:
+        out.append(f"its columns are declared {old.pg_types}, not {new.pg_types}")
     if old.key != new.key:
         out.append(f"it is keyed by {old.key}, not {new.key}")
     if old.primary_key != new.primary_key:

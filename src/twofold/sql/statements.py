@@ -41,7 +41,7 @@ from twofold.sql.errors import (
 from twofold.sql.exprs import Binder
 from twofold.sql.planner import Planner
 from twofold.sql.scope import NULL, Col, Rel, Scope
-from twofold.sql.types import sql_type, type_name
+from twofold.sql.types import check_declared, declared_type, sql_type, type_name
 
 if TYPE_CHECKING:
     from twofold.api.session import AsyncDatabase
@@ -63,6 +63,7 @@ def create_table(db: AsyncDatabase, node: exp.Create) -> Any:
                                   "then INSERT INTO ... SELECT")
     name = _name(schema)
     cols: dict[str, Any] = {}
+    declared: list[str] = []
     nullable: list[str] = []
     pk: list[str] = []
     for d in schema.expressions:
@@ -74,6 +75,7 @@ def create_table(db: AsyncDatabase, node: exp.Create) -> Any:
             if kind is None:
                 raise SqlSyntaxError(f"column {cname!r} needs a type")
             cols[cname] = sql_type(kind)
+            declared.append(declared_type(kind))
             not_null = False
             for c in d.constraints:
                 k = c.kind
@@ -102,7 +104,7 @@ def create_table(db: AsyncDatabase, node: exp.Create) -> Any:
             nullable.remove(key)
     try:
         return db.create_table(name, cols, nullable=nullable, exist_ok=bool(node.args.get(
-            "exists")), primary_key=pk or None)
+            "exists")), primary_key=pk or None, pg_types=declared)
     except ObjectExists as e:
         raise DuplicateObject(f"relation {name!r} already exists") from e
 
@@ -286,7 +288,27 @@ async def insert(db: AsyncDatabase, node: exp.Insert, params: Any) -> int:
                                    "violates not-null constraint")
     if not full:
         return 0
+    _check_declared(db, table, full)
     return int(table.insert(full).count)
+
+
+def declared_types(db: AsyncDatabase, table: Any) -> list[str]:
+    """The declared PostgreSQL types of `table`'s columns (`Entry.pg_types`); empty for a
+    table the Python API created or an older catalog recorded (its engine scalars')."""
+    entry = db._entries.get(table.name)
+    if entry is None or len(entry.pg_types) != len(table.schema.names):
+        return []
+    return list(entry.pg_types)
+
+
+def _check_declared(db: AsyncDatabase, table: Any, rows: list[list[Any]]) -> None:
+    """Range-check (int2/int4) and round (float4) `rows` in place for the declared column
+    types, before anything is written: a value out of range fails the whole statement."""
+    for j, pg in enumerate(declared_types(db, table)):
+        if pg in ("int2", "int4", "float4"):
+            column = check_declared([r[j] for r in rows], pg)
+            for r, v in zip(rows, column, strict=True):
+                r[j] = v
 
 
 def _literal_rows(planner: Planner, values: exp.Values,
