@@ -17,7 +17,9 @@ never correctness.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import struct
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import numpy as np
@@ -131,26 +133,63 @@ def _mix_int(x: int) -> int:
     return x ^ (x >> 31)
 
 
+_F64: Final = struct.Struct("<d")
+_BITS: Final = struct.Struct("<Q")
+_NAN_BITS: Final = int(np.array([np.nan], dtype=np.float64).view(np.uint64)[0])
+
+
+def _hash_bool(value: object) -> int:
+    return _mix_int(int(bool(value)) ^ _PGOLDEN)
+
+
+def _hash_int(value: object) -> int:
+    return _mix_int((int(value) & _U64) ^ _PGOLDEN)  # type: ignore[call-overload]
+
+
+def _hash_float(value: object) -> int:
+    # As `column_hash`: -0.0 hashes as 0.0 (adding 0.0), and every NaN as numpy's one NaN.
+    f = float(value) + 0.0  # type: ignore[arg-type]
+    bits = _NAN_BITS if f != f else _BITS.unpack(_F64.pack(f))[0]
+    return _mix_int(bits ^ _PGOLDEN)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _hash_other(value: object, dtype: pl.DataType) -> int:
+    # Strings and bytes: polars' value hash, through a one-value Series (~10 us), so the
+    # latest few thousand probed values are remembered.
+    return int(column_hash(pl.Series([value], dtype=dtype))[0])
+
+
+def _hasher(dtype: pl.DataType) -> Callable[[object], int]:
+    if dtype == pl.Boolean:
+        return _hash_bool
+    if dtype == pl.Int64:
+        return _hash_int
+    if dtype == pl.Float64:
+        return _hash_float
+    return functools.partial(_hash_other, dtype=dtype)
+
+
 def _scalar_hash(value: object, dtype: pl.DataType) -> int:
     """`column_hash` of one value of `dtype`, in plain Python (no array round trip)."""
-    if value is None:
-        return _PNULL
-    if dtype == pl.Boolean:
-        return _mix_int(int(bool(value)) ^ _PGOLDEN)
-    if dtype == pl.Int64:
-        return _mix_int((int(value) & _U64) ^ _PGOLDEN)  # type: ignore[call-overload]
-    if dtype == pl.Float64:
-        # As `column_hash`: -0.0 hashes as 0.0, and every NaN as the one canonical NaN.
-        with np.errstate(invalid="ignore"):  # a signalling NaN is still just NaN here
-            floats = np.array([value], dtype=np.float64) + 0.0
-        floats[np.isnan(floats)] = np.nan
-        return _mix_int(int(floats.view(np.uint64)[0]) ^ _PGOLDEN)
-    return int(column_hash(pl.Series([value], dtype=dtype))[0])
+    return _PNULL if value is None else _hasher(dtype)(value)
+
+
+def scalar_hashers(dtypes: Sequence[pl.DataType]) -> tuple[Callable[[object], int], ...]:
+    """Per column, `column_hash` of one non-NULL value of its dtype (`scalar_row_hash_with`)."""
+    return tuple(_hasher(dt) for dt in dtypes)
+
+
+def scalar_row_hash_with(values: Sequence[object],
+                         hashers: Sequence[Callable[[object], int]]) -> int:
+    """`scalar_row_hash(values, dtypes)` with the dtypes' `scalar_hashers` worked out before:
+    the per-lookup path."""
+    h = 0
+    for v, hash_one in zip(values, hashers, strict=True):
+        h = _mix_int((h * _PM1 + (_PNULL if v is None else hash_one(v))) & _U64)
+    return h
 
 
 def scalar_row_hash(values: Sequence[object], dtypes: Sequence[pl.DataType]) -> int:
     """`row_hash` of one row, in plain Python: the fast path of single-key lookups."""
-    h = 0
-    for v, dt in zip(values, dtypes, strict=True):
-        h = _mix_int((h * _PM1 + _scalar_hash(v, dt)) & _U64)
-    return h
+    return scalar_row_hash_with(values, scalar_hashers(dtypes))

@@ -11,7 +11,7 @@ codes (`hashing`) and then filter by exact key equality.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,8 @@ from twofold.engine.hashing import (
     ROW_MASK,
     key_range,
     row_hash,
-    scalar_row_hash,
+    scalar_hashers,
+    scalar_row_hash_with,
     sorted_unique,
 )
 from twofold.protocol import ColumnType, Frontier, RelationDesc
@@ -164,6 +165,12 @@ def _accumulate(updates: pl.DataFrame, cols: Sequence[str]) -> pl.DataFrame:
 def _key_dtypes(types: tuple[ColumnType, ...], key: tuple[int, ...]) -> list[pl.DataType]:
     sch = schema(types)
     return [sch[f"c{i}"] for i in key]
+
+
+@functools.lru_cache(maxsize=256)
+def _key_hashers(types: tuple[ColumnType, ...],
+                 key: tuple[int, ...]) -> tuple[Callable[[object], int], ...]:
+    return scalar_hashers(_key_dtypes(types, key))
 
 
 def gather_keys(
@@ -348,14 +355,14 @@ class ArrangementSnapshot:
         )
 
     def _lookup_few(self, keys: set[tuple[Any, ...]], t: int) -> dict[tuple[Any, ...], int]:
-        dtypes = _key_dtypes(tuple(self.desc.types), self.key)
+        hashers = _key_hashers(tuple(self.desc.types), self.key)
         acc: dict[tuple[Any, ...], int] = {}
         reps: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # NaN-free identity -> a row
         positions = list(enumerate(self.key))
         for key in keys:
             if None in key:
                 continue  # SQL equality: a NULL key matches nothing
-            h = scalar_row_hash(key, dtypes) & _KEY_MASK
+            h = scalar_row_hash_with(key, hashers) & _KEY_MASK
             lo, hi = np.uint64(h), np.uint64(h | _ROW_MASK)
             for b in self.data:
                 start = int(b.codes.searchsorted(lo, "left"))
