@@ -88,3 +88,18 @@ def test_asyncpg_type_introspection(server: ServerHandle) -> None:
             assert await conn.fetchval("SELECT 5") == ("int8", "5")
 
     asyncio.run(main())
+
+
+def test_sqlalchemy_get_columns_declared_types(server: ServerHandle, name: str) -> None:
+    """inspect().get_columns reports each column as declared, as against PostgreSQL."""
+    engine = sa.create_engine(
+        f"postgresql+psycopg://twofold@{server.host}:{server.port}/twofold")
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"CREATE TABLE {name} (a smallint, b integer, c bigint, "
+                                 "d real, e double precision, f varchar(5), h text)"))
+        cols = sa.inspect(engine).get_columns(name)
+        assert [type(c["type"]).__name__ for c in cols] == [
+            "SMALLINT", "INTEGER", "BIGINT", "REAL", "DOUBLE_PRECISION", "VARCHAR", "TEXT"]
+    finally:
+        engine.dispose()

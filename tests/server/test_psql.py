@@ -79,3 +79,16 @@ def test_error_has_sqlstate(server: ServerHandle) -> None:
                            "twofold"], capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert "42P01" in done.stderr and "nowhere" in done.stderr
+
+
+def test_describe_shows_declared_types(server: ServerHandle) -> None:
+    """`\\d` shows each column as declared (docs/sql.md, "Types"), as PostgreSQL's psql does."""
+    psql(server, "CREATE TABLE p_decl (a smallint, b integer, c bigint, d real, "
+                 "e double precision, f varchar(5), g char(2), h text, i boolean, j bytea)")
+    d = psql(server, "\\d p_decl").stdout
+    for line in ("a      | smallint", "b      | integer", "c      | bigint", "d      | real",
+                 "e      | double precision", "f      | character varying",
+                 "g      | character", "h      | text", "i      | boolean", "j      | bytea"):
+        assert line in d, d
+    done = psql(server, "INSERT INTO p_decl (b) VALUES (3000000000)", check=False)
+    assert "integer out of range" in done.stderr

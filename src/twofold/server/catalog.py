@@ -78,6 +78,8 @@ def _describe(db: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
         columns[name] = [(c.name, c.column_type.scalar, bool(c.column_type.nullable))
                          for c in rel.cols if not c.hidden]
         if kind == "table":
+            columns[name] = _declared(db, name, columns[name])
+        if kind == "table":
             keys[name] = list(getattr(db.get(name), "primary_key", None) or ())
         if kind == "index":
             idx = db.get(name)
@@ -262,6 +264,17 @@ _VIEW_HEAD = re.compile(r"^\s*create\s+(?:or\s+replace\s+)?(?:materialized\s+)?v
 def _query_of(text: str) -> str:
     """A view's definition as pg_get_viewdef gives it: the query, not the CREATE statement."""
     return _VIEW_HEAD.sub("", text, count=1).rstrip().rstrip(";")
+
+
+def _declared(db: Any, name: str, cols: list[tuple[str, str, bool]]
+              ) -> list[tuple[str, str, bool]]:
+    """A table's columns typed as declared (`int4`, `varchar`; `Entry.pg_types`), where the
+    catalog recorded them; the engine scalars otherwise (API tables, older catalogs)."""
+    entry = getattr(db, "_entries", {}).get(name)
+    declared = list(getattr(entry, "pg_types", None) or [])
+    if len(declared) != len(cols):
+        return cols
+    return [(c, t.split("(")[0], n) for (c, _, n), t in zip(cols, declared, strict=True)]
 
 
 def _typname(oid: int) -> str:

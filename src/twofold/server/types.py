@@ -26,8 +26,11 @@ NUMERIC = 1700
 
 OIDS: Final = {"bool": BOOL, "int": INT8, "float": FLOAT8, "str": TEXT, "bytes": BYTEA,
                "null": TEXT, "bool[]": 1000, "int[]": 1016, "float[]": 1022, "str[]": 1009,
-               "int2vector": 22, "int4": INT4}
-"""... and the one-dimensional arrays the catalog relations hold (`str[]` is text[], ...)."""
+               "int2vector": 22, "int4": INT4, "int2": INT2, "int8": INT8, "float4": FLOAT4,
+               "float8": FLOAT8, "text": TEXT, "varchar": VARCHAR, "bpchar": BPCHAR,
+               "bytea": BYTEA}
+"""... the one-dimensional arrays the catalog relations hold (`str[]` is text[], ...), and the
+declared column types (`int2`, `varchar`, ...) pg_catalog reports for SQL tables."""
 _ELEMENT: Final = {"bool[]": (BOOL, "bool"), "int[]": (INT8, "int"), "float[]": (FLOAT8, "float"),
                    "str[]": (TEXT, "str")}
 SIZES: Final = {BOOL: 1, INT8: 8, FLOAT8: 8, TEXT: -1, BYTEA: -1, INT2: 2, INT4: 4,
