@@ -58,7 +58,8 @@ MAX_LENGTH: Final = 1 << 26
 MATH_FUNCTIONS: Final = frozenset({"sqrt", "cbrt", "power", "ln", "log10", "exp", "sign",
                                    "trunc", "sin", "cos", "tan", "cot", "asin", "acos", "atan",
                                    "atan2", "sind", "cosd", "tand", "cotd", "asind", "acosd",
-                                   "atand", "atan2d"})
+                                   "atand", "atan2d", "sinh", "cosh", "tanh", "asinh",
+                                   "acosh", "atanh"})
 """Functions of ints or floats giving a float."""
 
 STRING_FUNCTIONS: Final[dict[str, tuple[tuple[str, ...], str]]] = {
@@ -141,6 +142,8 @@ def _math(func: str, f: list[pl.Expr]) -> tuple[pl.Expr, pl.Expr | None]:
         if func == "cot":
             out = float_div(pl.lit(1.0), out)  # cot(0) is infinity, unchecked in PostgreSQL
         return out, err_when(x.is_infinite(), INPUT_RANGE)
+    if func in _HYPERBOLIC:
+        return _hyperbolic(func, x, num)
     if func in ("atan2", "atan2d"):
         return _numpy2(x, f[1], np.arctan2 if func == "atan2" else degrees.atan2d), None
     assert func == "power"
@@ -157,6 +160,23 @@ def _math(func: str, f: list[pl.Expr]) -> tuple[pl.Expr, pl.Expr | None]:
            .otherwise(_NULL_STR))
     finite = _finite(x) & _finite(y)
     return out, first_error(err, _range_error(out, finite, x != 0))
+
+
+_HYPERBOLIC: Final = {"sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh,
+                      "acosh": np.arccosh, "atanh": np.arctanh}
+
+
+def _hyperbolic(func: str, x: pl.Expr, num: pl.Expr) -> tuple[pl.Expr, pl.Expr | None]:
+    """PostgreSQL's float8 `sinh` ... `atanh` (float.c): the C library's value (numpy calls
+    it); sinh/cosh past the range are +-infinity, not an error; acosh below 1 and atanh
+    outside [-1, 1] (NaN excepted) fail with "input is out of range"; atanh(+-1) is
+    +-infinity."""
+    out = _numpy(x, _HYPERBOLIC[func])
+    if func == "acosh":
+        return out, err_when(num & (x < 1.0), INPUT_RANGE)
+    if func == "atanh":
+        return out, err_when(num & (x.abs() > 1.0), INPUT_RANGE)
+    return out, None
 
 
 def _numpy(x: pl.Expr, kernel: Any) -> pl.Expr:

@@ -23,6 +23,7 @@ FuncName = TypeLiteral[
     "sqrt", "cbrt", "power", "ln", "log10", "exp", "sign", "trunc",
     "sin", "cos", "tan", "cot", "asin", "acos", "atan", "atan2",
     "sind", "cosd", "tand", "cotd", "asind", "acosd", "atand", "atan2d",
+    "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
     "replace", "strpos", "split_part", "lpad", "rpad", "repeat", "reverse", "initcap", "md5",
 ]  # fmt: skip
 
@@ -40,6 +41,7 @@ FUNCTION_ARITY: Final[dict[str, int | None]] = {
     "sqrt": 1, "cbrt": 1, "power": 2, "ln": 1, "log10": 1, "exp": 1, "sign": 1, "trunc": 1,
     "sin": 1, "cos": 1, "tan": 1, "cot": 1, "asin": 1, "acos": 1, "atan": 1, "atan2": 2,
     "sind": 1, "cosd": 1, "tand": 1, "cotd": 1, "asind": 1, "acosd": 1, "atand": 1, "atan2d": 2,
+    "sinh": 1, "cosh": 1, "tanh": 1, "asinh": 1, "acosh": 1, "atanh": 1,
     "replace": 3, "strpos": 2, "split_part": 3, "lpad": 3, "rpad": 3, "repeat": 2,
     "reverse": 1, "initcap": 1, "md5": 1,
 }  # fmt: skip

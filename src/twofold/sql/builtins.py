@@ -129,6 +129,25 @@ class BuiltinBinders:
         bs = self._typed("atan2", [node.this, node.expression], ["float", "float"])
         return self._apply("atan2", bs, "float")
 
+    # PostgreSQL's hyperbolic functions (float8 -> float8).
+    def _Sinh(self, node: exp.Expr) -> B:
+        return self._math1(node, "sinh")
+
+    def _Cosh(self, node: exp.Expr) -> B:
+        return self._math1(node, "cosh")
+
+    def _Tanh(self, node: exp.Expr) -> B:
+        return self._math1(node, "tanh")
+
+    def _Asinh(self, node: exp.Expr) -> B:
+        return self._math1(node, "asinh")
+
+    def _Acosh(self, node: exp.Expr) -> B:
+        return self._math1(node, "acosh")
+
+    def _Atanh(self, node: exp.Expr) -> B:
+        return self._math1(node, "atanh")
+
     def degree_function(self, node: exp.Anonymous, name: str) -> B:
         """`sind`, `cosd`, `tand`, `cotd`, `asind`, `acosd`, `atand` (one double) and
         `atan2d` (two): sqlglot reads them as anonymous calls."""

@@ -46,7 +46,7 @@ PG_TYPE_OIDS: Final = {"bool": 16, "int": 20, "float": 701, "str": 25, "bytes": 
 FUNCTIONS_UNSUPPORTED: Final = frozenset({
     "row_number", "rank", "dense_rank", "lag", "lead", "now", "mz_now", "random",
     "generate_series", "array_agg", "json_agg", "regexp_replace", "to_char", "date_trunc",
-    "extract", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
+    "extract",
 })  # fmt: skip
 
 
