@@ -112,3 +112,21 @@ def test_catalog_entries_before_declared_types_still_decode() -> None:
     old.pop("pg_types", None)
     entry = decode_entry(msgspec.msgpack.encode(old))
     assert entry.pg_types == []
+
+
+@settings(max_examples=examples(20), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(column=st.sampled_from(["i2", "i4", "i8"]), start=st.lists(INTS, min_size=1, max_size=3),
+       delta=st.integers(-5, 5))
+def test_integer_range_on_update_against_postgres(db: twofold.Database, pg: Any, column: str,
+                                                  start: list[int], delta: int) -> None:
+    pg.execute("DELETE FROM t")
+    db.sql("DELETE FROM t")
+    for v in start:  # into bigint, which holds every drawn value
+        pg.execute("INSERT INTO t (i8) VALUES (%s)", (v,))
+        db.sql(f"INSERT INTO t (i8) VALUES ({v})")
+    sql = f"UPDATE t SET {column} = i8 + {delta}"
+    want = _outcome(lambda: pg.execute(sql) and None)
+    got = _outcome(lambda: db.sql(sql) and None)
+    assert got == want, sql
+    query = f"SELECT i8, {column} FROM t"
+    assert sorted(db.sql(query).rows) == sorted(pg.execute(query).fetchall())

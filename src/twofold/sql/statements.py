@@ -41,7 +41,7 @@ from twofold.sql.errors import (
 from twofold.sql.exprs import Binder
 from twofold.sql.planner import Planner
 from twofold.sql.scope import NULL, Col, Rel, Scope
-from twofold.sql.types import check_declared, declared_type, sql_type, type_name
+from twofold.sql.types import INT_RANGES, check_declared, declared_type, sql_type, type_name
 
 if TYPE_CHECKING:
     from twofold.api.session import AsyncDatabase
@@ -382,10 +382,27 @@ async def update(db: AsyncDatabase, node: exp.Update, params: Any) -> int:
         if col in sets:
             raise SqlSyntaxError(f"multiple assignments to same column {col!r}")
         want = table.schema.type_of(col, "update").scalar
-        sets[col] = _bound(planner, table, a.expression, f"SET {col}", want)
+        value = a.expression
+        declared = declared_types(db, table)
+        bounds = INT_RANGES.get(declared[table.schema.names.index(col)]) if declared else None
+        if bounds is not None:
+            value = _range_checked(value, bounds[0], bounds[1])
+        sets[col] = _bound(planner, table, value, f"SET {col}", want)
     where = node.args.get("where")
     pred = _bound(planner, table, where.this, "WHERE", "bool") if where else None
     return int(table.update_compiled(sets, pred).count)
+
+
+def _range_checked(value: exp.Expr, lo: int, hi: int) -> exp.Expr:
+    """`value`, failing with 22003 (`integer out of range`) on a row where it is outside
+    `[lo, hi]`: the failing branch overflows bigint, so the whole UPDATE fails and writes
+    nothing (a smallint column's message says integer, its SQLSTATE is PostgreSQL's)."""
+    v = exp.paren(value.copy(), copy=False)
+    out = exp.or_(exp.LT(this=v.copy(), expression=exp.Literal.number(lo)),
+                  exp.GT(this=v.copy(), expression=exp.Literal.number(hi)))
+    fail = exp.Add(this=exp.Literal.number(2**63 - 1),
+                   expression=exp.Abs(this=v.copy()))
+    return exp.Case(ifs=[exp.If(this=out, true=fail)], default=v.copy())
 
 
 async def delete(db: AsyncDatabase, node: exp.Delete, params: Any) -> int:
