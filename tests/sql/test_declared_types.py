@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -81,7 +82,7 @@ def test_insert_select_and_messages(db: twofold.Database) -> None:
 
 @settings(max_examples=examples(20), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(x=st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300))
-def test_real_rounds_to_float4_as_postgres(db: twofold.Database, pg: Any, x: float) -> None:
+def test_real_range_as_postgres(db: twofold.Database, pg: Any, x: float) -> None:
     pg.execute("DELETE FROM t")
     db.sql("DELETE FROM t")
     want_outcome = _outcome(lambda: pg.execute("INSERT INTO t (f4, f8) VALUES (%s::float8, "
@@ -91,7 +92,9 @@ def test_real_rounds_to_float4_as_postgres(db: twofold.Database, pg: Any, x: flo
     assert got_outcome == want_outcome, x
     got = db.sql("SELECT f4, f8 FROM t").rows
     want = pg.execute("SELECT f4::float8, f8 FROM t").fetchall()
-    assert got == want
+    # Kept at double precision (docs/sql.md): what PostgreSQL stores is its float4 rounding.
+    assert [(float(np.float32(a)), b) for a, b in got] == want
+    assert got == ([] if want == [] else [(x, x)])
 
 
 def test_declared_types_are_durable(tmp_path: Path) -> None:

@@ -66,6 +66,7 @@ from twofold.sql import execute
 from twofold.sql.errors import FeatureNotSupported
 from twofold.sql.parser import AsOf, CreateIndex, Subscribe, parse
 from twofold.sql.prepared import statement
+from twofold.sql.statements import check_declared_rows
 
 _QUERIES = (exp.Select, exp.SetOperation, exp.Values, exp.Subquery)
 _DISCARD_ALL = re.compile(r"^\s*discard\s+all\b", re.I)
@@ -223,6 +224,7 @@ async def insert_rows(s: Any, table: str, rows: Any) -> int:
     columns) into `table`: at once outside `BEGIN`, else staged."""
     tx: Transaction = s.tx
     obj = s.db.get(table)
+    rows = check_declared_rows(s.db, obj, rows)  # 22003 before anything is staged or written
     if not tx.explicit and s.simple_rest > 0:
         tx.begin_implicit()  # COPY FROM with more statements after it in its Query message
     if tx.explicit:

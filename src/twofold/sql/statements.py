@@ -33,6 +33,7 @@ from twofold.sql.errors import (
     DuplicateObject,
     FeatureNotSupported,
     NotNullViolation,
+    NumericValueOutOfRange,
     SqlSyntaxError,
     UndefinedColumn,
     UndefinedTable,
@@ -302,13 +303,49 @@ def declared_types(db: AsyncDatabase, table: Any) -> list[str]:
 
 
 def _check_declared(db: AsyncDatabase, table: Any, rows: list[list[Any]]) -> None:
-    """Range-check (int2/int4) and round (float4) `rows` in place for the declared column
+    """Range-check (int2/int4, float4) `rows` in place for the declared column
     types, before anything is written: a value out of range fails the whole statement."""
     for j, pg in enumerate(declared_types(db, table)):
         if pg in ("int2", "int4", "float4"):
             column = check_declared([r[j] for r in rows], pg)
             for r, v in zip(rows, column, strict=True):
                 r[j] = v
+
+
+def check_declared_rows(db: AsyncDatabase, table: Any, rows: Any) -> Any:
+    """COPY FROM's `rows` (tuples in column order, or an Arrow table of the table's columns
+    in order) as `table`'s declared column types store them — int2/int4 and float4
+    range-checked (`NumericValueOutOfRange`, 22003, nothing written) — as INSERT stores
+    them (`_check_declared`)."""
+    pgs = declared_types(db, table)
+    if not any(pg in ("int2", "int4", "float4") for pg in pgs):
+        return rows
+    import pyarrow as pa
+
+    if not isinstance(rows, pa.Table):
+        out = [list(r) for r in rows]
+        _check_declared(db, table, out)
+        return [tuple(r) for r in out]
+    import numpy as np
+    import pyarrow.compute as pc
+
+    cols = list(rows.columns)
+    for j, pg in enumerate(pgs):
+        col = cols[j]
+        if pg in INT_RANGES:
+            lo, hi, what = INT_RANGES[pg]
+            mm = pc.min_max(col)
+            if mm["min"].is_valid and (mm["min"].as_py() < lo or mm["max"].as_py() > hi):
+                raise NumericValueOutOfRange(f"{what} out of range")
+        elif pg == "float4":  # refused as `check_declared` refuses it, not rounded
+            with np.errstate(over="ignore", under="ignore"):
+                values = col.to_numpy(zero_copy_only=False).astype(np.float64)
+                rounded = values.astype(np.float32).astype(np.float64)
+            if (np.isinf(rounded) & ~np.isinf(values)).any():
+                raise NumericValueOutOfRange("value out of range: overflow")
+            if ((rounded == 0.0) & (values != 0.0) & ~np.isnan(values)).any():
+                raise NumericValueOutOfRange("value out of range: underflow")
+    return rows
 
 
 def _literal_rows(planner: Planner, values: exp.Values,

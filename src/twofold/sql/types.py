@@ -87,7 +87,8 @@ def declared_type(dt: exp.DataType) -> str:
 
 def check_declared(values: list[object], pg: str) -> list[object]:
     """`values` as a column declared `pg` stores them: `NumericValueOutOfRange` (22003) for an
-    int2/int4 value outside its range; float4 values rounded to single precision."""
+    int2/int4 value outside its range, or a float4 value that overflows or underflows single
+    precision (kept at double precision otherwise)."""
     bounds = INT_RANGES.get(pg)
     if bounds is not None:
         lo, hi, name = bounds
@@ -96,21 +97,21 @@ def check_declared(values: list[object], pg: str) -> list[object]:
                 raise NumericValueOutOfRange(f"{name} out of range")
         return values
     if pg == "float4":
+        # Refused as PostgreSQL refuses it; stored as the double written, not rounded: result
+        # columns are announced and printed as float8, so a float4-rounded 0.1 would read
+        # back as 0.10000000149011612 where PostgreSQL prints 0.1 (docs/sql.md).
         import numpy as np
 
-        out: list[object] = []
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore", under="ignore"):
             for v in values:
                 if v is None:
-                    out.append(None)
                     continue
                 r = float(np.float32(v))  # type: ignore[arg-type]
                 if math.isinf(r) and not math.isinf(v):  # type: ignore[arg-type]
                     raise NumericValueOutOfRange("value out of range: overflow")
                 if r == 0.0 and v != 0.0:
                     raise NumericValueOutOfRange("value out of range: underflow")
-                out.append(r)
-        return out
+        return values
     return values
 
 
