@@ -117,6 +117,7 @@ class ComputeWorker:
         self.out: list[ComputeResponse] = []
         self.step_count = 0
         self.last_step_seconds = 0.0
+        self.polled_at = -float("inf")  # time.monotonic() at the last step's start (its poll)
         self._dirty: deque[GlobalId] = deque()
         self._activate: Callable[[], None] = lambda: None
         if registry is not None and role == "interactive":
@@ -374,6 +375,7 @@ class ComputeWorker:
 
     def step(self) -> None:
         started = time.perf_counter()
+        self.polled_at = time.monotonic()  # `feed` below polls the shards
         while self._dirty:
             self._dirty.popleft()  # any change may unblock a peek or a compaction: re-check all
         did_work = False
@@ -515,10 +517,14 @@ class ComputeWorker:
         return out
 
     def wait_timeout(self) -> float | None:
+        """How long the loop may wait for a command before the next `step`: with shards to
+        poll, until the next poll is due — `poll_interval` after the last step *started* (a
+        deadline, so the step and `maintain` count against the wait rather than adding to it;
+        0 when they took longer), else the introspection's deadline, else forever."""
         timeouts: list[float] = []
         if any(h.feeds and h.scheduled and h.failed is None for h in self.order) or \
                 self.peeks.has_storage_peeks() or any(h.mvs for h in self.order):
-            timeouts.append(self.poll_interval)
+            timeouts.append(max(0.0, self.polled_at + self.poll_interval - time.monotonic()))
         if self.introspection is not None:
             t = self.introspection.wait_timeout()
             if t is not None:
