@@ -41,14 +41,20 @@ def test_wait_counts_from_the_last_poll() -> None:
     t1 = t.write([[1, "a"]], 1)
     worker = ComputeWorker("solo", open_storage=lambda _url: storage, poll_interval=POLL)
     try:
-        for command in (Hello(uuid.uuid4()), CreateInstance(InstanceConfig()),
-                        InitializationComplete(),
-                        CreateDataflow(DataflowDescription(
-                            "sub", source_imports={GlobalId.user(1):
-                                                   SourceImport(t.shard.shard_id, KV)},
-                            sink_exports={SUB: SinkDesc(GlobalId.user(1), KV, SubscribeSink())},
-                            as_of=Frontier.at(t1))),
-                        Schedule(SUB)):
+        for command in (
+            Hello(uuid.uuid4()),
+            CreateInstance(InstanceConfig()),
+            InitializationComplete(),
+            CreateDataflow(
+                DataflowDescription(
+                    "sub",
+                    source_imports={GlobalId.user(1): SourceImport(t.shard.shard_id, KV)},
+                    sink_exports={SUB: SinkDesc(GlobalId.user(1), KV, SubscribeSink())},
+                    as_of=Frontier.at(t1),
+                )
+            ),
+            Schedule(SUB),
+        ):
             worker.handle(command)
         worker.step()
         before = time.monotonic()

@@ -40,6 +40,7 @@ from twofold.engine.batch import Batch
 from twofold.protocol import DecodeError, GlobalId, Hello
 from twofold.protocol.codec import decode_command, encode
 from twofold.replica import wire
+from twofold.replica.lagtrace import LagTrace
 from twofold.replica.metrics_sync import METRICS_INTERVAL, absorb_metrics, metrics_message
 from twofold.replica.shm import SHM_KEY, BufferPool
 from twofold.runtime.introspection import ReplicaMetrics
@@ -167,6 +168,7 @@ def serve(sock: socket.socket, storage_url: str | None, *, poll_interval: float)
     reader = wire.FrameReader()
     selector = selectors.DefaultSelector()
     selector.register(sock, selectors.EVENT_READ)
+    trace = LagTrace("maintenance")
 
     def flush() -> None:
         for frame, fds in out:
@@ -183,11 +185,18 @@ def serve(sock: socket.socket, storage_url: str | None, *, poll_interval: float)
                     return 0  # the front closed the link: nothing left to serve
                 for msg in reader.feed(data, fds):
                     _apply(msg, worker, registry, pool, metrics, out)
+            polled = time.time() if trace.on else 0.0
             worker.step()
-            for response in worker.take_responses():
+            responses = worker.take_responses()
+            for response in responses:
                 out.append((wire.pack(wire.RESPONSE, encode(response)), []))
+            stepped = time.time() if trace.on else 0.0
             sender.sync(out)
             flush()
+            if trace.on:
+                sent = time.time()
+                for response in responses:
+                    trace.frontier("m", response, polled, stepped, sent)
             # The merges the step deferred, once its frontiers are on their way: the front
             # learns of the new upper without waiting for them (their publication follows).
             worker.maintain()
@@ -210,6 +219,7 @@ def serve(sock: socket.socket, storage_url: str | None, *, poll_interval: float)
         storage.close()
         reader.close()
         pool.close()
+        trace.close()
 
 
 def _apply(msg: wire.Message, worker: ComputeWorker, registry: SharingRegistry,

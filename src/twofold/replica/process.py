@@ -42,6 +42,7 @@ from twofold.protocol import (
 )
 from twofold.protocol.codec import decode_response, encode
 from twofold.replica import wire
+from twofold.replica.lagtrace import LagTrace
 from twofold.replica.metrics_sync import METRICS_INTERVAL, absorb_metrics, metrics_message
 from twofold.replica.shm import Layout, map_readonly, read_from
 from twofold.replica.start import ChildProcess, StartMethod, fork, fork_is_safe, spawn
@@ -94,6 +95,7 @@ class MaintenanceProcess:
         self._woken = False  # a WAKE is on its way to the loop, not yet written
         self.wakes_sent = 0
         self._notifiers: list[Notifier] = []
+        self._trace = LagTrace("front")  # off unless TWOFOLD_LAG_TRACE is set (lagtrace.py)
 
     @property
     def pid(self) -> int | None:
@@ -142,10 +144,16 @@ class MaintenanceProcess:
     async def recv(self) -> ComputeResponse | None:
         if self._responses is None:
             raise RuntimeError("maintenance process was not started")
-        return await self._responses.recv()
+        response = await self._responses.recv()
+        if self._trace.on:
+            self._trace.frontier("t", response)
+        return response
 
     def recv_nowait(self) -> ComputeResponse | None:
-        return None if self._responses is None else self._responses.recv_nowait()
+        response = None if self._responses is None else self._responses.recv_nowait()
+        if response is not None and self._trace.on:
+            self._trace.frontier("t", response)
+        return response
 
     def set_on_ready(self, on_ready: Callable[[], None] | None) -> None:
         """Call `on_ready()` (on the loop's thread) after responses arrive (the multiplexer's
@@ -283,7 +291,10 @@ class MaintenanceProcess:
     def _dispatch(self, msg: wire.Message, items: list[ComputeResponse | object]) -> None:
         kind = msg.kind
         if kind == wire.RESPONSE:
-            items.append(decode_response(msg.body, max_size=wire.MAX_LOCAL_FRAME))
+            response = decode_response(msg.body, max_size=wire.MAX_LOCAL_FRAME)
+            items.append(response)
+            if self._trace.on:
+                self._trace.frontier("a", response)
         elif kind == wire.PUBLISH:
             publish = wire.unpack(kind, msg.body)
             assert isinstance(publish, wire.Publish)
@@ -379,6 +390,7 @@ class MaintenanceProcess:
         for notifier in self._notifiers:
             notifier.unsubscribe_all(self._wake)
         self._notifiers.clear()
+        self._trace.close()
         if self._metrics_task is not None:
             self._metrics_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
