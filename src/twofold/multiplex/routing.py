@@ -296,7 +296,10 @@ class Router:
             table[gid] = collection
         if decision.drop is not None:
             table.pop(decision.drop, None)
-        return Routing(tuple((runtime, command) for runtime in decision.to), violations)
+        to = decision.to
+        if len(to) == 1:  # most commands (every peek): no generator to build the one delivery
+            return Routing(((to[0], command),), violations)
+        return Routing(tuple((runtime, command) for runtime in to), violations)
 
     def screen(self, runtime: Runtime, response: ComputeResponse) -> Violation | None:
         """`None` if `response` from `runtime` is forwarded; otherwise the violation it commits,

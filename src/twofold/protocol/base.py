@@ -25,6 +25,8 @@ SCALAR_PY_TYPES: Final = frozenset({type(None), bool, int, float, str, bytes})
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
 _is_int: Final = int.__instancecheck__
+_FEW: Final = 8
+"""`check_rows` checks a single row of at most this many values one value at a time."""
 
 
 def check_scalar(value: object, what: str) -> None:
@@ -39,6 +41,19 @@ def check_rows(rows: Iterable[list[Any]], what: str) -> None:
     """Raise `TypeError` unless every value of every row is a protocol scalar, `ValueError` if
     an int lies outside the 64-bit signed range."""
     rows = rows if isinstance(rows, list) else list(rows)
+    if len(rows) == 1 and type(rows[0]) is list and len(rows[0]) <= _FEW:
+        # One short row (a point lookup's key, or its answer): value by value is cheaper than
+        # the set and filter passes below. Anything unusual falls through to them, which then
+        # raise the precise error.
+        for value in rows[0]:
+            t = type(value)
+            if t is int:
+                if not INT64_MIN <= value <= INT64_MAX:
+                    break
+            elif t not in SCALAR_PY_TYPES:
+                break
+        else:
+            return
     seen = set(map(type, chain.from_iterable(rows)))
     if not seen <= SCALAR_PY_TYPES:
         bad = sorted(t.__name__ for t in seen - SCALAR_PY_TYPES)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from operator import itemgetter
+from typing import Final
 from uuid import UUID
+
+from msgspec.structs import force_setattr
 
 from twofold.protocol.base import Row, Tagged, check_rows
 from twofold.protocol.frontier import MAX_TIME, Frontier
@@ -28,6 +32,19 @@ class PeekRows(Tagged, frozen=True):
 
     def __post_init__(self) -> None:
         check_rows(list(map(_FIRST, self.rows)), "PeekRows.rows")
+
+
+_copy_no_rows: Final[Callable[[], PeekRows]] = PeekRows([]).__copy__  # type: ignore[attr-defined]
+
+
+def engine_peek_rows(rows: list[tuple[Row, int]]) -> PeekRows:
+    """`PeekRows(rows)` without `check_rows`, for rows the engine has just read out of its own
+    columns (int64, float64, bool, str, bytes, or null: protocol scalars by construction), as
+    a replica's peek answers are. Rows from anywhere else — decoded from the wire, built by a
+    caller — go through `PeekRows(...)`, which checks them; decoding always does."""
+    result: PeekRows = _copy_no_rows()  # a Struct's copy does not run `__post_init__`
+    force_setattr(result, "rows", rows)
+    return result
 
 
 class PeekError(Tagged, frozen=True):

@@ -24,9 +24,9 @@ from twofold.protocol import (
     PeekCanceled,
     PeekError,
     PeekResponse,
-    PeekRows,
     StorageTarget,
 )
+from twofold.protocol.responses import engine_peek_rows
 from twofold.runtime.sources import error_frame
 from twofold.storage import Storage
 from twofold.storage.view_errors import error_part
@@ -60,7 +60,7 @@ def answer_from_snapshot(p: Peek, snap: ArrangementSnapshot, max_result_size: in
         raise Waiting
     rows = peek(snap, t, literal_constraints=p.literal_constraints, mfp=p.mfp,
                 finishing=p.finishing, max_result_size=max_result_size)
-    return PeekResponse(p.uuid, PeekRows(rows))
+    return PeekResponse(p.uuid, engine_peek_rows(rows))
 
 
 def storage_snapshot(p: Peek, target: StorageTarget, storage: Storage) -> ArrangementSnapshot:

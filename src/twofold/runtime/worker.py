@@ -52,7 +52,6 @@ from twofold.protocol import (
     Peek,
     PeekError,
     PeekResponse,
-    PeekRows,
     Row,
     RowSetFinishing,
     Schedule,
@@ -62,6 +61,7 @@ from twofold.protocol import (
     UpdateConfiguration,
 )
 from twofold.protocol.errors import DataflowFailure
+from twofold.protocol.responses import engine_peek_rows
 from twofold.runtime.dataflows import HostedDataflow
 from twofold.runtime.frontiers import FrontierReporter
 from twofold.runtime.introspection import Introspection, ReplicaMetrics
@@ -336,7 +336,7 @@ class ComputeWorker:
         if p.uuid in self.peeks:
             return None
         rows = self.lookup_now(target.id, p.timestamp, keys, p.mfp, p.finishing)
-        return None if rows is None else PeekResponse(p.uuid, PeekRows(rows))
+        return None if rows is None else PeekResponse(p.uuid, engine_peek_rows(rows))
 
     def lookup_now(self, gid: GlobalId, t: int, keys: list[Row], mfp: MapFilterProject | None,
                    finishing: RowSetFinishing | None) -> list[tuple[Row, int]] | None:
