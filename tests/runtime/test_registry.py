@@ -151,3 +151,42 @@ def test_concurrent_publish_and_lookup_see_whole_snapshots() -> None:
     done.set()
     t.join()
     assert errors == []
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["publish", "hold", "unhold", "close", "reset"]),
+            st.integers(0, 2),
+            st.integers(0, 9),
+        ),
+        max_size=25,
+    )
+)
+def test_lookup_held_is_lookup_and_standing_hold(ops: list[tuple[str, int, int]]) -> None:
+    """`lookup_held` (the front's one-lock read) answers what `lookup` and `standing_hold`
+    answer, and raises where `lookup` raises, whatever happened before."""
+    reg: PublicationRegistry[Snap] = PublicationRegistry()
+    ids = [GlobalId.user(i + 1) for i in range(3)]
+    for op, i, t in ops:
+        gid = ids[i]
+        if op == "publish":
+            reg.publish(gid, snap(t, t + 1))
+        elif op == "hold":
+            reg.apply_standing_hold(gid, Frontier.at(t))
+        elif op == "unhold":
+            reg.apply_standing_hold(gid, Frontier.empty())
+        elif op == "close":
+            reg.close(gid)
+        else:
+            reg.reset()
+        for g in ids:
+            try:
+                want: object = (reg.lookup(g), reg.standing_hold(g))
+            except PublicationClosed:
+                want = PublicationClosed
+            try:
+                got: object = reg.lookup_held(g)
+            except PublicationClosed:
+                got = PublicationClosed
+            assert got == want

@@ -145,6 +145,15 @@ class PublicationRegistry(Generic[S]):
                 raise PublicationClosed(id, self._closed[id])
             return snap
 
+    def lookup_held(self, id: GlobalId) -> tuple[S | None, Frontier | None]:
+        """`(lookup(id), standing_hold(id))` read under one acquisition of the lock (the
+        front's point lookups read both, once per lookup); raises as `lookup` does."""
+        with self._lock:
+            snap = self._snapshots.get(id)
+            if snap is None and id in self._closed:
+                raise PublicationClosed(id, self._closed[id])
+            return snap, self._standing.get(id)
+
     def apply_standing_hold(self, id: GlobalId, frontier: Frontier) -> None:
         """Interactive applied `AllowCompaction(id, frontier)`: raise (never lower) the hold;
         the empty frontier removes it."""

@@ -350,10 +350,9 @@ class ComputeWorker:
             return None
         started = time.perf_counter()
         try:
-            snap = registry.lookup(gid)
+            snap, hold = registry.lookup_held(gid)
             if snap is None:
                 return None
-            hold = registry.standing_hold(gid)
             since = snap.since if hold is None else snap.since.join(hold)
             if not since.contains(t) or snap.upper.contains(t):
                 return None
