@@ -76,8 +76,9 @@ STRING_FUNCTIONS: Final[dict[str, tuple[tuple[str, ...], str]]] = {
 """Text functions: (argument scalars, result scalar)."""
 
 _NULL_STR: Final = pl.lit(None, pl.String)
-_TRIG: Final = {"sin": np.sin, "cos": np.cos, "tan": np.tan, "cot": np.tan, "asin": np.arcsin,
-                "acos": np.arccos, "atan": np.arctan, "sind": degrees.sind,
+_TRIG: Final = {"sin": degrees.sin, "cos": degrees.cos, "tan": degrees.tan, "cot": degrees.tan,
+                "asin": degrees.asin, "acos": degrees.acos, "atan": degrees.atan,
+                "sind": degrees.sind,
                 "cosd": degrees.cosd, "tand": degrees.tand, "cotd": degrees.cotd,
                 "asind": degrees.asind, "acosd": degrees.acosd, "atand": degrees.atand}
 # Marks Unicode 15 made Alphabetic, which glibc's (Unicode 14) `iswalnum` does not count.
@@ -145,7 +146,7 @@ def _math(func: str, f: list[pl.Expr]) -> tuple[pl.Expr, pl.Expr | None]:
     if func in _HYPERBOLIC:
         return _hyperbolic(func, x, num)
     if func in ("atan2", "atan2d"):
-        return _numpy2(x, f[1], np.arctan2 if func == "atan2" else degrees.atan2d), None
+        return _numpy2(x, f[1], degrees.atan2 if func == "atan2" else degrees.atan2d), None
     assert func == "power"
     y = f[1]
     xn, yn = x.is_nan(), y.is_nan()
