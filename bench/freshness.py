@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -52,10 +51,10 @@ from twofold.protocol import (
     Schedule,
 )
 from twofold.protocol import Literal as Lit
-from twofold.replica.lagtrace import ENV as LAG_TRACE
 from twofold.storage import Storage, Table, open_storage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _lagbreak import STAGES, breakdown, cells, tracing
 from _plotting import pyplot
 from bars import Verdicts
 from isolation import (
@@ -141,17 +140,12 @@ async def run_arm(mode: Mode, url: str, args: argparse.Namespace, big_name: str,
     up = big.upper.time
     assert up is not None
     scan_ts = up - 1
-    trace_dir = tempfile.mkdtemp(prefix="tf-lagtrace-")
-    os.environ[LAG_TRACE] = trace_dir  # the replica and its maintenance process inherit it
     try:
-        arm = await _run_arm(mode, url, args, storage, big, ticks, scan_ts)
+        with tracing() as trace:
+            arm = await _run_arm(mode, url, args, storage, big, ticks, scan_ts)
     finally:
-        del os.environ[LAG_TRACE]
         storage.close()
-    for name in sorted(os.listdir(trace_dir)):
-        with open(os.path.join(trace_dir, name)) as f:
-            arm.trace.extend(line.split("\t") for line in f.read().splitlines())
-    shutil.rmtree(trace_dir, ignore_errors=True)
+    arm.trace = trace
     return arm
 
 
@@ -207,42 +201,6 @@ async def _run_arm(mode: Mode, url: str, args: argparse.Namespace, storage: Stor
             reports = [(w, f.time) for w, gid, f in s.frontier_log
                        if gid == TICKS_IDX and f.time is not None]
     return Arm(mode, start, scans_from, end, reports, writes, scan_ms, scan_rows, scan_at)
-
-
-STAGES = ("ack -> poll", "step", "step end -> sent", "sent -> front read", "read -> mux takes",
-          "mux -> controller")
-
-
-def lag_breakdown(arm: Arm) -> dict[str, np.ndarray] | None:
-    """Per write, where its ack-to-frontier delay went (ms), from the trace lines of the
-    maintenance process and the front (`replica/lagtrace.py`): `None` for arms without them
-    (one runtime, threads). The first report past a write is matched by its frontier."""
-    gid = str(TICKS_IDX)
-    m = sorted((int(r[2]), float(r[3]), float(r[4]), float(r[5]))
-               for r in arm.trace if r[0] == "m" and r[1] == gid and r[2] != "None")
-    if not m:
-        return None
-    read = {int(r[2]): float(r[3]) for r in arm.trace if r[0] == "a" and r[1] == gid
-            and r[2] != "None"}
-    taken = {int(r[2]): float(r[3]) for r in arm.trace if r[0] == "t" and r[1] == gid
-             and r[2] != "None"}
-    received = {f: t for t, f in arm.reports}
-    uppers = np.array([u for u, *_ in m], dtype=np.float64)
-    covered = np.maximum.accumulate(uppers)
-    rows: list[list[float]] = []
-    for ack, ts in arm.writes:
-        i = int(np.searchsorted(covered, ts + 1))
-        if i >= len(m):
-            continue
-        upper, polled, stepped, sent = m[i]
-        if upper not in read or upper not in taken or upper not in received:
-            continue
-        rows.append([polled - ack, stepped - polled, sent - stepped, read[upper] - sent,
-                     taken[upper] - read[upper], received[upper] - taken[upper]])
-    if not rows:
-        return None
-    a = np.array(rows) * 1000
-    return {stage: a[:, k] for k, stage in enumerate(STAGES)}
 
 
 def summarize(arm: Arm) -> dict[str, float]:
@@ -302,21 +260,17 @@ def report(arms: list[Arm], args: argparse.Namespace) -> Verdicts:
                     f"{m['scan_p50']:.0f}/{m['scan_max']:.0f}",
                     f"{m['delay_p50']:.1f}, {m['delay_quiet']:.1f}/{m['delay_busy']:.1f}")
     console.print(tbl)
-    breakdown = RichTable(title="per write, where the ack-to-frontier delay goes: p50 / p99 ms "
-                                "(processes only; wall clocks of one host)")
-    breakdown.add_column("arm")
-    breakdown.add_column("writes", justify="right")
+    table = RichTable(title="per write, where the ack-to-frontier delay goes: p50 / p99 ms "
+                            "(processes only; wall clocks of one host)")
+    table.add_column("arm")
+    table.add_column("writes", justify="right")
     for stage in STAGES:
-        breakdown.add_column(stage, justify="right")
+        table.add_column(stage, justify="right")
     for arm in arms:
-        parts = lag_breakdown(arm)
-        if parts is None:
-            continue
-        n = len(parts[STAGES[0]])
-        breakdown.add_row(arm.name, str(n), *(
-            f"{np.percentile(parts[st], 50):.1f} / {np.percentile(parts[st], 99):.1f}"
-            for st in STAGES))
-    console.print(breakdown)
+        parts = breakdown(arm.trace, str(TICKS_IDX), arm.writes, arm.reports)
+        if len(parts):
+            table.add_row(arm.name, str(len(parts)), *cells(parts))
+    console.print(table)
     one, two = sums["one"], sums["two"]
     verdicts = Verdicts("freshness")
     for arm in arms:

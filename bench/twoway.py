@@ -63,6 +63,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _lagbreak import STAGES, breakdown, cells, tracing
 from _plotting import pyplot
 from bars import Verdicts
 from isolation import (
@@ -128,6 +129,8 @@ class Arm:
     writer_pid: int | None = None
     cpu: CpuMeter = field(default_factory=CpuMeter)
     rounds: list[Arm] = field(default_factory=list)  # when run in rounds: each round's arm
+    trace_gid: str = ""  # the churned index, as TWOFOLD_LAG_TRACE names it
+    lag_parts: list[np.ndarray] = field(default_factory=list)  # `_lagbreak.breakdown`s
 
     @classmethod
     def pooled(cls, rounds: list[Arm]) -> Arm:
@@ -143,6 +146,7 @@ class Arm:
             arm.errors += r.errors
             arm.writes += r.writes
             arm.frontier_log += r.frontier_log
+            arm.lag_parts += r.lag_parts
             for rt, buckets in r.steps.items():
                 for le, n in buckets:
                     steps.setdefault(rt, {})[le] = steps.get(rt, {}).get(le, 0) + n
@@ -254,7 +258,7 @@ async def open_loop(send: object, seconds: float, arm: Arm, keys: int) -> None:
 
 async def served_arm(name: str, mode: Mode, reader: str, churn: bool,
                      args: argparse.Namespace) -> Arm:
-    arm = Arm(name)
+    arm = Arm(name, trace_gid=str(BIG_IDX))
     with tempfile.TemporaryDirectory(prefix="tf-twoway-") as tmp:
         url = f"sqlite:///{tmp}/twoway.db"
         storage = open_storage(url)
@@ -348,6 +352,7 @@ async def embedded_arm(name: str, runtimes: str, args: argparse.Namespace) -> Ar
                 await asyncio.to_thread(big.insert, block(start, min(250_000, args.rows - start)))
             big_idx = await db.create_index("big_k", big, key="k")
             small_idx = await db.create_index("small_k", small, key="k")
+            arm.trace_gid = str(big_idx.id)
             assert db.controller is not None
             controller = db.controller
             await db.lookup(small_idx, 1)
@@ -410,6 +415,15 @@ def report(arms: dict[str, Arm], args: argparse.Namespace) -> Verdicts:
                     f"interactive {bucket_percentile(other, 50):g}/"
                     f"{bucket_percentile(other, 99):g}" if other else "-")
     console.print(tbl)
+    stages = RichTable(title="per churn write, where the ack-to-frontier delay goes: p50 / p99 ms "
+                             "(arms with a maintenance process; wall clocks of one host)")
+    for col in ("arm", "writes", *STAGES):
+        stages.add_column(col, justify="left" if col == "arm" else "right")
+    for arm in arms.values():
+        if arm.lag_parts:
+            parts = np.concatenate(arm.lag_parts)
+            stages.add_row(arm.name, str(len(parts)), *cells(parts))
+    console.print(stages)
     for arm in arms.values():
         for i, r in enumerate(arm.rounds or [arm]):
             at = f" round {i + 1}" if arm.rounds else ""
@@ -517,10 +531,15 @@ async def main(args: argparse.Namespace) -> int:
         print(f"[{name}{at}] {args.rows:,} rows; {os.cpu_count()} cpus, load average "
               f"{os.getloadavg()[0]:.1f}", flush=True)
         a = argparse.Namespace(**{**vars(args), "seconds": args.seconds / rounds})
-        if mode.startswith("embedded-"):
-            arm = await embedded_arm(name, mode.removeprefix("embedded-"), a)
-        else:
-            arm = await served_arm(name, mode, reader, churn, a)  # type: ignore[arg-type]
+        with tracing() as trace:
+            if mode.startswith("embedded-"):
+                arm = await embedded_arm(name, mode.removeprefix("embedded-"), a)
+            else:
+                arm = await served_arm(name, mode, reader, churn, a)  # type: ignore[arg-type]
+        parts = breakdown(trace, arm.trace_gid, [(at, ts) for ts, at in arm.writes],
+                          arm.frontier_log)
+        if len(parts):
+            arm.lag_parts.append(parts)
         runs.setdefault(name, []).append(arm)
     arms = {n: Arm.pooled(rs) if n in ROUNDED else rs[0] for n, rs in runs.items()}
     verdicts = report(arms, args)

@@ -29,10 +29,7 @@ class LagTrace:
         if directory:
             path = os.path.join(directory, f"{role}-{os.getpid()}.tsv")
             self._file = open(path, "a", buffering=1)  # noqa: SIM115 — closed in `close`
-
-    @property
-    def on(self) -> bool:
-        return self._file is not None
+        self.on = self._file is not None  # an attribute: checked per response on hot paths
 
     def frontier(self, tag: str, response: ComputeResponse | object, *times: float) -> None:
         """One line for `response` if it reports an index's write frontier."""
@@ -47,3 +44,4 @@ class LagTrace:
         if self._file is not None:
             self._file.close()
             self._file = None
+            self.on = False
