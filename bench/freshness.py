@@ -25,6 +25,10 @@ baseline lag; `two-threads` runs the threaded placement beside it. A plot of lag
 the arms is saved to
 `bench/out/freshness_lag.png`.
 
+A second table breaks each write's delay into stages for the process arm (the poll that found
+it, the step, the frames' send, the front's read, the multiplexer, the client: `_lagbreak.py`,
+from `TWOFOLD_LAG_TRACE` lines, which the benchmark always turns on).
+
 Run: `python bench/freshness.py` (`--quick` for a short smoke run). Not part of the test suite.
 The internal subcommand `writer` is the 10 Hz writer process it starts.
 """

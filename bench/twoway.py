@@ -24,6 +24,8 @@ Bars (issue 13): with two processes, freshness lag p50 under a saturating reader
 under a light reader; read p99 under churn (light) <= 1.5x idle; lookups/s under a saturating
 reader >= 1.3x one runtime's; embedded with a saturating reader, freshness lag p50 <= 1.5x one
 runtime's (embedded). A plot of lag over time per arm is saved to `docs/img/twoway_lag.png`.
+A second table breaks each churn write's lag into stages, per arm with a maintenance process
+(poll, step, send, the front's read of the socket, the multiplexer, the client: `_lagbreak.py`).
 
 The client is the measuring instrument, not what is measured: each lookup waits on a future of
 its own that its response resolves (`isolation.Session.ask`). Before, one event woke every
