@@ -198,7 +198,10 @@ class Multiplexer:
         """
         # One send at a time, routing included: the table's order is then every runtime's
         # order, even when concurrent senders' deliveries would suspend (a slow transport).
-        async with self._send_lock:
+        # (`acquire`/`release` rather than `async with`: two coroutines fewer per command.)
+        lock = self._send_lock
+        await lock.acquire()
+        try:
             routing = self._router.route(command)
             if isinstance(command, Hello):
                 self._discard_buffered()
@@ -207,6 +210,8 @@ class Multiplexer:
             clients = self._clients
             for runtime, delivered in routing.deliveries:
                 await clients[runtime].send(delivered)
+        finally:
+            lock.release()
 
     def _discard_buffered(self) -> None:
         """A `Hello` starts a new protocol iteration: responses buffered now were produced for

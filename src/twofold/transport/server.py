@@ -366,7 +366,10 @@ class ReplicaServer:
                 conn.abort()
                 return
             first = False
-            async with self._send_lock:
+            # `async with`'s two extra coroutines cost ~0.5 us per command (every lookup).
+            lock = self._send_lock
+            await lock.acquire()
+            try:
                 if self._current is not conn:
                     return  # superseded while this frame was in flight: it must not apply
                 try:
@@ -380,3 +383,5 @@ class ReplicaServer:
                     return
                 if isinstance(command, Hello):
                     conn.started = True
+            finally:
+                lock.release()
