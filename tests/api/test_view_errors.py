@@ -47,24 +47,35 @@ def view_db(path: Path | None = None, rows: str | None = "(6, 3)") -> Iterator[t
         yield db
 
 
+def check_read_fails_and_recovers(db: twofold.Database) -> None:
+    """`view_db`'s view (holding (6, 3)) fails with 22012 once a row divides by zero, and
+    recovers when it retracts. Shared with the PostgreSQL-storage tests."""
+    assert db.sql("SELECT * FROM v").rows == [(6, 2)]
+    db.sql("INSERT INTO t VALUES (1, 0)")
+    assert outcome(db, "SELECT * FROM v") == ("error", "22012")
+    assert outcome(db, "SELECT q FROM v WHERE a = 6") == ("error", "22012")
+    # The sink kept writing past the error: later rows are there once it retracts.
+    db.sql("INSERT INTO t VALUES (8, 4)")
+    db.sql("DELETE FROM t WHERE b = 0")
+    assert sorted(db.sql("SELECT * FROM v").rows) == [(6, 2), (8, 2)]
+
+
+def check_subscribe_gets_the_error(db: twofold.Database) -> None:
+    """A subscribe to `view_db`'s view holding (1, 0) fails with 22012."""
+    with db.sql("SUBSCRIBE TO v") as sub, pytest.raises(twofold.TwofoldError) as info:
+        for _ in range(100):
+            sub.next(timeout=5)
+    assert sqlstate_of(info.value) == "22012", info.value
+
+
 def test_view_read_fails_with_division_by_zero_and_recovers() -> None:
     with view_db() as db:
-        assert db.sql("SELECT * FROM v").rows == [(6, 2)]
-        db.sql("INSERT INTO t VALUES (1, 0)")
-        assert outcome(db, "SELECT * FROM v") == ("error", "22012")
-        assert outcome(db, "SELECT q FROM v WHERE a = 6") == ("error", "22012")
-        # The sink kept writing past the error: later rows are there once it retracts.
-        db.sql("INSERT INTO t VALUES (8, 4)")
-        db.sql("DELETE FROM t WHERE b = 0")
-        assert sorted(db.sql("SELECT * FROM v").rows) == [(6, 2), (8, 2)]
+        check_read_fails_and_recovers(db)
 
 
 def test_subscribe_of_an_errored_view_gets_the_error() -> None:
     with view_db(rows="(6, 3), (1, 0)") as db:
-        with db.sql("SUBSCRIBE TO v") as sub, pytest.raises(twofold.TwofoldError) as info:
-            for _ in range(100):
-                sub.next(timeout=5)
-        assert sqlstate_of(info.value) == "22012", info.value
+        check_subscribe_gets_the_error(db)
 
 
 def test_reopened_database_keeps_the_views_error(tmp_path: Path) -> None:
@@ -132,28 +143,36 @@ def test_view_readers_equal_the_one_off_query_at_every_time(
     history: list[tuple[bool, list[tuple[int, int]]]],
 ) -> None:
     with view_db(rows=None) as db:
-        table, view = db.table("t"), db.get("v")
-        idx = db.create_index("vi", view, key="a", retain_history=600)
-        db.sql("CREATE MATERIALIZED VIEW w AS SELECT q, count(*) AS n FROM v GROUP BY q")
-        live: Counter[tuple[int, int]] = Counter()
-        times = []
-        for insert, batch in history:
-            if insert or not live:
-                w = table.insert(batch)
-                live.update(batch)
-            else:
-                gone = sorted(live)[: len(batch)]
-                w = table.delete(gone)
-                live.subtract(gone)
-                live = +live
-            times.append(w.timestamp)
-        for ts in times:
-            want = outcome(db, f"SELECT a, a / b FROM t AS OF {ts}")
-            assert outcome(db, f"SELECT * FROM v AS OF {ts}") == want, ts
-            try:
-                got: tuple[str, Any] = ("rows", sorted(idx.collect(as_of=ts).rows))
-            except twofold.TwofoldError as e:
-                got = ("error", sqlstate_of(e))
-            assert got == want, ts
-            grouped = outcome(db, f"SELECT a / b, count(*) FROM t GROUP BY a / b AS OF {ts}")
-            assert outcome(db, f"SELECT * FROM w AS OF {ts}") == grouped, ts
+        check_readers_equal_one_off(db, history)
+
+
+def check_readers_equal_one_off(db: twofold.Database,
+                                history: list[tuple[bool, list[tuple[int, int]]]]) -> None:
+    """After `history`'s inserts and deletes into `view_db`'s (empty) table, the view, an
+    index on it and a view over it equal the one-off query over the table at every write's
+    time (rows, or the same SQLSTATE). Shared with the PostgreSQL-storage tests."""
+    table, view = db.table("t"), db.get("v")
+    idx = db.create_index("vi", view, key="a", retain_history=600)
+    db.sql("CREATE MATERIALIZED VIEW w AS SELECT q, count(*) AS n FROM v GROUP BY q")
+    live: Counter[tuple[int, int]] = Counter()
+    times = []
+    for insert, batch in history:
+        if insert or not live:
+            w = table.insert(batch)
+            live.update(batch)
+        else:
+            gone = sorted(live)[: len(batch)]
+            w = table.delete(gone)
+            live.subtract(gone)
+            live = +live
+        times.append(w.timestamp)
+    for ts in times:
+        want = outcome(db, f"SELECT a, a / b FROM t AS OF {ts}")
+        assert outcome(db, f"SELECT * FROM v AS OF {ts}") == want, ts
+        try:
+            got: tuple[str, Any] = ("rows", sorted(idx.collect(as_of=ts).rows))
+        except twofold.TwofoldError as e:
+            got = ("error", sqlstate_of(e))
+        assert got == want, ts
+        grouped = outcome(db, f"SELECT a / b, count(*) FROM t GROUP BY a / b AS OF {ts}")
+        assert outcome(db, f"SELECT * FROM w AS OF {ts}") == grouped, ts

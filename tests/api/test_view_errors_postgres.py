@@ -6,17 +6,20 @@ Skips with the reason when no PostgreSQL can be started (the `servers` fixture).
 from __future__ import annotations
 
 import contextlib
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from tests.api.test_view_errors import outcome
+from tests.api.test_view_errors import (
+    check_read_fails_and_recovers,
+    check_readers_equal_one_off,
+    check_subscribe_gets_the_error,
+    outcome,
+    writes,
+)
 
 import twofold
-from twofold.sql.errors import sqlstate_of
 from twofold.storage import open_storage
 from twofold.storage.view_errors import error_shard_id
 from twofold.testing.profiles import examples
@@ -56,22 +59,13 @@ def test_view_read_fails_with_division_by_zero_and_recovers_on_postgres(
     pg_url_factory: Any,
 ) -> None:
     with view_db(pg_url_factory()) as db:
-        assert db.sql("SELECT * FROM v").rows == [(6, 2)]
-        db.sql("INSERT INTO t VALUES (1, 0)")
-        assert outcome(db, "SELECT * FROM v") == ("error", "22012")
-        assert outcome(db, "SELECT q FROM v WHERE a = 6") == ("error", "22012")
-        db.sql("INSERT INTO t VALUES (8, 4)")
-        db.sql("DELETE FROM t WHERE b = 0")
-        assert sorted(db.sql("SELECT * FROM v").rows) == [(6, 2), (8, 2)]
+        check_read_fails_and_recovers(db)
 
 
 @SINCE_RACE
 def test_subscribe_of_an_errored_view_gets_the_error_on_postgres(pg_url_factory: Any) -> None:
     with view_db(pg_url_factory(), rows="(6, 3), (1, 0)") as db:
-        with db.sql("SUBSCRIBE TO v") as sub, pytest.raises(twofold.TwofoldError) as info:
-            for _ in range(100):
-                sub.next(timeout=5)
-        assert sqlstate_of(info.value) == "22012", info.value
+        check_subscribe_gets_the_error(db)
 
 
 @SINCE_RACE
@@ -90,13 +84,6 @@ def test_reopened_postgres_database_keeps_the_views_error(pg_url_factory: Any) -
         assert db.sql("SELECT * FROM v").rows == [(6, 2)]
 
 
-writes = st.lists(
-    st.tuples(st.booleans(), st.lists(st.tuples(st.integers(-3, 3), st.integers(-1, 1)),
-                                      min_size=1, max_size=3)),
-    min_size=1, max_size=5,
-)  # fmt: skip
-
-
 @SINCE_RACE
 @settings(max_examples=examples(3), deadline=None, suppress_health_check=list(HealthCheck))
 @given(history=writes)
@@ -104,28 +91,4 @@ def test_view_readers_equal_the_one_off_query_at_every_time_on_postgres(
     pg_url_factory: Any, history: list[tuple[bool, list[tuple[int, int]]]],
 ) -> None:
     with view_db(pg_url_factory(), rows=None) as db:
-        table, view = db.table("t"), db.get("v")
-        idx = db.create_index("vi", view, key="a", retain_history=600)
-        db.sql("CREATE MATERIALIZED VIEW w AS SELECT q, count(*) AS n FROM v GROUP BY q")
-        live: Counter[tuple[int, int]] = Counter()
-        times = []
-        for insert, batch in history:
-            if insert or not live:
-                w = table.insert(batch)
-                live.update(batch)
-            else:
-                gone = sorted(live)[: len(batch)]
-                w = table.delete(gone)
-                live.subtract(gone)
-                live = +live
-            times.append(w.timestamp)
-        for ts in times:
-            want = outcome(db, f"SELECT a, a / b FROM t AS OF {ts}")
-            assert outcome(db, f"SELECT * FROM v AS OF {ts}") == want, ts
-            try:
-                got: tuple[str, Any] = ("rows", sorted(idx.collect(as_of=ts).rows))
-            except twofold.TwofoldError as e:
-                got = ("error", sqlstate_of(e))
-            assert got == want, ts
-            grouped = outcome(db, f"SELECT a / b, count(*) FROM t GROUP BY a / b AS OF {ts}")
-            assert outcome(db, f"SELECT * FROM w AS OF {ts}") == grouped, ts
+        check_readers_equal_one_off(db, history)
