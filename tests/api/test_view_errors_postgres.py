@@ -1,7 +1,9 @@
 """`test_view_errors`' cases on PostgreSQL storage (`postgres+file`: PostgreSQL holds the shards'
 state, including each view's companion error shard; a directory the blobs): a view's evaluation
 errors are persisted, read back by every reader, kept across a reopen and retracted with the rows.
-Skips with the reason when no PostgreSQL can be started (the `servers` fixture)."""
+Skips with the reason when no PostgreSQL can be started (the `servers` fixture). These once
+failed at random: a view created right after its table was given an as_of the controller's
+critical reader had already passed (`tests/controller/test_storage_holds.py` pins that race)."""
 
 from __future__ import annotations
 
@@ -26,15 +28,6 @@ from twofold.testing.profiles import examples
 
 pytestmark = pytest.mark.timeout(180)
 
-# Known bug, reproduced by these tests on PostgreSQL storage only (racy: sometimes passes): a
-# materialized view created right after its table is given `as_of = 0` (the api's
-# `_choose_time` from the table's since/upper as the controller last saw them), but the
-# controller, the tables' critical reader on PostgreSQL, has by then advanced `table/t`'s since
-# to about now, so the replica's source fails with "shard 'table/t': cannot listen from 0,
-# before since ..." (SinceViolation) and every read of the view times out with 57014 instead of
-# returning rows or the view's 22012. Not about the error shard: the view never starts.
-SINCE_RACE = pytest.mark.xfail(
-    strict=False, reason="view as_of 0 below the table's since on PostgreSQL storage (race)")
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +47,6 @@ def view_db(url: str, rows: str | None = "(6, 3)", create: bool = True
         yield db
 
 
-@SINCE_RACE
 def test_view_read_fails_with_division_by_zero_and_recovers_on_postgres(
     pg_url_factory: Any,
 ) -> None:
@@ -62,13 +54,11 @@ def test_view_read_fails_with_division_by_zero_and_recovers_on_postgres(
         check_read_fails_and_recovers(db)
 
 
-@SINCE_RACE
 def test_subscribe_of_an_errored_view_gets_the_error_on_postgres(pg_url_factory: Any) -> None:
     with view_db(pg_url_factory(), rows="(6, 3), (1, 0)") as db:
         check_subscribe_gets_the_error(db)
 
 
-@SINCE_RACE
 def test_reopened_postgres_database_keeps_the_views_error(pg_url_factory: Any) -> None:
     url = pg_url_factory()
     with view_db(url, rows="(6, 3), (1, 0)") as db:
@@ -84,7 +74,6 @@ def test_reopened_postgres_database_keeps_the_views_error(pg_url_factory: Any) -
         assert db.sql("SELECT * FROM v").rows == [(6, 2)]
 
 
-@SINCE_RACE
 @settings(max_examples=examples(3), deadline=None, suppress_health_check=list(HealthCheck))
 @given(history=writes)
 def test_view_readers_equal_the_one_off_query_at_every_time_on_postgres(

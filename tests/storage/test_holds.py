@@ -128,3 +128,72 @@ def test_the_controller_holds_tables_at_what_its_dataflows_need(
         assert sorted(index.collect().rows) == sorted((k, v) for _, k, v in written)
         with pytest.raises(ReadBeforeSince):
             events.collect(as_of=since - 1)
+
+
+def test_a_hold_keeps_since_where_it_was_taken_until_a_step_after_its_release(
+        servers: Servers, tmp_path: Path) -> None:
+    # The race a new dataflow runs (`ControllerHolds.hold`): its as_of is chosen from the
+    # since while a step may have read the needs before the dataflow was in them.
+    with open_storage(servers.storage_url("postgres+file", tmp_path)) as storage:
+        table_with_history(storage, 20)
+        shard = storage.table("t").shard
+        needs: dict[str, Frontier] = {}
+        holds = ControllerHolds(storage, lambda: dict(needs), window=0)
+        hold = holds.hold([shard.shard_id])
+        assert hold.since == {shard.shard_id: Frontier.minimum()}
+        holds.step()
+        assert shard.since == Frontier.minimum()  # without the hold: 19
+
+        def stale_needs() -> dict[str, Frontier]:
+            # This step read the needs before the dataflow was created; meanwhile it was, at
+            # 10, and its hold released.
+            read = dict(needs)
+            needs[shard.shard_id] = Frontier.at(10)
+            hold.release()
+            return read
+
+        holds.needs = stale_needs
+        holds.step()
+        assert shard.since == Frontier.minimum()  # the released hold still counted
+        holds.needs = lambda: dict(needs)
+        holds.step()
+        assert shard.since == Frontier.at(10)  # now the needs have the dataflow
+
+
+def test_a_hold_taken_while_a_step_runs_is_seen_before_the_move(
+        servers: Servers, tmp_path: Path) -> None:
+    with open_storage(servers.storage_url("postgres+file", tmp_path)) as storage:
+        table_with_history(storage, 20)
+        shard = storage.table("t").shard
+        holds = ControllerHolds(storage, dict, window=0)
+        holds.step()
+        assert shard.since == Frontier.at(19)
+        table = storage.table("t")
+        table.shard.compare_and_append([([9, "late"], 20, 1)], 20, 40)
+        taken = []
+
+        def needs_then_hold() -> dict[str, Frontier]:
+            taken.append(holds.hold([shard.shard_id]))  # the event loop, between the two
+            return {}
+
+        holds.needs = needs_then_hold
+        holds.step()
+        assert taken[0].since == {shard.shard_id: Frontier.at(19)}
+        assert shard.since == Frontier.at(19)  # not 39: the hold was taken before the move
+        taken[0].release()
+        holds.needs = dict
+        holds.step()
+        holds.step()
+        assert shard.since == Frontier.at(39)
+
+
+def test_a_hold_reports_the_since_on_every_backend(storage: Storage) -> None:
+    table_with_history(storage, 5)
+    shard = storage.table("t").shard
+    shard.downgrade_since(3)
+    holds = ControllerHolds(storage, dict, window=0)
+    with holds.hold([shard.shard_id]) as hold:
+        assert hold.since == {shard.shard_id: Frontier.at(3)}
+        holds.step()
+        assert shard.since == Frontier.at(3)
+    assert hold.released

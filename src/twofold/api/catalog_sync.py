@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, cast
 
 from twofold.api.errors import CatalogConflict, TwofoldError, UnknownObject
@@ -46,6 +47,7 @@ from twofold.protocol import (
     SinkDesc,
 )
 from twofold.storage import StorageError
+from twofold.storage.holds import ControllerHolds, SinceHold
 from twofold.storage.table import TABLE_PREFIX
 from twofold.storage.view_errors import ensure_error_shard
 
@@ -54,9 +56,14 @@ if TYPE_CHECKING:
 
 CatalogObject = Table | Index | MaterializedView | View
 
+RECHOOSE = 5
+"""How many times a dataflow's as_of is chosen again when a since passed it meanwhile."""
+
 
 class CatalogSync(Inputs):
     """See the module docstring."""
+
+    holds: ControllerHolds | None
 
     _store: Catalog | None
     _seen_version: int
@@ -220,24 +227,61 @@ class CatalogSync(Inputs):
                     await self._ctl.drop(gid)
             while self._to_install:
                 obj = self._to_install.pop(0)
-                resume = self._resume_at(obj)
-                if isinstance(obj, MaterializedView):
-                    upper = self._storage.shard(obj.shard).upper.time
-                    if resume.time is not None and upper is not None and resume.time >= upper:
-                        # The view resumes after its shard's upper: the times in between were
-                        # not maintained, so this session reads it from the resumption on.
-                        obj.as_of = resume.time
-                await self._create_dataflow(obj, resume)
+                # The as_of is chosen, and the dataflow recorded by the controller, under a
+                # hold of its source shards (`twofold.storage.holds`): no step of the
+                # controller's critical reader can pass it in between.
+                with self._hold_sources(obj) as hold:
+                    resume = self._held_resume(obj, hold)
+                    if isinstance(obj, MaterializedView):
+                        upper = self._storage.shard(obj.shard).upper.time
+                        if (resume.time is not None and upper is not None
+                                and resume.time >= upper):
+                            # The view resumes after its shard's upper: the times in between
+                            # were not maintained, so this session reads it from there on.
+                            obj.as_of = resume.time
+                    await self._create_dataflow(obj, resume)
 
     # -- dataflows ------------------------------------------------------------------------------
 
-    def _resume_at(self, obj: Index | MaterializedView) -> Frontier:
-        """Where a restored dataflow starts: an index at the latest complete time of its
-        inputs (it re-hydrates); a view where its shard stops, or later if an input's since
-        has passed that."""
+    def _hold_sources(self, obj: Index | MaterializedView) -> SinceHold:
+        """A hold of the shards `obj`'s dataflow reads, at their sinces now."""
+        shards = sorted({inp.shard for inp in obj.source.inputs.values()
+                         if inp.kind != "index" and inp.shard is not None})
+        assert self.holds is not None, "the session's holds are made before its catalog"
+        try:
+            return self.holds.hold(shards)
+        except StorageError as e:
+            raise TwofoldError(f"cannot read the inputs of {obj.name!r}: {e}") from e
+
+    def _held_resume(self, obj: Index | MaterializedView, hold: SinceHold) -> Frontier:
+        """`_resume_at` from the held sinces, checked against the shards' sinces after it:
+        on memory and SQLite storage (where no reader holds a shard) an explicit
+        `downgrade_since` may still have passed it meanwhile; then it is chosen again, from
+        there (a few times at most: each round starts from a since that was observed)."""
+        floor = dict(hold.since)
+        resume = self._resume_at(obj, floor)
+        for _ in range(RECHOOSE):
+            passed = {}
+            for shard_id in floor:
+                since = self._storage.shard(shard_id).since
+                if not since.less_equal(resume):
+                    passed[shard_id] = since
+            if not passed:
+                break
+            floor.update(passed)
+            resume = self._resume_at(obj, floor)
+        return resume
+
+    def _resume_at(self, obj: Index | MaterializedView,
+                   held: Mapping[str, Frontier] | None = None) -> Frontier:
+        """Where a (new or restored) dataflow starts, never before a `held` since: an index
+        at the latest complete time of its inputs (it re-hydrates); a view where its shard
+        stops, or later if an input's since has passed that."""
+        held_floor = max((f.time for f in (held or {}).values() if f.time is not None),
+                         default=0)
         if isinstance(obj, Index):
-            return self._as_of_for(obj.source)
-        floor = obj.as_of
+            return Frontier.at(max(held_floor, self._choose_time(obj.source, None, ryw=False)))
+        floor = max(obj.as_of, held_floor)
         for inp in obj.source.inputs.values():
             floor = max(floor, self._bounds(inp)[0])
         upper = self._storage.shard(obj.shard).upper.time

@@ -151,6 +151,7 @@ class AsyncDatabase(Definitions, Queries):
         """The in-process replica (embedded mode), e.g. for its `metrics`."""
         self.controller: Controller | None = None
         self.ticker: Ticker | None = None
+        self.holds: ControllerHolds | None = None
         self._catalog: dict[str, Table | Index | MaterializedView | View] = {}
         self._store: Catalog | None = None
         self._seen_version = -1
@@ -193,18 +194,20 @@ class AsyncDatabase(Definitions, Queries):
         if self.replica is not None:  # in this process: ready lookups answered at once
             self.controller.attach_local_reads(1, self.replica.lookup_now)
         await self.controller.start()
+        # The controller's critical reader of each shard (PostgreSQL storage): since follows
+        # what its dataflows and its read window still need (`twofold.storage.holds`). Made
+        # before the catalog is opened: every dataflow (restored ones too) chooses its as_of
+        # under a hold of it (`CatalogSync._install`).
+        state = self.controller.state
+        self.holds = ControllerHolds(self.storage, lambda: storage_holds(state),
+                                     window=int(self.retain_history * 1000))
         try:
             await connect_replicas(self.controller, self.connect_timeout)
             await self._open_catalog()
         except BaseException:
             await self.close()
             raise
-        # The controller's critical reader of each shard (PostgreSQL storage): since follows
-        # what its dataflows and its read window still need (`twofold.storage.holds`).
-        state = self.controller.state
-        holds = ControllerHolds(self.storage, lambda: storage_holds(state),
-                                window=int(self.retain_history * 1000))
-        self.ticker = Ticker(self.storage, self.tick_interval, holds=holds).start()
+        self.ticker = Ticker(self.storage, self.tick_interval, holds=self.holds).start()
         return self
 
     async def close(self) -> None:

@@ -9,8 +9,10 @@ than this (and no later than its read window behind the shard's upper).
 
 Read from the storage ticker's thread while the event loop changes the state: it works on
 copies of the history and the collections (each copy is one atomic C-level operation) and only
-reads frozen values from them; a dataflow created meanwhile is covered by that window, since its
-`as_of` is a recent time.
+reads frozen values from them. A dataflow created meanwhile is not in what it read: its `as_of`
+is covered by the `SinceHold` under which it was chosen (`ControllerHolds.hold`), which the
+step honours until it has read these needs again — not by the read window (an `as_of` need
+not be recent: a view created right after its table starts at the table's first time).
 """
 
 from __future__ import annotations
