@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from tests.server.wire import Raw, msg, query, startup
 
 from twofold.server import fastpath
+from twofold.sql import prepared
 from twofold.testing.pgwire import ServerHandle
 from twofold.testing.profiles import examples
 
@@ -409,6 +410,9 @@ def test_a_read_before_the_since_is_not_answered_at_once(
     real = db._choose_time
     monkeypatch.setattr(db, "_choose_time", lambda rel, as_of, **kw: since - 1
                         if rel is idx else real(rel, as_of, **kw))
+    real_now = prepared._index_time  # the kept lookup's own form of the same choice
+    monkeypatch.setattr(prepared, "_index_time", lambda d, gid: since - 1
+                        if gid == idx.id else real_now(d, gid))
     hits = switch.hits
     for name, raw in (("slow", slow), ("fast", fast)):
         raw.send(_bind("q", [b"3"], (), (), True))

@@ -31,7 +31,7 @@ from twofold.server import run as run_module
 from twofold.server.output import RowEncoder, row_description
 from twofold.server.portals import Column, Prepared, fmt
 from twofold.server.types import decoder
-from twofold.sql.prepared import catalog_version, statement
+from twofold.sql.prepared import PreparedStatement, catalog_version, statement
 
 if TYPE_CHECKING:
     from twofold.server.session import Session
@@ -65,7 +65,7 @@ class _Shape:
 class _Plan:
     """How to answer a statement's requests bound with one set of format codes."""
 
-    __slots__ = ("columns", "decoders", "result_formats", "schema", "shapes")
+    __slots__ = ("columns", "decoders", "prepared", "result_formats", "schema", "shapes")
 
     def __init__(self, stmt: Prepared, param_formats: tuple[int, ...],
                  result_formats: tuple[int, ...]) -> None:
@@ -75,6 +75,7 @@ class _Plan:
         self.shapes: list[_Shape] = []
         self.schema: object = None  # the last result's schema and its columns
         self.columns: list[Column] = []
+        self.prepared: PreparedStatement | None = None  # `statement(db, sql)`, kept
 
     def shape(self, columns: list[Column]) -> _Shape:
         for s in self.shapes:
@@ -178,11 +179,15 @@ def _answer(s: Session, data: bytes, start: int) -> tuple[bytes, int] | None:
     params = [None if raw is None else parse(raw)
               for raw, parse in zip(raws, plan.decoders, strict=True)]
     db = s.db
-    result = statement(db, sql).execute_now(params)
-    if result is None:
+    prepared = plan.prepared
+    if prepared is None or prepared.db is not db:
+        prepared = plan.prepared = statement(db, sql)
+    got = prepared.rows_now(params)
+    if got is None:
+        plan.prepared = None  # the session's path may plan (and keep) it afresh
         return None
-    schema = result.schema
-    if schema is plan.schema:  # a kept plan's results share its relation's schema
+    schema, _, rows = got
+    if schema is plan.schema:  # a kept lookup's results share one schema
         columns = plan.columns
     else:
         columns = [(n, t.scalar) for n, t in zip(schema.names, schema.types, strict=True)]
@@ -192,7 +197,6 @@ def _answer(s: Session, data: bytes, start: int) -> tuple[bytes, int] | None:
             and columns != stmt.columns):
         return None  # 0A000, cached plan must not change result type: the session's path
     shape = plan.shape(columns)
-    rows = result.rows
     n = len(rows)
     tag = _TAGS[n] if n < 16 else m.encode_command_complete(f"SELECT {n}")
     body = shape.encoder.rows(rows)

@@ -9,6 +9,12 @@ new bytes. While `Inbox.now` is set and nothing is waiting to be read, arriving 
 offered to it first, inside the protocol's callback: when it returns True it has taken them
 (and the read goes on waiting) — what lets a connection answer a request with no task to wake,
 no read to complete and no extra turn of the event loop.
+
+`InboxProtocol` is also a `BufferedProtocol`: the transport receives into one buffer of
+`CHUNK` bytes kept per connection (`recv_into`) and the inbox gets a copy of what arrived.
+asyncio's plain path (`data_received`) calls `recv(262144)` for every read: CPython allocates
+a 256 KiB bytes object each time and shrinks it, ~15-17 us of allocation (and page faults) on
+this machine where a `recv_into` of a small request into a kept buffer is ~1.5 us.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from typing import Any
 
 LIMIT = 1 << 17
 """Bytes an inbox holds unread before the transport stops reading (as a `StreamReader`)."""
+CHUNK = 1 << 16
+"""Bytes one receive takes at most (the size of the connection's receive buffer)."""
 
 
 class Inbox:
@@ -80,13 +88,20 @@ class Inbox:
         return b""
 
 
-class InboxProtocol(asyncio.StreamReaderProtocol):
+class InboxProtocol(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
     """A stream protocol whose received bytes go to `inbox` (module docstring)."""
 
     def __init__(self, inbox: Inbox, reader: asyncio.StreamReader, connected: Any,
                  loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(reader, connected, loop=loop)
         self.inbox = inbox
+        self._buffer = memoryview(bytearray(CHUNK))
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.inbox.feed(self._buffer[:nbytes].tobytes())
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)

@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import re
+import sqlite3
 import threading
 import weakref
 from collections.abc import Sequence
@@ -55,11 +56,11 @@ from sqlglot import exp
 
 from twofold.api.errors import TwofoldError
 from twofold.api.relation import Relation
-from twofold.api.results import Result
+from twofold.api.results import Result, expand
 from twofold.api.schema import Schema
-from twofold.protocol import Literal, MapFilterProject
+from twofold.protocol import GlobalId, Literal, MapFilterProject, RowSetFinishing
 from twofold.sql.errors import FeatureNotSupported, InternalError, SqlError
-from twofold.sql.lookup import Lookup, _usable, lookup_now
+from twofold.sql.lookup import Lookup, _usable
 
 CACHE_SIZE = 256
 _QUERY_START = re.compile(r"^[\s(]*(select|with|values|table)\b", re.I)
@@ -184,10 +185,14 @@ class _Template:
     batch: _LookupBatch | None = None
     plain_mfp: MapFilterProject | None = field(init=False, default=None)
     """A lookup without holes: its map/filter/project as a peek takes it (None: identity)."""
+    now: _NowLookup | None = field(init=False, default=None)
+    """The lookup as `execute_now` runs it (None: not a kept lookup)."""
 
     def __post_init__(self) -> None:
         if self.lookup is not None and not self.lookup.mfp.is_identity:
             self.plain_mfp = self.lookup.mfp
+        if self.lookup is not None:
+            self.now = _NowLookup(self)
 
     def relation_for(self, params: Sequence[Any]) -> Relation:
         rel = self.relation
@@ -219,6 +224,60 @@ class _Template:
             mfp = _fill(self.lookup.mfp, self.mfp_holes, params)
             return None if mfp.is_identity else mfp
         return self.plain_mfp
+
+
+class _NowLookup:
+    """What `execute_now` does for one template, worked out when it is planned (the catalog
+    version it is kept at): the index, how the key is taken from the parameters, the
+    map/filter/project and finishing the peek takes, and the result's visible schema.
+    Per execution only the parameters' key, the read time and the peek are left."""
+
+    __slots__ = ("finishing", "index", "key", "schema", "template", "trim")
+
+    def __init__(self, template: _Template) -> None:
+        found = template.lookup
+        assert found is not None
+        rel = template.relation
+        self.template = template
+        self.index: GlobalId = found.index.id
+        self.finishing = RowSetFinishing(order_by=rel.order) if rel.order else None
+        visible = template.visible
+        self.trim = visible != len(rel.schema)
+        self.schema = rel.schema if not self.trim else Schema(
+            rel.schema.names[:visible], rel.schema.types[:visible])
+        self.key = self._plain_key if len(template.key) == 1 and \
+            template.key[0].param is not None else template.key_for
+
+    def _plain_key(self, params: Sequence[Any]) -> list[Any] | None:
+        """`key_for` of a key that is one parameter."""
+        template = self.template
+        value = params[template.key[0].param]  # type: ignore[index]
+        return [value] if _usable(value, template.key_scalars[0]) else None
+
+    def mfp(self, params: Sequence[Any]) -> MapFilterProject | None:
+        return self.template.now_mfp(params)
+
+
+def _index_time(db: Any, gid: GlobalId) -> int | None:
+    """`db._choose_time(index, None)` for an index (its one input is itself): its latest
+    complete time, not before its since, with read-your-writes never before the database's
+    latest write; None where that raises (failed, dropped, no since: the caller's slow path
+    says so)."""
+    ctl = db._ctl
+    if gid in ctl.failed:
+        return None
+    since, upper = ctl.since(gid), ctl.frontier(gid)
+    s = since.time
+    if s is None:
+        return None
+    latest = upper.step_back()
+    t = s if latest is None or latest < s else latest
+    if db.consistency == "read-your-writes":
+        with db._write_lock:
+            last = db._last_write
+        if last > t:
+            t = last
+    return int(t)
 
 
 def _key_parts(a: Any, b: Any, sa: Sequence[Any], sb: Sequence[Any]) -> list[_KeyPart] | None:
@@ -456,30 +515,48 @@ class PreparedStatement:
         published the index at the read's time (`sql.lookup.lookup_now`); else None — then
         `await execute(params)`, which also gives the errors. The read is the one `execute`
         makes: at the index's latest complete time, never before the latest write."""
+        got = self.rows_now(params)
+        return None if got is None else Result(*got)
+
+    def rows_now(self, params: Sequence[Any]) -> tuple[Schema, int, list[tuple[Any, ...]]] | None:
+        """`execute_now(params)` as `(schema, time, rows)` (what a `Result` holds), or None.
+
+        The kept lookup (`_NowLookup`) was worked out against catalog version `_epoch`; an
+        execution checks that nothing it depends on moved — the catalog (this process's DDL,
+        and another process's, which `refresh_catalog` reads when storage says a commit may
+        have happened), the dataflows installed — and then only takes the key, chooses the
+        time and peeks. Whenever unsure it answers None: the slow path plans again or raises."""
         node = self._node
         if node is None or not self._query or not isinstance(node, _QUERIES):
             return None  # not parsed yet, not a query, or AS OF
-        template = self._plans.get(tuple(type(p) for p in params))
-        if template is None or template.lookup is None:
+        template = self._plans.get(tuple(map(type, params)))
+        if template is None:
+            return None
+        now = template.now
+        if now is None:
             return None
         db = self.db
         try:
-            if not _installed(db):
-                return None
             refresh_catalog(db)  # a storage read only when the catalog may have moved
-            if catalog_version(db) != self._epoch or not _installed(db):
+            if db._seen_version != self._epoch or not _installed(db):
                 return None
-            key = template.key_for(params)
+            key = now.key(params)
             if key is None:
                 return None
-            relation = db._check_relation(template.relation, "query")
-            index = template.lookup.index
-            t = db._choose_time(index, None)
-            mfp = template.now_mfp(params)
-            result = lookup_now(db, relation, index, key, mfp, t)
+            t = _index_time(db, now.index)
+            if t is None:
+                return None
+            rows = db._ctl.peek_now(now.index, timestamp=t, literal_constraints=[key],
+                                    mfp=now.mfp(params), finishing=now.finishing)
+            if rows is None:
+                return None
+            out = expand(rows)
         except Exception:  # whatever it is, `execute` meets it again and says so
             return None
-        return None if result is None else _visible(result, relation, template.visible)
+        if now.trim:
+            visible = template.visible
+            out = [r[:visible] for r in out]
+        return now.schema, t, out
 
     async def execute(self, params: Sequence[Any] | None = None, *,
                       as_of: int | None = None) -> Any:
@@ -564,7 +641,7 @@ class _CatalogWatch:
         self._seen = threading.local()  # per thread: SQLite's check is per connection
         self._probe: Any = None
         if isinstance(backend, SqliteBackend):
-            self._probe = backend.data_version
+            self._probe = _sqlite_probe(backend)
         elif isinstance(backend, MemoryBackend):
             self._probe = _zero
         if self._probe is None:
@@ -598,6 +675,31 @@ class _CatalogWatch:
 
 def _zero() -> int:
     return 0
+
+
+def _sqlite_probe(backend: Any) -> Any:
+    """`backend.data_version` through a cursor kept per thread on that thread's connection
+    (the same connection, so the same value): ~2 us where the backend's call, which makes a
+    cursor each time, is ~8. Any trouble (closed, an error) goes through the backend's own
+    call, which raises its typed errors."""
+    local = threading.local()
+
+    def probe() -> int:
+        cur = getattr(local, "cur", None)
+        if cur is not None and not backend._closed:
+            try:
+                cur.execute("PRAGMA data_version")
+                row = cur.fetchone()
+                if row is not None:
+                    return int(row[0])
+            except sqlite3.Error:
+                pass
+        local.cur = None
+        version = int(backend.data_version())
+        local.cur = backend._conn().cursor()
+        return version
+
+    return probe
 
 
 def _installed(db: Any) -> bool:
