@@ -94,11 +94,53 @@ class HostedDataflow:
                     self.copy_tos[gid] = CopyToState(gid, conn, sink.from_desc, self.as_of)
         except (EngineError, StorageError, AssertionError) as e:
             self.fail(f"dataflow {desc.debug_name!r} cannot run: {e}")
+        except Exception as e:  # building it raised (a bug): this dataflow fails, not the runtime
+            log.exception("building dataflow %r raised", desc.debug_name)
+            self.fail(f"dataflow {desc.debug_name!r} cannot be built: {type(e).__name__}: {e}")
+        self._storage = storage
+        if self.failed is not None:
+            self._failed_sinks()
+
+    def _failed_sinks(self) -> None:
+        """The sink states a failed build did not get to: each sink answers with the failure
+        (the worker's `_fail_sinks`), so none of their readers waits."""
+        as_of = Frontier.at(self.as_of)
+        for gid, sink in self.desc.sink_exports.items():
+            conn = sink.connection
+            if gid in self.subscribes or gid in self.mvs or gid in self.copy_tos:
+                continue
+            if isinstance(conn, SubscribeSink):
+                self.subscribes[gid] = SubscribeState(gid, as_of, sink.up_to)
+            elif isinstance(conn, CopyToSink):
+                self.copy_tos[gid] = CopyToState(gid, conn, sink.from_desc, self.as_of)
+            elif isinstance(conn, MaterializedViewSink) and self._storage is not None:
+                try:
+                    self.mvs[gid] = MaterializedViewState(gid, self._storage, conn.shard,
+                                                          sink.from_desc, self.as_of)
+                except (StorageError, ValueError) as e:
+                    log.error("dataflow %r: view %s cannot hold its failure: %s",
+                              self.desc.debug_name, gid, e)
 
     def fail(self, reason: str) -> None:
         if self.failed is None:
             log.error("%s", reason)
             self.failed = reason
+
+    def inputs_upper(self) -> Frontier:
+        """How far the source shards are complete (the meet of their uppers; just past the
+        `as_of` with none to read), never before `as_of + 1`: how far a failed dataflow's
+        views hold its failure."""
+        upper = Frontier.empty()
+        storage = self._storage
+        if storage is not None:
+            for imp in self.desc.source_imports.values():
+                try:
+                    upper = upper.meet(storage.shard(imp.shard).upper)
+                except StorageError:
+                    continue
+        if upper.is_empty and not self.desc.source_imports:
+            upper = Frontier.at(self.as_of + 1)
+        return upper.join(Frontier.at(self.as_of + 1))
 
     # -- progress -------------------------------------------------------------------------------
 

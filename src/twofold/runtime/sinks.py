@@ -216,10 +216,25 @@ class MaterializedViewState:
         self.errors = _CorrectedShard(ensure_error_shard(storage, shard_id), ERRORS_DESC, as_of)
         self.desired_upper = Frontier.minimum()
         """The dataflow's output is complete before this."""
+        self.failed = False
+        """`fail` wrote the dataflow's failure as the view's error."""
 
     @property
     def shard(self) -> Shard:
         return self.rows.shard
+
+    def fail(self, reason: str, upper: Frontier) -> None:
+        """The view's dataflow cannot run here: from its `as_of` on the view holds no rows and
+        the error `reason`, written (after `AllowWrites`) as far as its inputs are complete
+        (`upper`), so its readers fail with it at once instead of waiting for rows that never
+        come. A replica that does build the view corrects it away like any other error."""
+        if not self.failed:
+            self.failed = True
+            self.errors.add(pa.table({ERROR: pa.array([reason], pa.string()),
+                                      TIME: pa.array([self.as_of], pa.uint64()),
+                                      DIFF: pa.array([1], pa.int64())}))
+        self.desired_upper = self.desired_upper.join(upper)
+        self.flush()
 
     @property
     def upper(self) -> Frontier:

@@ -419,14 +419,12 @@ class ComputeWorker:
 
     def _drain_sinks(self, hosted: HostedDataflow) -> None:
         df = hosted.df
+        if hosted.failed is not None:
+            self._fail_sinks(hosted, hosted.failed)
+            return
         if df is None:
             return
         for gid, sub in hosted.subscribes.items():
-            if hosted.failed is not None and not sub.ended:
-                sub.ended = True
-                self.out.append(SubscribeResponse(gid, SubscribeBatch(
-                    sub.lower, Frontier.empty(), error=hosted.failed)))
-                continue
             self.out.extend(sub.on_chunks(df.drain_sink(gid)))
         for gid, mv in hosted.mvs.items():
             mv.on_chunks(df.drain_sink(gid))
@@ -436,12 +434,36 @@ class ComputeWorker:
             if report is not None and gid in hosted.live_exports:
                 self.out.append(report)
         for gid, copy in hosted.copy_tos.items():
-            if hosted.failed is not None:
-                if not copy.done:
-                    copy.done = True
-                    self.out.append(CopyToResponse(gid, CopyToError(hosted.failed)))
-                continue
             self.out.extend(copy.on_chunks(df.drain_sink(gid)))
+
+    def _fail_sinks(self, hosted: HostedDataflow, reason: str) -> None:
+        """A failed dataflow's sinks answer with its failure, whether or not the engine's
+        dataflow was ever built (`spec/protocol.md` §5): a subscribe ends with an error batch,
+        a copy-to gets `CopyToError`, a view holds the failure as its error (`fail`) and
+        reports how far it has written it, as a running view would."""
+        for gid, sub in hosted.subscribes.items():
+            if not sub.ended:
+                sub.ended = True
+                self.out.append(SubscribeResponse(gid, SubscribeBatch(
+                    sub.lower, Frontier.empty(), error=reason)))
+        for gid, copy in hosted.copy_tos.items():
+            if not copy.done:
+                copy.done = True
+                self.out.append(CopyToResponse(gid, CopyToError(reason)))
+        if hosted.mvs:
+            upper = hosted.inputs_upper()
+            for gid, mv in hosted.mvs.items():
+                if gid not in hosted.live_exports:
+                    continue  # dropped: its shard is no longer written
+                try:
+                    mv.fail(reason, upper)
+                    written = mv.upper.join(Frontier.at(hosted.as_of))
+                except StorageError as e:  # a replay heals storage's faults: try next step
+                    log.warning("view %s: cannot write its failure: %s", gid, e)
+                    continue
+                report = self.reporter.observe(gid, written, upper)
+                if report is not None:
+                    self.out.append(report)
 
     def _compaction_target(self, gid: GlobalId, allowed: Frontier) -> Frontier:
         target = allowed
