@@ -138,27 +138,29 @@ class Definitions(CatalogSync):
         return [InputRef(name=n, id=gid) for n, gid in sorted(rel.views.items())]
 
     def create_view(self, name: str, relation: Relation, *, exist_ok: bool = False,
-                    sql: str | None = None) -> View:
+                    sql: str | None = None, pg_types: Sequence[str] | None = None) -> View:
         """Name `relation` as a view: a query, not maintained, planned inline wherever it is
         read (as SQL's `CREATE VIEW`). It is durable (a later `twofold.open` of the same
         storage has it) and readable from SQL by name. `exist_ok=True` returns an existing
-        view of the same definition. `sql` is the statement text `SHOW CREATE` gives."""
+        view of the same definition. `sql` is the statement text `SHOW CREATE` gives;
+        `pg_types` the columns' declared PostgreSQL types SQL recorded (`Entry.pg_types`)."""
         self._check_name(name)
         rel = self._check_relation(relation, "create_view")
         request = Entry(name=name, kind="view", id=_UNSET, desc=rel.schema.desc(),
                         plan=rel.plan, inputs=self._refs(rel), views=self._view_refs(rel),
-                        sql=sql)
+                        sql=sql, pg_types=list(pg_types or []))
         obj = self._create(request, exist_ok, "create_view")
         assert isinstance(obj, View)
         return obj
 
     async def create_index(self, name: str, relation: Relation, key: str | Sequence[str], *,
                            retain_history: float | None = None,
-                           exist_ok: bool = False) -> Index:
+                           exist_ok: bool = False,
+                           pg_types: Sequence[str] | None = None) -> Index:
         """Maintain `relation` as an arrangement keyed by `key` on the replicas. Reads of it
         (and `lookup` by key) are answered from the maintained state. `retain_history`
         (seconds) keeps that much history readable with `as_of`. `exist_ok=True` returns an
-        existing index of the same definition."""
+        existing index of the same definition. `pg_types`: as `create_view`'s."""
         self._check_name(name)
         await self._refresh_async()
         rel = self._check_relation(relation, "create_index")
@@ -169,23 +171,27 @@ class Definitions(CatalogSync):
             rel.schema.index(k, "create_index")
         request = Entry(name=name, kind="index", id=_UNSET, desc=rel.schema.desc(),
                         plan=rel.plan, inputs=self._refs(rel), key=keys,
-                        retain_history=retain_history, views=self._view_refs(rel))
+                        retain_history=retain_history, views=self._view_refs(rel),
+                        pg_types=list(pg_types or []))
         obj = await self._create_maintained(request, exist_ok, "create_index")
         assert isinstance(obj, Index)
         return obj
 
     async def create_materialized_view(self, name: str, relation: Relation, *,
-                                       exist_ok: bool = False) -> MaterializedView:
+                                       exist_ok: bool = False,
+                                       pg_types: Sequence[str] | None = None
+                                       ) -> MaterializedView:
         """Maintain `relation` into a storage shard of its own; read it like a table. It
         survives the process: a later `twofold.open` of the same storage resumes it.
-        `exist_ok=True` returns an existing view of the same definition."""
+        `exist_ok=True` returns an existing view of the same definition. `pg_types`: as
+        `create_view`'s."""
         self._check_name(name)
         await self._refresh_async()
         rel = self._check_relation(relation, "create_materialized_view")
         as_of = self._as_of_for(rel).time
         request = Entry(name=name, kind="materialized view", id=_UNSET,
                         desc=rel.schema.desc(), plan=rel.plan, inputs=self._refs(rel),
-                        as_of=as_of, views=self._view_refs(rel))
+                        as_of=as_of, views=self._view_refs(rel), pg_types=list(pg_types or []))
         obj = await self._create_maintained(request, exist_ok, "create_materialized_view")
         assert isinstance(obj, MaterializedView)
         return obj

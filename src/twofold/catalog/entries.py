@@ -61,8 +61,10 @@ class Entry(msgspec.Struct, frozen=True):
     pg_types: list[str] = msgspec.field(default_factory=list)
     """A table's columns' declared PostgreSQL types (`int4`, `float4`, `varchar(5)`, ...; see
     `twofold.sql.types.declared_type`), one per column, when it was created by SQL `CREATE
-    TABLE`; empty for tables made by the Python API and for catalogs written before the field
-    existed — their columns are the engine scalars' types (`int8`, `float8`, `text`, ...)."""
+    TABLE`; for a view, materialized view or index SQL created, its query's columns' declared
+    types (an expression's column: its engine scalar's type, `int8`, `float8`, `text`); empty
+    for objects made by the Python API and for catalogs written before the field existed —
+    their columns are the engine scalars' types (`int8`, `float8`, `text`, ...)."""
 
     @property
     def dependencies(self) -> list[str]:

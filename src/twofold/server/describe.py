@@ -5,6 +5,7 @@ a statement that returns no rows (DDL, DML, SET, COPY, transaction control). Shi
 and catalog relations are described as they are answered; a query is compiled against the
 catalog (not run) with `params` standing in for its parameters; a SUBSCRIBE gets
 `mz_timestamp, mz_diff` first (`mz_timestamp, mz_progressed, mz_diff` WITH (PROGRESS)).
+Column types are `portals.columns_of`'s, as the executed statement's.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from twofold.server import shims
-from twofold.server.portals import PROGRESS_COLS, SUB_COLS, Column, Outcome
+from twofold.server.portals import PROGRESS_COLS, SUB_COLS, Column, Outcome, columns_of
 from twofold.server.statements import parse_copy, parse_declare, parse_fetch
 
 if TYPE_CHECKING:
@@ -61,8 +62,7 @@ async def describe_sql(s: Session, sql: str, params: list[Any]) -> list[Column] 
             return Outcome.of(sql, await s.db.sql(sql, params or None)).columns
         return None
     relation, visible = compile_query(s.db, node, params or None)
-    cols = [(n, t.scalar) for n, t in zip(relation.schema.names[:visible],
-                                          relation.schema.types[:visible], strict=True)]
+    cols = columns_of(relation.schema)[:visible]
     if not sub:
         return cols
     return (PROGRESS_COLS if progress else SUB_COLS) + cols

@@ -135,7 +135,7 @@ class Extended:
             out(m.encode_parameter_description(stmt.param_oids))
             dummy = [_DUMMY.get(scalar_of(o), "") for o in stmt.param_oids]
             cols = await describe_sql(self.s, stmt.sql, dummy)
-            stmt.columns, stmt.version = cols, catalog_version(self.s.db)
+            stmt.tell(cols, catalog_version(self.s.db))
             out(m.NO_DATA if cols is None else m.encode_row_description(fields(cols, ())))
             return
         if msg.name and msg.name not in self.portals and \
@@ -197,11 +197,11 @@ class Extended:
         decodes with the columns it was told (asyncpg) would otherwise misread the rows;
         asyncpg then prepares again. Otherwise the statement now has `o`'s columns."""
         version = catalog_version(self.s.db)
+        told = stmt.told if stmt.told is not None else stmt.columns  # columns: the fast path's
         if (stmt.version is not None and version != stmt.version and o.copy is None
-                and stmt.columns is not None and o.columns is not None
-                and o.columns != stmt.columns):
+                and told is not None and o.columns is not None and o.columns != told):
             return True
-        stmt.columns, stmt.version = o.columns, version
+        stmt.tell(o.columns, version)
         return False
 
     def execute_now(self, msg: m.Execute) -> bool:

@@ -2,7 +2,8 @@
 
 Contract: `infer_param_types(db, sql, given)` returns one type OID per parameter `$1..$n` the
 statement uses (at least `len(given)`): a client-given non-zero OID is kept; otherwise the type
-of the column the parameter is compared with, assigned to (`UPDATE ... SET c = $n`) or inserted
+of the column the parameter is compared with (its declared int2/int4/float4 as PostgreSQL
+infers it, else its engine scalar's), assigned to (`UPDATE ... SET c = $n`) or inserted
 into (`INSERT INTO t (c, ...) VALUES ($n, ...)`), the type it is cast to (`$n::bigint`), the
 type of the other operand of an operator or the other arguments of `COALESCE`/`NULLIF` (a
 column, a cast, a number literal, an expression of those: `k = $1 + 1`, `$1::bigint + $2`),
@@ -31,6 +32,7 @@ _PARAM = re.compile(r"\$(\d+)")
 
 def _columns(db: Any, names: list[str]) -> dict[str, str]:
     from twofold.sql.planner import Planner
+    from twofold.sql.types import wire_declared
 
     planner = Planner(db)
     found: dict[str, str] = {}
@@ -40,7 +42,7 @@ def _columns(db: Any, names: list[str]) -> dict[str, str]:
         except Exception:
             continue
         for c in rel.cols:
-            found.setdefault(c.name, c.column_type.scalar)
+            found.setdefault(c.name, wire_declared(c.pg) or c.column_type.scalar)
     return found
 
 

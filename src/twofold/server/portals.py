@@ -17,8 +17,18 @@ from typing import Any
 from twofold.server.statements import CopyStatement, command_tag
 from twofold.sql.errors import SqlError, sqlstate_of
 from twofold.sql.show import subscribe_progress, subscribe_rows
+from twofold.sql.types import WIRE_DECLARED, wire_type
 
-Column = tuple[str, str]  # name, engine scalar
+Column = tuple[str, str]  # name, engine scalar or declared type (`columns_of`)
+
+
+def columns_of(schema: Any) -> list[Column]:
+    """A result schema's columns as announced on the wire: `(name, type)`, the type a
+    declared `int2`/`int4`/`float4` (`twofold.sql.types.wire_type`) or the engine scalar
+    (`int` is int8, `float` float8, ...). Every path that sends a result's RowDescription
+    and DataRows takes its columns from here, so they agree."""
+    return [(n, wire_type(t)) for n, t in zip(schema.names, schema.types, strict=True)]
+
 SUB_COLS: list[Column] = [("mz_timestamp", "int"), ("mz_diff", "int")]
 PROGRESS_COLS: list[Column] = [("mz_timestamp", "int"), ("mz_progressed", "bool"),
                                ("mz_diff", "int")]  # SUBSCRIBE ... WITH (PROGRESS)
@@ -43,11 +53,24 @@ class Prepared:
     sql: str
     param_oids: tuple[int, ...]
     columns: list[Column] | None = None
-    """The result columns the client was told (Describe) or first got; `version`: the
-    catalog version they held at."""
+    """The result columns the client was told (Describe) or first got, where the fast path
+    may answer the statement (`tell`); `version`: the catalog version they held at."""
     version: int | None = None
     fast: dict[Any, Any] = field(default_factory=dict)
     """What answering its requests at once needs, per format codes (`fastpath`)."""
+    told: list[Column] | None = None
+    """The result columns the client was told or first got (what `0A000` compares with)."""
+
+    def tell(self, columns: list[Column] | None, version: int) -> None:
+        """Record that the client was told (or got) result `columns` at catalog `version`.
+        The fast path (`fastpath`) answers a statement whose `columns` are set and builds its
+        RowDescription from the result schema's engine scalars, not `columns_of`: a statement
+        with a declared int2/int4/float4/varchar column is left to the session's path
+        (`columns` None) until it does, or it would send 8-byte values for an int4 column the
+        client was told of."""
+        self.told, self.version = columns, version
+        declared = columns is not None and any(t in WIRE_DECLARED for _, t in columns)
+        self.columns = None if declared else columns
 
 
 class Stream:
@@ -61,8 +84,8 @@ class Stream:
         self.next: asyncio.Task[Any] | None = None
         self.done = False
         self.progressed: int | None = None  # the last progress row's time (PROGRESS only)
-        self.columns: list[Column] = (PROGRESS_COLS if progress else SUB_COLS) + [
-            (n, t.scalar) for n, t in zip(sub.schema.names, sub.schema.types, strict=True)]
+        self.columns: list[Column] = (PROGRESS_COLS if progress else SUB_COLS) + columns_of(
+            sub.schema)
         if progress:
             # No row has a time before the start: Materialize's first progress row.
             self.progressed = int(sub.as_of)
@@ -136,8 +159,7 @@ class Outcome:
         from twofold.api.results import Result
 
         if isinstance(result, Result):
-            cols: list[Column] = [(n, t.scalar) for n, t in
-                                  zip(result.schema.names, result.schema.types, strict=True)]
+            cols = columns_of(result.schema)
             return cls(f"SELECT {len(result.rows)}", cols, result.rows)
         if hasattr(result, "__anext__") and hasattr(result, "schema"):
             stream = Stream(result, subscribe_progress(sql))
@@ -167,3 +189,13 @@ def table_columns(db: Any, name: str) -> list[Column]:
 
     rel = Planner(db).relation(name)
     return [(c.name, c.column_type.scalar) for c in rel.cols if not c.hidden]
+
+
+def declared_columns(db: Any, name: str) -> list[str | None]:
+    """The declared type of each of table `name`'s columns where it is announced as such
+    (`int2`, `int4`, `float4`), else None (binary COPY FROM reads fields of that width)."""
+    from twofold.sql.planner import Planner
+    from twofold.sql.types import wire_declared
+
+    rel = Planner(db).relation(name)
+    return [wire_declared(c.pg) for c in rel.cols if not c.hidden]

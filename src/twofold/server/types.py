@@ -2,9 +2,12 @@
 
 Contract: `OIDS[scalar]` is the PostgreSQL type OID announced for an engine scalar (`int` is
 int8, `float` float8, `str` text, `bytes` bytea, `bool` bool; an all-NULL column is text, as
-PostgreSQL resolves an unknown literal). `encode(value, scalar, binary)` renders one value
-(None stays NULL); text output matches PostgreSQL's (`t`/`f`, shortest round-trip floats with
-PostgreSQL's exponent rule, `Infinity`/`NaN`, `\\x` hex bytea). `decode(raw, oid, binary)`
+PostgreSQL resolves an unknown literal) or a declared column type (`int2`, `int4`, `float4`:
+`portals.columns_of`). `encode(value, scalar, binary)` renders one value (None stays NULL);
+text output matches PostgreSQL's (`t`/`f`, shortest round-trip floats with PostgreSQL's
+exponent rule — float4's of the float32 value, `float4_text` — `Infinity`/`NaN`, `\\x` hex
+bytea); binary int2/int4 are 2/4 bytes (`22003` for a value that does not fit), float4 the
+4-byte single-precision value. `decode(raw, oid, binary)`
 parses a Bind parameter of a type OID into a Python scalar; `InvalidParameterValue` (22P02)
 names the parameter's type when it does not parse.
 """
@@ -17,8 +20,10 @@ import struct
 from collections.abc import Callable
 from typing import Any, Final
 
+import numpy as np
+
 from twofold.engine.boolinput import parse_bool
-from twofold.sql.errors import SqlError
+from twofold.sql.errors import NumericValueOutOfRange, SqlError
 
 BOOL, BYTEA, INT8, INT2, INT4, TEXT, OID, FLOAT4, FLOAT8, UNKNOWN, VARCHAR, BPCHAR, NAME = (
     16, 17, 20, 21, 23, 25, 26, 700, 701, 705, 1043, 1042, 19)
@@ -78,13 +83,38 @@ def _float_text(x: float, r: str) -> str:
     return f"{sign}{m}e{'+' if exp10 >= 0 else '-'}{abs(exp10):02d}"
 
 
+def float4_text(x: float) -> str:
+    """PostgreSQL's float4out (extra_float_digits >= 1) of `x` rounded to single precision:
+    the shortest digits that round-trip the float32 value, written without an exponent for
+    decimal exponents -4..5 (`0.1`, `123456.7`, `1e+06`, `1e-05`, `3.4028235e+38`)."""
+    with np.errstate(over="ignore"):
+        f = np.float32(x)
+    if math.isnan(f):
+        return "NaN"
+    if math.isinf(f):
+        return "Infinity" if f > 0 else "-Infinity"
+    if f == 0:
+        return "-0" if math.copysign(1.0, float(f)) < 0 else "0"
+    sci = np.format_float_scientific(f, unique=True, trim="-", exp_digits=2)
+    mantissa, _, exponent = sci.partition("e")
+    exp10 = int(exponent)
+    if exp10 < -4 or exp10 >= 6:
+        return sci
+    sign = "-" if mantissa.startswith("-") else ""
+    digits = mantissa.lstrip("-").replace(".", "")
+    if exp10 < 0:
+        return f"{sign}0.{'0' * (-exp10 - 1)}{digits}"
+    whole, frac = digits[:exp10 + 1], digits[exp10 + 1:]
+    return f"{sign}{whole}{'0' * (exp10 + 1 - len(whole))}{'.' + frac if frac else ''}"
+
+
 def encode_text(value: Any, scalar: str) -> bytes:
     if value is True:
         return b"t"
     if value is False:
         return b"f"
     if isinstance(value, float):
-        return float_text(value).encode()
+        return (float4_text(value) if scalar == "float4" else float_text(value)).encode()
     if isinstance(value, bytes):
         return b"\\x" + value.hex().encode()
     if isinstance(value, list):
@@ -127,10 +157,14 @@ def encode(value: Any, scalar: str, binary: bool) -> bytes | None:
         return b"\x01" if value else b"\x00"
     if scalar == "int":
         return _Q.pack(value)
-    if scalar == "int4":  # pg_backend_pid()
-        return _I.pack(value)
+    if scalar == "int4":  # a declared integer column; pg_backend_pid()
+        return _narrow(_I, value, "integer")
+    if scalar == "int2":
+        return _narrow(_H, value, "smallint")
     if scalar == "float":
         return _D.pack(value)
+    if scalar == "float4":
+        return float4_binary(value)
     if scalar == "bytes":
         return bytes(value)
     if isinstance(value, list):
@@ -138,10 +172,34 @@ def encode(value: Any, scalar: str, binary: bool) -> bytes | None:
     return str(value).encode("utf-8")
 
 
-_Q, _I, _D = struct.Struct("!q"), struct.Struct("!i"), struct.Struct("!d")
+_Q, _I, _H, _D = struct.Struct("!q"), struct.Struct("!i"), struct.Struct("!h"), struct.Struct("!d")
+_F4_PACK = struct.Struct("!f").pack
+
+
+def _narrow(packer: struct.Struct, value: int, name: str) -> bytes:
+    """`value` as a 4- or 2-byte integer; `22003` if it does not fit (only a value written
+    around SQL's range checks, by the Python API, can be outside a declared column's range)."""
+    try:
+        return packer.pack(value)
+    except struct.error:
+        raise NumericValueOutOfRange(f"{name} out of range") from None
+
+
+def float4_binary(value: float) -> bytes:
+    """`value` rounded to single precision, as PostgreSQL's float4send (infinity where a
+    double beyond the float range was stored around SQL's checks)."""
+    try:
+        return _F4_PACK(value)
+    except OverflowError:
+        return _F4_PACK(math.copysign(math.inf, value))
+
+
 _EXACT_TEXT: Final[dict[str, tuple[type, Callable[[Any], bytes]]]] = {
     "int": (int, lambda v: str(v).encode()),
+    "int4": (int, lambda v: str(v).encode()),
+    "int2": (int, lambda v: str(v).encode()),
     "float": (float, lambda v: float_text(v).encode()),
+    "float4": (float, lambda v: float4_text(v).encode()),
     "str": (str, lambda v: v.encode("utf-8")),
 }
 """A text column's values of its usual Python type, encoded as `encode_text` does."""
@@ -165,6 +223,8 @@ def encoder(scalar: str, binary: bool) -> Callable[[Any], bytes | None]:
     if binary and scalar == "float":
         pack_d = _D.pack
         return lambda value: None if value is None else pack_d(value)
+    if binary and scalar == "float4":
+        return lambda value: None if value is None else float4_binary(value)
     return lambda value: encode(value, scalar, binary)
 
 

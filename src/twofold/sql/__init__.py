@@ -10,7 +10,8 @@ Contract of `execute(db, text, params)` (what `db.sql` runs), one statement per 
 
 - a query (`SELECT`, set operations, `VALUES`, `WITH`, `... AS OF t`) returns the same
   `Result` as the DSL's `db.query` — rows, column names, types, `.to_polars()` — ordered by its
-  ORDER BY;
+  ORDER BY; a column of a declared smallint/integer/real type (`twofold.sql.types.wire_type`)
+  has a `ColumnType` subclass in `result.schema` (its scalar is still `int`/`float`);
 - `INSERT`/`UPDATE`/`DELETE` return the number of rows written;
 - `CREATE TABLE|VIEW|MATERIALIZED VIEW|INDEX` return the created object (`Table`, `View`,
   `MaterializedView`, `Index`), each a durable catalog object; `DROP` returns 0;
@@ -48,6 +49,7 @@ from twofold.sql.flatten import flatten_plan
 from twofold.sql.parser import AsOf, CreateIndex, Explain, Show, Subscribe, parse
 from twofold.sql.planner import Planned, Planner
 from twofold.sql.show import subscribe_rows
+from twofold.sql.types import declared_column_type
 
 __all__ = ["SqlError", "compile_query", "execute", "parse", "sqlstate_of",
            "subscribe_rows"]
@@ -76,7 +78,11 @@ def compile_query(db: Any, node: exp.Expr, params: Any = None) -> tuple[Relation
 
 def _relation(db: Any, planner: Planner, planned: Planned) -> tuple[Relation, int]:
     rel = planned.rel
-    schema = Schema(tuple(c.name for c in rel.cols), tuple(c.column_type for c in rel.cols))
+    # Declared int2/int4/float4 columns carry their type in the result schema (for a wire
+    # server's type OIDs: `types.wire_type`); the plan's own types stay the engine's.
+    schema = Schema(tuple(c.name for c in rel.cols),
+                    tuple(declared_column_type(c.column_type.scalar, c.nullable, c.pg)
+                          for c in rel.cols))
     relation = Relation(db, flatten_plan(rel.plan, rel.inputs), schema, rel.inputs,
                         planner.views_read)
     relation.order = list(planned.order)

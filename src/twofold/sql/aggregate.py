@@ -275,8 +275,13 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
             # NULL only where a group has no non-NULL value: a global aggregate over no rows,
             # or a nullable input.
             nullable = not group_nodes or src_pos is None or cols[src_pos].nullable
+            # min/max of a declared number column is of its type (of varchar: text, as
+            # PostgreSQL's min(text)); sum of int4 is int8 here as in PostgreSQL, sum of real
+            # float8 here and real there (docs/sql.md).
+            pg = cols[src_pos].pg if src_pos is not None and func in ("min", "max") else None
+            pg = pg if pg in ("int2", "int4", "float4") else None
             out_cols.append(Col(output_name(a), "int" if s == NULL else s, nullable,
-                                hidden=True))
+                                hidden=True, pg=pg))
     width = nk + len(aggregates)
     if all(isinstance(f, Column) for f in finish):
         # Nothing to compute (no avg, no padding): keep the Reduce's columns as they are.

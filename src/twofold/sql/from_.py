@@ -27,6 +27,7 @@ from twofold.protocol import Expr as PExpr
 from twofold.sql.errors import FeatureNotSupported, UndefinedColumn
 from twofold.sql.exprs import Binder, call, unify
 from twofold.sql.scope import Col, Outer, Rel, Scope
+from twofold.sql.types import unify_declared
 
 if TYPE_CHECKING:
     from twofold.sql.planner import Planner
@@ -290,14 +291,18 @@ def _merge_using(rel: Rel, nl: int, lk: list[int], rk: list[int], how: str) -> R
 
     for a, b in zip(lk, rk, strict=True):
         la, rb = cols[a], cols[nl + b]
+        # The merged column's declared type is PostgreSQL's of the pair (int2 and int4: int4).
+        pg = unify_declared([la.pg, rb.pg], [la.scalar, rb.scalar])
         if how == "full":
             maps.append(call("coalesce", Column(index=a), Column(index=nl + b)))
-            cols.append(replace(la, qual=None, nullable=la.nullable and rb.nullable))
+            cols.append(replace(la, qual=None, nullable=la.nullable and rb.nullable, pg=pg))
             cols[a] = replace(la, hidden=True)
             cols[nl + b] = replace(rb, hidden=True)
         elif how == "right":
             cols[a] = replace(la, hidden=True)
+            cols[nl + b] = replace(rb, pg=pg)
         else:
+            cols[a] = replace(la, pg=pg)
             cols[nl + b] = replace(rb, hidden=True)
     if not maps:
         return Rel(rel.plan, cols, rel.inputs)

@@ -8,7 +8,9 @@ the same protocol nodes the Python DSL builds (`Get`, `Mfp`, `Join`, `Reduce`, `
 it spells run identically. `UNION`/`INTERSECT`/`EXCEPT` without `ALL` remove duplicates;
 `INTERSECT ALL` keeps each row `min(m, n)` times and `EXCEPT ALL` `max(m - n, 0)` times.
 Column types of set operations and VALUES unify as PostgreSQL's do (int with float makes
-float; a NULL-only column takes the other side's type).
+float; a NULL-only column takes the other side's type), declared types too (int2 with int4
+makes int4, int4 with real makes real: `types.unify_declared`). `declared_of(db, name, n)` is
+an object's recorded declared column types.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from twofold.protocol import Literal as PLiteral
 from twofold.sql.errors import FeatureNotSupported, SqlSyntaxError, UndefinedTable
 from twofold.sql.exprs import B, Binder, call, parameter_value, unify
 from twofold.sql.scope import NULL, Col, Outer, Rel, Scope
-from twofold.sql.types import type_name
+from twofold.sql.types import type_name, unify_declared
 
 
 @dataclass
@@ -186,7 +188,8 @@ class Planner:
             if distinct:
                 lplan, rplan = Distinct(input=lplan), Distinct(input=rplan)
             plan = intersect_all(lplan, rplan)
-        cols = [replace(a, scalar=s, nullable=a.nullable or b.nullable, qual=None, hidden=False)
+        cols = [replace(a, scalar=s, nullable=a.nullable or b.nullable, qual=None, hidden=False,
+                        pg=unify_declared([a.pg, b.pg], [a.scalar, b.scalar]))
                 for a, b, s in zip(left.cols, right.cols, scalars, strict=True)]
         rel = Rel(plan, cols, {**left.inputs, **right.inputs})
         if node.args.get("order") or node.args.get("limit") or node.args.get("offset"):
@@ -264,8 +267,21 @@ class Planner:
             except UnknownObject:
                 raise UndefinedTable(f"relation {name!r} does not exist") from None
         self.views_read.update(obj.views)
-        cols = [Col(n, t.scalar, t.nullable, qual=name) for n, t in obj.schema]
+        declared = declared_of(self.db, name, len(obj.schema))
+        cols = [Col(n, t.scalar, t.nullable, qual=name, pg=pg)
+                for (n, t), pg in zip(obj.schema, declared, strict=True)]
         return Rel(obj.plan, cols, dict(obj.inputs))
+
+
+def declared_of(db: Any, name: str, width: int) -> list[str | None]:
+    """The declared PostgreSQL types of object `name`'s columns (`Entry.pg_types`: a SQL
+    table's, or what a SQL view, materialized view or index recorded of its query's); None
+    for each where none was recorded (Python API objects, older catalogs)."""
+    entry = getattr(db, "_entries", {}).get(name)
+    pgs = list(getattr(entry, "pg_types", None) or [])
+    if len(pgs) != width:
+        return [None] * width
+    return [p or None for p in pgs]
 
 
 def Column_(i: int) -> PExpr:

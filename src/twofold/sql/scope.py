@@ -1,12 +1,12 @@
 """Relations under construction and name resolution (PostgreSQL's scoping rules).
 
 Contract: a `Rel` is a protocol plan with one `Col` per output column (qualifier, name, scalar
-type, nullability, visibility); plans only ever *append* columns while an expression is being
-bound, so a bound column index stays valid. `Scope.lookup` resolves `[qual.]name` to a column:
-the innermost query's visible columns first (an unqualified name several of them share is
-`AmbiguousColumn`), then the correlation columns a subquery carries, then — through `Outer` —
-the enclosing query, which records the column as a correlated reference. Unknown names are
-`UndefinedColumn` listing what is in scope.
+type, nullability, visibility, declared PostgreSQL type); plans only ever *append* columns while
+an expression is being bound, so a bound column index stays valid. `Scope.lookup` resolves
+`[qual.]name` to a column: the innermost query's visible columns first (an unqualified name
+several of them share is `AmbiguousColumn`), then the correlation columns a subquery carries,
+then — through `Outer` — the enclosing query, which records the column as a correlated
+reference. Unknown names are `UndefinedColumn` listing what is in scope.
 """
 
 from __future__ import annotations
@@ -35,6 +35,11 @@ class Col:
     hidden: bool = False  # not in `*` and not found unqualified (USING duplicates, helpers)
     item: int = 0  # the FROM item it came from (orders `*`)
     corr: int | None = None  # a correlation column: the outer column it stands for
+    pg: str | None = None
+    """The PostgreSQL type it was declared as (`int4`, `float4`, `varchar(5)`: a table's
+    `Entry.pg_types`, carried through plain references, min/max, set operations, COALESCE and
+    CASE); None where PostgreSQL's type is the engine scalar's (int8, float8, text, ...) or
+    twofold computes the value at another width (`int4 + int4`)."""
 
     @property
     def column_type(self) -> ColumnType:

@@ -42,7 +42,14 @@ from twofold.sql.errors import (
 from twofold.sql.exprs import Binder
 from twofold.sql.planner import Planner
 from twofold.sql.scope import NULL, Col, Rel, Scope
-from twofold.sql.types import INT_RANGES, check_declared, declared_type, sql_type, type_name
+from twofold.sql.types import (
+    ENGINE_PG,
+    INT_RANGES,
+    check_declared,
+    declared_type,
+    sql_type,
+    type_name,
+)
 
 if TYPE_CHECKING:
     from twofold.api.session import AsyncDatabase
@@ -156,10 +163,12 @@ async def create_view(db: AsyncDatabase, node: exp.Create, text: str, params: An
     if alias_cols:
         rel = rel.with_qual(None, alias_cols)
     relation = _relation_of(planner, rel, len(rel.cols), f"CREATE VIEW {name}")
+    pgs = recorded_types(rel.cols)
     try:
         if materialized:
-            return await db.create_materialized_view(name, relation)
-        return db.create_view(name, relation, sql=text.strip().rstrip(";").strip())
+            return await db.create_materialized_view(name, relation, pg_types=pgs)
+        return db.create_view(name, relation, sql=text.strip().rstrip(";").strip(),
+                              pg_types=pgs)
     except ObjectExists as e:  # created by another session meanwhile
         raise DuplicateObject(f"relation {name!r} already exists") from e
 
@@ -192,7 +201,13 @@ async def create_index(db: AsyncDatabase, node: Any, params: Any) -> Any:
             return db.get(name)
         raise DuplicateObject(f"relation {name!r} already exists")
     source = db.get(on) if _exists(db, on) else _relation_of(planner, rel, len(rel.cols), on)
-    return await db.create_index(name, source, key=keys)
+    return await db.create_index(name, source, key=keys, pg_types=recorded_types(rel.cols))
+
+
+def recorded_types(cols: list[Col]) -> list[str]:
+    """What a SQL view, materialized view or index records of its columns' declared types
+    (`Entry.pg_types`): each column's, else its engine scalar's (`int8`, `text`, ...)."""
+    return [c.pg or ENGINE_PG.get(c.scalar, "text") for c in cols]
 
 
 async def drop(db: AsyncDatabase, node: exp.Drop) -> int:
@@ -303,8 +318,9 @@ def declared_types(db: AsyncDatabase, table: Any) -> list[str]:
 
 
 def _check_declared(db: AsyncDatabase, table: Any, rows: list[list[Any]]) -> None:
-    """Range-check (int2/int4, float4) `rows` in place for the declared column
-    types, before anything is written: a value out of range fails the whole statement."""
+    """Range-check (int2/int4, float4) `rows` in place for the declared column types, before
+    anything is written: a value out of range fails the whole statement; float4 values are
+    rounded to single precision (`check_declared`)."""
     for j, pg in enumerate(declared_types(db, table)):
         if pg in ("int2", "int4", "float4"):
             column = check_declared([r[j] for r in rows], pg)
@@ -315,8 +331,8 @@ def _check_declared(db: AsyncDatabase, table: Any, rows: list[list[Any]]) -> Non
 def check_declared_rows(db: AsyncDatabase, table: Any, rows: Any) -> Any:
     """COPY FROM's `rows` (tuples in column order, or an Arrow table of the table's columns
     in order) as `table`'s declared column types store them — int2/int4 and float4
-    range-checked (`NumericValueOutOfRange`, 22003, nothing written) — as INSERT stores
-    them (`_check_declared`)."""
+    range-checked (`NumericValueOutOfRange`, 22003, nothing written), float4 rounded to
+    single precision — as INSERT stores them (`_check_declared`)."""
     pgs = declared_types(db, table)
     if not any(pg in ("int2", "int4", "float4") for pg in pgs):
         return rows
@@ -337,7 +353,7 @@ def check_declared_rows(db: AsyncDatabase, table: Any, rows: Any) -> Any:
             mm = pc.min_max(col)
             if mm["min"].is_valid and (mm["min"].as_py() < lo or mm["max"].as_py() > hi):
                 raise NumericValueOutOfRange(f"{what} out of range")
-        elif pg == "float4":  # refused as `check_declared` refuses it, not rounded
+        elif pg == "float4":  # refused as `check_declared` refuses it, and rounded
             with np.errstate(over="ignore", under="ignore"):
                 values = col.to_numpy(zero_copy_only=False).astype(np.float64)
                 rounded = values.astype(np.float32).astype(np.float64)
@@ -345,6 +361,8 @@ def check_declared_rows(db: AsyncDatabase, table: Any, rows: Any) -> Any:
                 raise NumericValueOutOfRange("value out of range: overflow")
             if ((rounded == 0.0) & (values != 0.0) & ~np.isnan(values)).any():
                 raise NumericValueOutOfRange("value out of range: underflow")
+            single = pc.cast(pc.cast(col, pa.float32(), safe=False), col.type, safe=False)
+            rows = rows.set_column(j, rows.schema.field(j), single)
     return rows
 
 

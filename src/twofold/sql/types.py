@@ -13,17 +13,28 @@ PostgreSQL name a message (or a wire-protocol server) reports for an engine scal
 catalog keeps it beside the engine scalar (`Entry.pg_types`), and `check_declared(values, pg)`
 makes a write into such a column behave as PostgreSQL's: an `int2`/`int4` value outside the
 type's range is `22003` (`smallint out of range` / `integer out of range`), and a `float4` value
-is rounded to the nearest single-precision float (`22003` when that overflows, or a nonzero
-value underflows to zero).
+is rounded to the nearest single-precision float, as PostgreSQL stores it (`22003` when that
+overflows, or a nonzero value underflows to zero).
+
+A query's result column whose PostgreSQL type is a declared `int2`, `int4`, `float4` or
+`varchar` (the types whose wire OID differs from the engine scalar's int8/float8/text) carries
+it in the result schema as a `ColumnType` subclass (`declared_column_type`): its scalar is still
+the engine's and it encodes as a plain `ColumnType` (protocol messages carry only the fields),
+but it is not equal to one, so it stays out of catalog entries and plans (only the `Result` /
+`Relation` schema of a compiled query holds it). `wire_type(t)` is the type a wire server
+announces for a result `ColumnType`: the declared one (`int2`, `int4`, `float4`, `varchar`),
+else the engine scalar. `unify_declared` is PostgreSQL's result type of a set operation (or
+COALESCE/CASE) of declared columns.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Final
+from typing import ClassVar, Final
 
 from sqlglot import exp
 
+from twofold.protocol import ColumnType
 from twofold.sql.errors import FeatureNotSupported, NumericValueOutOfRange
 
 _TYPES: Final = {
@@ -88,7 +99,8 @@ def declared_type(dt: exp.DataType) -> str:
 def check_declared(values: list[object], pg: str) -> list[object]:
     """`values` as a column declared `pg` stores them: `NumericValueOutOfRange` (22003) for an
     int2/int4 value outside its range, or a float4 value that overflows or underflows single
-    precision (kept at double precision otherwise)."""
+    precision; a float4 value rounded to the nearest single-precision float (as PostgreSQL's
+    float4in: NaN and infinities kept)."""
     bounds = INT_RANGES.get(pg)
     if bounds is not None:
         lo, hi, name = bounds
@@ -97,21 +109,21 @@ def check_declared(values: list[object], pg: str) -> list[object]:
                 raise NumericValueOutOfRange(f"{name} out of range")
         return values
     if pg == "float4":
-        # Refused as PostgreSQL refuses it; stored as the double written, not rounded: result
-        # columns are announced and printed as float8, so a float4-rounded 0.1 would read
-        # back as 0.10000000149011612 where PostgreSQL prints 0.1 (docs/sql.md).
         import numpy as np
 
+        out: list[object] = []
         with np.errstate(over="ignore", under="ignore"):
             for v in values:
                 if v is None:
+                    out.append(None)
                     continue
                 r = float(np.float32(v))  # type: ignore[arg-type]
                 if math.isinf(r) and not math.isinf(v):  # type: ignore[arg-type]
                     raise NumericValueOutOfRange("value out of range: overflow")
                 if r == 0.0 and v != 0.0:
                     raise NumericValueOutOfRange("value out of range: underflow")
-        return values
+                out.append(r)
+        return out
     return values
 
 
@@ -130,3 +142,86 @@ def sql_type(dt: exp.DataType) -> str:
 def type_name(scalar: str) -> str:
     """The PostgreSQL name of an engine scalar (`int` → `bigint`)."""
     return _NAMES.get(scalar, scalar)
+
+
+WIRE_DECLARED: Final = {"int2": "int", "int4": "int", "float4": "float", "varchar": "str"}
+"""The declared types a result column is announced as, and their engine scalars (the others
+are their engine scalar's: int8, float8, text, bool, bytea; a bpchar(n) column is text, its
+values not being blank-padded here)."""
+_TOWER: Final = ("int2", "int4", "int8", "float4", "float8")
+_SCALAR_DEFAULT: Final = {"int": "int8", "float": "float8"}
+
+
+class _Declared(ColumnType, frozen=True):
+    pg: ClassVar[str] = ""
+
+
+class Int2Column(_Declared, frozen=True):
+    """A result column of type int2 (a smallint column, or min/max of one)."""
+
+    pg: ClassVar[str] = "int2"
+
+
+class Int4Column(_Declared, frozen=True):
+    """A result column of type int4."""
+
+    pg: ClassVar[str] = "int4"
+
+
+class Float4Column(_Declared, frozen=True):
+    """A result column of type float4 (its values are float4-rounded doubles)."""
+
+    pg: ClassVar[str] = "float4"
+
+
+class VarcharColumn(_Declared, frozen=True):
+    """A result column of type varchar (lengths are not enforced)."""
+
+    pg: ClassVar[str] = "varchar"
+
+
+_DECLARED_CLASSES: Final[dict[str, type[_Declared]]] = {
+    "int2": Int2Column, "int4": Int4Column, "float4": Float4Column, "varchar": VarcharColumn}
+
+
+ENGINE_PG: Final = {"int": "int8", "float": "float8", "str": "text", "bool": "bool",
+                    "bytes": "bytea", "null": "text"}
+"""The PostgreSQL type of a column of each engine scalar that has no declared type."""
+
+
+def wire_declared(pg: str | None) -> str | None:
+    """The type a result column declared `pg` (`int4`, `varchar(5)`) is announced as (`int4`,
+    `varchar`: `WIRE_DECLARED`), else None (its engine scalar's type)."""
+    base = (pg or "").split("(")[0]
+    return base if base in WIRE_DECLARED else None
+
+
+def declared_column_type(scalar: str, nullable: bool, pg: str | None) -> ColumnType:
+    """The result-schema type of a column of engine `scalar` and declared type `pg`."""
+    base = wire_declared(pg)
+    cls = _DECLARED_CLASSES.get(base or "")
+    if cls is None or scalar != WIRE_DECLARED[base or ""]:
+        return ColumnType(scalar, nullable)  # type: ignore[arg-type]
+    return cls(scalar, nullable)  # type: ignore[arg-type]
+
+
+def wire_type(t: ColumnType) -> str:
+    """What a wire server announces for a result column of type `t`: `int2`/`int4`/`float4`/
+    `varchar` where declared, else the engine scalar (`int` is int8, `float` float8, ...)."""
+    pg = getattr(type(t), "pg", "")
+    return pg if pg else t.scalar
+
+
+def unify_declared(pgs: list[str | None], scalars: list[str]) -> str | None:
+    """The declared result type of a UNION/INTERSECT/EXCEPT column, COALESCE or CASE whose
+    inputs have declared types `pgs` (None: the engine scalar's own, int8/float8/...) and
+    engine `scalars` (`null` for an untyped NULL, which does not take part): PostgreSQL's
+    numeric resolution (int2 < int4 < int8 < float4 < float8), else the one common type;
+    None (the engine scalar's) when that is not one of `WIRE_DECLARED`."""
+    known = [_SCALAR_DEFAULT.get(s, s) if p is None else p.split("(")[0]
+             for p, s in zip(pgs, scalars, strict=True) if s != "null"]
+    if not known:
+        return None
+    if all(k in _TOWER for k in known):
+        return wire_declared(max(known, key=_TOWER.index))
+    return wire_declared(known[0]) if all(k == known[0] for k in known) else None
