@@ -43,6 +43,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import mmap
+import os
 import re
 import sqlite3
 import threading
@@ -625,9 +628,11 @@ class _CatalogWatch:
     """Tells, without a storage read, that no catalog change can have been committed since
     the database last read its catalog: a counter this process's notifier bumps at every
     append to the catalog shard (any database on the same storage in this process), and
-    what the backend offers for other processes' commits — SQLite's `data_version` on this
-    thread's connection (it moves at any other connection's commit to the file, the storage
-    ticker's included, so it errs towards reading). A memory backend has no other process;
+    what the backend offers for other processes' commits — on SQLite the WAL-index header
+    (`_WalHeader`: it changes at every commit to the file, by any connection, the storage
+    ticker's included, so it errs towards reading), else SQLite's `data_version` on this
+    thread's connection (which moves at any other connection's commit). A memory backend
+    has no other process;
     any other backend (PostgreSQL) has no cheap check here: its catalog is read every time.
     Holds no reference to the database (the notifier outlives it)."""
 
@@ -641,7 +646,7 @@ class _CatalogWatch:
         self._seen = threading.local()  # per thread: SQLite's check is per connection
         self._probe: Any = None
         if isinstance(backend, SqliteBackend):
-            self._probe = _sqlite_probe(backend)
+            self._probe = _WalHeader.open(backend.path) or _sqlite_probe(backend)
         elif isinstance(backend, MemoryBackend):
             self._probe = _zero
         if self._probe is None:
@@ -657,12 +662,12 @@ class _CatalogWatch:
         backend.notifier.subscribe(CATALOG_SHARD, noted)
         weakref.finalize(self, backend.notifier.unsubscribe, CATALOG_SHARD, noted)
 
-    def _token(self) -> tuple[int, int] | None:
+    def _token(self) -> tuple[int, object] | None:
         if self._probe is None:
             return None
         # Read before the probe, without the lock: an int read is atomic, and a note landing
         # after it moves the next token.
-        return self._notes, int(self._probe())
+        return self._notes, self._probe()
 
     def refresh(self, db: Any) -> None:
         """`db._refresh()`, skipped when nothing can have changed since the last one."""
@@ -675,6 +680,57 @@ class _CatalogWatch:
 
 def _zero() -> int:
     return 0
+
+
+class _WalHeader:
+    """A SQLite file's WAL-index header (the first 96 bytes of its `-shm` file: the header,
+    twice), read from a read-only shared mapping of that file — no system call, no sqlite
+    call, so the event loop's thread never lets go of the GIL for it (the sqlite3 module
+    does at every statement, and another thread waiting for the GIL then takes it: ~10 us of
+    hand-over per lookup measured, besides the call). SQLite rewrites the header at every
+    commit to the file, by any connection of any process, before that commit returns (the
+    frame count, salts and checksum change with each), so bytes equal to those last read
+    mean no commit since. Its own connection, which has read once, keeps the `-shm` file
+    open, so SQLite neither deletes nor reinitialises it while this lives (it does so only
+    for the last connection to close)."""
+
+    __slots__ = ("__weakref__", "_conn", "_map")
+
+    def __init__(self, conn: sqlite3.Connection, view: mmap.mmap) -> None:
+        self._conn = conn
+        self._map = view
+        weakref.finalize(self, _close_header, conn, view)
+
+    @classmethod
+    def open(cls, path: str) -> _WalHeader | None:
+        """The header of the file at `path`, or None where it cannot be mapped (then the
+        caller asks SQLite)."""
+        try:
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
+                                   timeout=60.0)
+        except sqlite3.Error:
+            return None
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opens the index
+            fd = os.open(path + "-shm", os.O_RDONLY)
+            try:
+                view = mmap.mmap(fd, mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ)
+            finally:
+                os.close(fd)
+        except (sqlite3.Error, OSError, ValueError):
+            conn.close()
+            return None
+        return cls(conn, view)
+
+    def __call__(self) -> bytes:
+        return self._map[:96]
+
+
+def _close_header(conn: sqlite3.Connection, view: mmap.mmap) -> None:
+    with contextlib.suppress(Exception):
+        view.close()
+    with contextlib.suppress(Exception):
+        conn.close()
 
 
 def _sqlite_probe(backend: Any) -> Any:
