@@ -1,0 +1,200 @@
+"""The kept lookup compiled per template (`sql/prepared._NowLookup`, `rows_now`) and its
+change check (`_CatalogWatch` over SQLite's WAL-index header): answers what the session's
+path answers — read-your-writes across connections, DROP INDEX / DROP TABLE between two
+executions of a kept statement, another process's commits seen — and reads at the time
+`db._choose_time` gives."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from twofold.server import fastpath
+from twofold.sql import prepared
+from twofold.testing.pgwire import ServerHandle
+from twofold.testing.profiles import examples
+
+
+class Counted:
+    """The fast path off for the sessions whose backend pid is in `off`; counts what it
+    answered."""
+
+    def __init__(self) -> None:
+        self.off: set[int] = set()
+        self.hits = 0
+        self.real = fastpath.answer
+
+    def answer(self, s: Any, data: bytes, at: int) -> tuple[bytes, int] | None:
+        if s.pid in self.off:
+            return None
+        got = self.real(s, data, at)
+        self.hits += got is not None
+        return got
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counted]:
+    c = Counted()
+    monkeypatch.setattr(fastpath, "answer", c.answer)
+    yield c
+
+
+def _outcome(c: psycopg.Connection, sql: str, params: list[Any]) -> Any:
+    try:
+        return ("rows", c.execute(sql, params, prepare=True).fetchall())
+    except psycopg.Error as e:
+        return ("error", e.sqlstate, str(e).split("\n")[0])
+
+
+def test_reads_its_writes_across_connections(server: ServerHandle, name: str,
+                                             counted: Counted) -> None:
+    """An INSERT acknowledged on one connection is in the next kept lookup on another: at
+    once (the fast path declines while the index has not reached the write: its read time
+    is never before the database's latest write, and the published arrangement is read only
+    where it is complete), and once the index caught up, answered by the fast path."""
+    with psycopg.connect(server.dsn(), autocommit=True) as w, \
+            psycopg.connect(server.dsn(), autocommit=True) as r:
+        w.execute(f"CREATE TABLE {name} (k bigint, v double precision)")
+        w.execute(f"CREATE INDEX {name}_k ON {name} (k)")
+        q = f"SELECT k, v FROM {name} WHERE k = %s"
+        for _ in range(3):
+            assert r.execute(q, [0], prepare=True).fetchall() == []
+        before = counted.hits
+        for k in range(20):
+            w.execute(f"INSERT INTO {name} VALUES (%s, %s)", [k % 5, k * 0.5])
+            want = sorted((k % 5, j * 0.5) for j in range(k + 1) if j % 5 == k % 5)
+            for wait in (0.0, 0.0, 0.03, 0.0):
+                time.sleep(wait)
+                assert sorted(r.execute(q, [k % 5], prepare=True).fetchall()) == want
+        assert counted.hits - before >= 20  # the later reads: answered at once
+
+
+@pytest.mark.parametrize("ddl", ["DROP INDEX {t}_k", "DROP TABLE {t} CASCADE",
+                                 "DROP INDEX {t}_k; CREATE INDEX {t}_k ON {t} (k)",
+                                 "DROP TABLE {t} CASCADE; CREATE TABLE {t} (k bigint, v text)"])
+def test_ddl_between_executions_gives_the_session_paths_answer(
+        server: ServerHandle, name: str, counted: Counted, ddl: str) -> None:
+    """A kept statement executed again after its index or table was dropped (or dropped and
+    made again) declines the fast path: the same rows, or the same error, as a connection
+    without it."""
+    dsn = server.dsn()
+    with psycopg.connect(dsn, autocommit=True) as fast, \
+            psycopg.connect(dsn, autocommit=True) as slow:
+        counted.off.add(slow.info.backend_pid)
+        fast.execute(f"CREATE TABLE {name} (k bigint, v text)")
+        fast.execute(f"INSERT INTO {name} VALUES (1, 'a'), (1, NULL), (2, 'b')")
+        fast.execute(f"CREATE INDEX {name}_k ON {name} (k)")
+        q = f"SELECT v, k FROM {name} WHERE k = %s"
+        for c in (fast, slow):
+            for _ in range(3):
+                _outcome(c, q, [1])
+        hits = counted.hits
+        assert _outcome(fast, q, [1]) == _outcome(slow, q, [1])
+        assert counted.hits > hits  # kept: the fast path answered
+        for stmt in ddl.format(t=name).split("; "):
+            fast.execute(stmt)
+        for key in (1, 2, 3):
+            got = _outcome(fast, q, [key])
+            assert got == _outcome(slow, q, [key]), key
+            assert got == _outcome(fast, q, [key])  # and again, kept or not
+        if "CREATE" not in ddl or "INDEX" not in ddl:
+            fast.execute(f"DROP TABLE IF EXISTS {name} CASCADE")
+
+
+@settings(max_examples=examples(15), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(writes=st.lists(st.integers(0, 3), min_size=1, max_size=6))
+def test_index_time_is_choose_time(server: ServerHandle, writes: list[int]) -> None:
+    """`_index_time` (the kept lookup's read time) is `db._choose_time(index, None)` after
+    every write: the index's latest complete time, never before the latest write."""
+    db = server.db
+    if db._catalog.get("itime") is None:
+        server.call(db.sql("CREATE TABLE itime (k bigint)"))
+        server.call(db.sql("CREATE INDEX itime_k ON itime (k)"))
+    idx = db.get("itime_k")
+
+    async def both() -> tuple[int | None, int]:
+        return prepared._index_time(db, idx.id), db._choose_time(idx, None)
+
+    for n in writes:
+        for _ in range(n):
+            server.call(db.sql("INSERT INTO itime VALUES (1)"))
+        got, want = server.call(both())
+        assert got == want
+
+
+def _commit_elsewhere(path: str) -> None:
+    subprocess.run([sys.executable, "-c",
+                    "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+                    "c.execute('INSERT INTO t VALUES (2)'); c.commit()", path],
+                   check=True, timeout=60)
+
+
+def test_the_wal_header_moves_at_every_commit(tmp_path: Any) -> None:
+    """The header bytes stay while nothing commits and change at a commit by another
+    connection or another process (what tells the watch to read the catalog)."""
+    path = str(tmp_path / "x.sqlite")
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert conn.execute("PRAGMA journal_mode = WAL").fetchone()[0] == "wal"
+    conn.execute("CREATE TABLE t (x)")
+    header = prepared._WalHeader.open(path)
+    assert header is not None
+    first = header()
+    assert header() == first
+    conn.execute("SELECT count(*) FROM t").fetchone()  # a read is no commit
+    assert header() == first
+    conn.execute("INSERT INTO t VALUES (1)")
+    second = header()
+    assert second != first
+    _commit_elsewhere(path)
+    assert header() != second
+    conn.close()
+
+
+def test_no_mapping_falls_back_to_sqlite(tmp_path: Any) -> None:
+    """A file whose `-shm` cannot be mapped (no WAL: a rollback-journal file) gives no
+    header: the watch then asks SQLite (`data_version`)."""
+    path = str(tmp_path / "plain.sqlite")
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    assert prepared._WalHeader.open(path) is None
+    conn.close()
+
+
+def test_the_watch_on_sqlite_uses_the_header(tmp_path: Any) -> None:
+    import twofold
+
+    with twofold.open(f"sqlite:///{tmp_path}/db.sqlite") as db:
+        adb = db.core
+        prepared.refresh_catalog(adb)
+        watch = adb.__dict__[prepared._WATCH_ATTR]
+        assert isinstance(watch._probe, prepared._WalHeader)
+
+
+def test_kept_lookups_are_answered_after_the_loop_turns(server: ServerHandle, name: str,
+                                                        counted: Counted) -> None:
+    """Many executions of one kept statement: every one after planning is the fast path's
+    (the compiled lookup stays valid while nothing changes)."""
+    with psycopg.connect(server.dsn(), autocommit=True) as c:
+        c.execute(f"CREATE TABLE {name} (k bigint, v text)")
+        c.execute(f"INSERT INTO {name} VALUES (1, 'x')")
+        c.execute(f"CREATE INDEX {name}_k ON {name} (k)")
+        q = f"SELECT v FROM {name} WHERE k = %s"
+        for _ in range(3):
+            c.execute(q, [1], prepare=True).fetchall()
+        asyncio.run(asyncio.sleep(0))
+        before = counted.hits
+        for _ in range(50):
+            assert c.execute(q, [1], prepare=True).fetchall() == [("x",)]
+        assert counted.hits - before == 50
