@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import mmap
 import os
 import re
@@ -539,6 +538,8 @@ class PreparedStatement:
         if now is None:
             return None
         db = self.db
+        if db._closed:
+            return None
         try:
             refresh_catalog(db)  # a storage read only when the catalog may have moved
             if db._seen_version != self._epoch or not _installed(db):
@@ -690,47 +691,37 @@ class _WalHeader:
     hand-over per lookup measured, besides the call). SQLite rewrites the header at every
     commit to the file, by any connection of any process, before that commit returns (the
     frame count, salts and checksum change with each), so bytes equal to those last read
-    mean no commit since. Its own connection, which has read once, keeps the `-shm` file
-    open, so SQLite neither deletes nor reinitialises it while this lives (it does so only
-    for the last connection to close)."""
+    mean no commit since. The open database's own connections keep the `-shm` file in use,
+    so SQLite neither deletes nor reinitialises it while the database is open (it does so
+    only when the last connection to the file closes); none is kept open here, so closing
+    the database still checkpoints and removes the WAL as before — and a closed database's
+    header is never read (`rows_now` checks first: past the file's end, were another process
+    to truncate it, a read of the mapping would be a bus error)."""
 
-    __slots__ = ("__weakref__", "_conn", "_map")
+    __slots__ = ("__weakref__", "_map")
 
-    def __init__(self, conn: sqlite3.Connection, view: mmap.mmap) -> None:
-        self._conn = conn
+    def __init__(self, view: mmap.mmap) -> None:
         self._map = view
-        weakref.finalize(self, _close_header, conn, view)
+        weakref.finalize(self, view.close)
 
     @classmethod
     def open(cls, path: str) -> _WalHeader | None:
-        """The header of the file at `path`, or None where it cannot be mapped (then the
-        caller asks SQLite)."""
+        """The header of the open file at `path`, or None where it cannot be mapped (no
+        `-shm` file: then the caller asks SQLite)."""
         try:
-            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
-                                   timeout=60.0)
-        except sqlite3.Error:
-            return None
-        try:
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opens the index
             fd = os.open(path + "-shm", os.O_RDONLY)
             try:
+                if os.fstat(fd).st_size < mmap.PAGESIZE:
+                    return None  # not set up by an open connection
                 view = mmap.mmap(fd, mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ)
             finally:
                 os.close(fd)
-        except (sqlite3.Error, OSError, ValueError):
-            conn.close()
+        except (OSError, ValueError):
             return None
-        return cls(conn, view)
+        return cls(view)
 
     def __call__(self) -> bytes:
         return self._map[:96]
-
-
-def _close_header(conn: sqlite3.Connection, view: mmap.mmap) -> None:
-    with contextlib.suppress(Exception):
-        view.close()
-    with contextlib.suppress(Exception):
-        conn.close()
 
 
 def _sqlite_probe(backend: Any) -> Any:
@@ -767,6 +758,8 @@ def _installed(db: Any) -> bool:
 def refresh_catalog(db: Any) -> None:
     """Bring `db`'s objects up to its catalog, as `db._refresh()` does, but with no storage
     read when no catalog change can have been committed since the last one (`_CatalogWatch`)."""
+    if db._closed:  # a closed database's storage is not watched (`_WalHeader`)
+        db._check_open()
     watch: _CatalogWatch | None = db.__dict__.get(_WATCH_ATTR)
     if watch is None:
         watch = _CatalogWatch(getattr(db._storage, "backend", None))
