@@ -25,7 +25,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
-from tests.runtime.helpers import KV, Driver, complete_time, rows_of, sqlite_url, table
+from tests.runtime.helpers import (
+    KV,
+    Driver,
+    complete_time,
+    index_import,
+    rows_of,
+    sqlite_url,
+    table,
+)
 
 import twofold
 import twofold.runtime.dataflows as hosting
@@ -268,3 +276,36 @@ def test_the_user_gets_a_typed_error_from_a_replica_that_cannot_build(
         db.sql("INSERT INTO t VALUES (8, 4)")
         assert good.lookup(8).rows == [(8, 4)]
         assert sorted(db.sql("SELECT * FROM t").rows) == [(6, 3), (8, 4)]
+
+
+@placements
+async def test_what_reads_a_failed_index_fails_with_it(placement: Placement) -> None:
+    """A dataflow importing a failed index would never be scheduled (the index never advances
+    past its as_of): it fails at once, naming the index, and answers like one that failed."""
+    async with replica(placement) as (d, storage):
+        t = table(storage, [[1, "a"]])
+        ts = complete_time(t)
+        await d.start()
+        src, mid, failed = d.next_id(), d.next_id(GlobalId.transient), d.next_id()
+        await d.send(CreateDataflow(bad("refused-index", t, ts, src=src, mid=mid,
+                                        index_exports={failed: (IndexDesc(mid, [0]), OUT)})),
+                     Schedule(failed))
+        over, sub = d.next_id(), d.next_id(GlobalId.transient)
+        imports = {failed: index_import(failed, OUT)}
+        await d.send(
+            CreateDataflow(DataflowDescription(
+                "over-failed", index_imports=imports,
+                index_exports={over: (IndexDesc(failed, [0]), OUT)}, as_of=Frontier.at(ts))),
+            CreateDataflow(DataflowDescription(
+                "subscribe-over-failed", index_imports=imports,
+                sink_exports={sub: SinkDesc(failed, OUT, SubscribeSink())},
+                as_of=Frontier.at(ts))))  # no Schedule: a controller sends none (above)
+        peeked = await d.peek(over, ts, timeout=ANSWER)
+        assert isinstance(peeked, PeekError), peeked
+        assert f"imported index {failed} failed" in peeked.message, peeked
+        assert "argument 0 is str" in peeked.message, peeked
+        await d.until(lambda: bool(d.check.subscribes.get(sub)), "the subscribe's answer", ANSWER)
+        (ended,) = d.check.subscribes[sub]
+        assert isinstance(ended.event, SubscribeBatch) and ended.event.error is not None
+        assert f"imported index {failed} failed" in ended.event.error, ended
+        await serves_on(d, t, ts)

@@ -101,6 +101,11 @@ class HostedDataflow:
         if self.failed is not None:
             self._failed_sinks()
 
+    def fail_built(self, reason: str) -> None:
+        """Fail this dataflow before it ran (an input of it failed): its sinks answer too."""
+        self.fail(reason)
+        self._failed_sinks()
+
     def _failed_sinks(self) -> None:
         """The sink states a failed build did not get to: each sink answers with the failure
         (the worker's `_fail_sinks`), so none of their readers waits."""

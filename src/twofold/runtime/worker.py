@@ -196,6 +196,15 @@ class ComputeWorker:
 
     def _create(self, desc: DataflowDescription) -> None:
         hosted = HostedDataflow(desc, self.storage, self._resolve_index)
+        if hosted.failed is None:
+            for gid in desc.index_imports:
+                imported = self.dataflows.get(gid)
+                if imported is not None and imported.failed is not None:
+                    # It would wait for good: the failed index never advances, so the
+                    # controller never schedules what reads it.
+                    hosted.fail_built(f"dataflow {desc.debug_name!r}: imported index {gid} "
+                                      f"failed: {imported.failed}")
+                    break
         for gid in desc.export_ids():
             self.dataflows[gid] = hosted
         self.order.append(hosted)
@@ -481,6 +490,7 @@ class ComputeWorker:
                 continue
             if hosted.failed is not None:
                 self._publish_failure(gid, hosted.failed)
+                continue  # publishing its arrangement would replace the failure: readers wait
             arr = hosted.export(gid)
             if arr is None:
                 continue
