@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from twofold.replica.assembly import eager_first
 from twofold.transport.coalesce import Coalescer
 
 from .support import async_test
@@ -27,9 +29,9 @@ class FakeWriter:
         return self.closing
 
 
-def coalescer(limit: int = 1 << 16) -> tuple[Coalescer, FakeWriter]:
+def coalescer(limit: int = 1 << 16, eager: bool = False) -> tuple[Coalescer, FakeWriter]:
     w = FakeWriter()
-    return Coalescer(w, limit), w  # type: ignore[arg-type]
+    return Coalescer(w, limit, eager=eager), w  # type: ignore[arg-type]
 
 
 @async_test
@@ -86,13 +88,40 @@ async def test_nothing_is_written_to_a_closing_writer() -> None:
     assert w.writes == []
 
 
+@async_test
+async def test_eager_the_first_frame_of_a_turn_leaves_at_once_the_rest_at_its_end() -> None:
+    c, w = coalescer(eager=True)
+    c.write(b"a")
+    assert w.writes == [b"a"]  # before the turn ends: the peer can start on it
+    c.write(b"b")
+    c.write(b"c")
+    assert w.writes == [b"a"]
+    await asyncio.sleep(0)
+    assert w.writes == [b"a", b"bc"]
+    c.write(b"d")  # a new turn: its first frame at once again
+    assert w.writes == [b"a", b"bc", b"d"]
+    await asyncio.sleep(0)
+    c.write(b"e")
+    assert w.writes == [b"a", b"bc", b"d", b"e"]
+
+
+@async_test
+async def test_eager_discard_drops_only_what_was_not_written() -> None:
+    c, w = coalescer(eager=True)
+    c.write(b"a")
+    c.write(b"b")
+    c.discard()
+    await asyncio.sleep(0)
+    assert w.writes == [b"a"] and c.pending == 0
+
+
 @settings(deadline=None)
 @given(st.lists(st.tuples(st.binary(min_size=1, max_size=40), st.booleans()), max_size=40),
-       st.integers(min_value=1, max_value=200))
+       st.integers(min_value=1, max_value=200), st.booleans())
 def test_bytes_arrive_whole_and_in_order_whatever_the_turns(
-        frames: list[tuple[bytes, bool]], limit: int) -> None:
+        frames: list[tuple[bytes, bool]], limit: int, eager: bool) -> None:
     async def run() -> tuple[list[bytes], int]:
-        c, w = coalescer(limit)
+        c, w = coalescer(limit, eager)
         for data, yield_after in frames:
             c.write(data)
             if yield_after:
@@ -112,3 +141,15 @@ def test_bytes_arrive_whole_and_in_order_whatever_the_turns(
     for chunk in writes:
         at += len(chunk)
         assert at in bounds
+
+
+def test_eager_first_only_with_maintenance_in_its_own_process(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TWOFOLD_EAGER_FIRST", raising=False)
+    assert eager_first("two", "processes")
+    assert not eager_first("two", "threads")
+    assert not eager_first("one", "processes")
+    monkeypatch.setenv("TWOFOLD_EAGER_FIRST", "0")
+    assert not eager_first("two", "processes")
+    monkeypatch.setenv("TWOFOLD_EAGER_FIRST", "1")
+    assert eager_first("two", "threads")

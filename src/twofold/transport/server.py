@@ -31,7 +31,8 @@ order that connection sent them; a connection never becomes current while an old
 the middle of `target.send` (both take `_send_lock`).
 Backpressure: commands are read one frame at a time; responses are written with `drain()`.
 Responses produced in one event-loop turn leave in one socket write (`coalesce.py`): a burst of
-lookups read together is answered with one `send`, not one per response.
+lookups read together is answered with one `send`, not one per response (with `eager_first`,
+two: the turn's first response at once, so the controller starts on it).
 """
 
 from __future__ import annotations
@@ -71,10 +72,11 @@ class _Connection:
     writer: asyncio.StreamWriter
     task: asyncio.Task[None] | None = field(default=None)
     started: bool = field(default=False)  # its Hello reached the target
+    eager: bool = field(default=False)  # the first response of a turn leaves at once
     out: Coalescer = field(init=False)  # responses written in one loop turn leave in one send
 
     def __post_init__(self) -> None:
-        self.out = Coalescer(self.writer)
+        self.out = Coalescer(self.writer, eager=self.eager)
 
     def __str__(self) -> str:
         return f"#{self.number} ({self.peer})"
@@ -104,8 +106,10 @@ class ReplicaServer:
         handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
         storage_id: str | None = None,
         storage: str = "",
+        eager_first: bool = False,
     ) -> None:
         check_max_frame(max_frame)
+        self._eager_first = eager_first
         self._target = target
         self._host = host
         self._port = port
@@ -263,7 +267,9 @@ class ReplicaServer:
         self._count += 1
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
-        conn = _Connection(self._count, peer, reader, writer, asyncio.current_task())
+        conn = _Connection(
+            self._count, peer, reader, writer, asyncio.current_task(), eager=self._eager_first
+        )
         if self._close_task is not None:
             conn.abort()
             return
