@@ -96,6 +96,14 @@ def float4_text(x: float) -> str:
     if f == 0:
         return "-0" if math.copysign(1.0, float(f)) < 0 else "0"
     sci = np.format_float_scientific(f, unique=True, trim="-", exp_digits=2)
+    if _on_bound(f, sci):
+        # numpy accepts a decimal exactly halfway to a neighbour (it rounds back, ties to
+        # even); PostgreSQL's Ryu does not: one digit more, as float4out gives 3.4110952e+07.
+        for p in range(len(sci.partition("e")[0].replace("-", "").replace(".", "")), 9):
+            sci = np.format_float_scientific(f, precision=p, unique=False, trim="-",
+                                             exp_digits=2)
+            if np.float32(sci) == f and not _on_bound(f, sci):
+                break
     mantissa, _, exponent = sci.partition("e")
     exp10 = int(exponent)
     if exp10 < -4 or exp10 >= 6:
@@ -106,6 +114,16 @@ def float4_text(x: float) -> str:
         return f"{sign}0.{'0' * (-exp10 - 1)}{digits}"
     whole, frac = digits[:exp10 + 1], digits[exp10 + 1:]
     return f"{sign}{whole}{'0' * (exp10 + 1 - len(whole))}{'.' + frac if frac else ''}"
+
+
+def _on_bound(f: np.float32, text: str) -> bool:
+    """Whether decimal `text` is exactly halfway between float32 `f` and a neighbour (both
+    halves are exact in double precision)."""
+    v, x = float(text), float(f)
+    with np.errstate(over="ignore"):  # the neighbour of the largest float is infinity
+        down = float(np.nextafter(f, np.float32(-np.inf)))
+        up = float(np.nextafter(f, np.float32(np.inf)))
+    return v == (x + down) / 2 or v == (x + up) / 2
 
 
 def encode_text(value: Any, scalar: str) -> bytes:
