@@ -7,7 +7,8 @@ a whole request of the one shape drivers send for a prepared statement — Bind 
 portal, optionally Describe of that portal, Execute of it with no row limit, Sync — that the
 session would answer at once (`Session.handle_now` for each of the four messages: the
 statement's text handed to the SQL layer, a kept lookup `PreparedStatement.execute_now`
-answers, no transaction block, no implicit transaction, no subscription on the unnamed
+answers — here through `rows_now`, its form without a `Result`, on the statement kept per
+plan — no transaction block, no implicit transaction, no subscription on the unnamed
 portal), and then the reply is exactly the bytes that path writes — BindComplete,
 RowDescription if described, DataRows, CommandComplete, ReadyForQuery — and the session is
 left as that path leaves it (the unnamed portal gone, the statement's columns and catalog

@@ -8,8 +8,9 @@ read path of `db.lookup(index, key)` — and applies the whole fused map/filter/
 equalities included) and the query's order to them, at `AS OF`'s time or else at the index's
 own latest complete time (where `db.lookup` reads: no wait for the index to catch up with the
 table's ticks), so the result is the filter path's at the time it carries — at once when a
-replica in this process has published the index that far (`Controller.lookup`; `lookup_now`
-is the synchronous form, `Controller.peek_now`), else by a peek. The fast path is taken only
+replica in this process has published the index that far (`Controller.lookup`; a kept
+lookup's synchronous form is `PreparedStatement.rows_now`, `Controller.peek_now`), else by a
+peek. The fast path is taken only
 when it cannot change the answer; otherwise the query runs as planned:
 
 - each key constant's type is exactly the key column's (`int` key with `5.0` is not
@@ -161,18 +162,6 @@ async def run_lookup(db: Any, relation: Relation, found: Lookup,
                                     finishing=finishing,
                                     result_desc=rel.schema.desc(), timeout=db.timeout)
     return Result(rel.schema, t, expand(rows))
-
-
-def lookup_now(db: Any, rel: Relation, index: Index, key: list[Any],
-               mfp: MapFilterProject | None, t: int) -> Result | None:
-    """`run_lookup`'s result for a lookup of `key` on `index` with `mfp` (None: identity) at
-    `t` (a time `db._choose_time` gave for the index), computed at once when a replica in this
-    process has published the index that far (`Controller.peek_now`: no command, no wait),
-    else None (then peek it)."""
-    order = rel.order
-    rows = db._ctl.peek_now(index.id, timestamp=t, literal_constraints=[key], mfp=mfp,
-                            finishing=RowSetFinishing(order_by=order) if order else None)
-    return None if rows is None else Result(rel.schema, t, expand(rows))
 
 
 def explain_lookup(found: Lookup) -> str:

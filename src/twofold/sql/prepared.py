@@ -514,7 +514,7 @@ class PreparedStatement:
         """`execute(params)`'s result, computed synchronously, when this statement's plan for
         these parameter types is a kept index lookup, the catalog has not moved since it was
         planned, no dataflow waits to be installed, and a replica in this process has
-        published the index at the read's time (`sql.lookup.lookup_now`); else None — then
+        published the index at the read's time (`Controller.peek_now`); else None — then
         `await execute(params)`, which also gives the errors. The read is the one `execute`
         makes: at the index's latest complete time, never before the latest write."""
         got = self.rows_now(params)
