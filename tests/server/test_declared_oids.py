@@ -367,3 +367,20 @@ def test_asyncpg_prepared_lookup_executed_again_keeps_the_announced_types(
     host, port = postgres
     assert asyncio.run(run(server.host, server.port, "twofold")) == \
         asyncio.run(run(host, port, "postgres"))
+
+
+def test_binary_batch_reader_takes_declared_widths() -> None:
+    """`parse_binary_batch` reads int2/int4/float4 fields of declared columns at once (and
+    leaves a file of other widths to the row reader)."""
+    from twofold.server.copy import HEADER, TRAILER, parse_binary_batch, parse_binary_rows
+
+    rows = [(1, -5, 0.5), (-32768, 2**31 - 1, -1e-3)]
+    body = b"".join(struct.pack("!h", 3) + struct.pack("!ih", 2, a) + struct.pack("!ii", 4, b)
+                    + struct.pack("!if", 4, c) for a, b, c in rows)
+    data = HEADER + body + TRAILER
+    batch = parse_binary_batch(data, ["int", "int", "float"], ["int2", "int4", "float4"])
+    assert batch is not None
+    got = list(zip(*(batch.column(i).to_pylist() for i in range(3)), strict=True))
+    assert got == parse_binary_rows(data, ["int", "int", "float"])
+    assert got == [(a, b, float(np.float32(c))) for a, b, c in rows]
+    assert parse_binary_batch(data, ["int", "int", "float"]) is None  # 8-byte layout expected

@@ -9,8 +9,9 @@ query's rows or subscription, the query run by `sql` — the session's, inside i
 one write, or none on a bad line or tuple (`22P02` naming it), and returns the count. Text and
 csv data are parsed in batches into an Arrow table (`copy_batch`); what that path leaves
 undecided (and every error) goes through the row parser, `statements.parse_copy_rows`; binary
-data of fixed-width columns without NULLs is read by numpy at once (`parse_binary_batch`),
-anything else tuple by tuple. `CopyOut`
+data of fixed-width columns without NULLs is read by numpy at once (`parse_binary_batch`; a
+declared integer/smallint/real column's fields as int4/int2/float4), anything else tuple by
+tuple. `CopyOut`
 encodes a COPY TO's messages: `start()`, `rows(batch)` (any number of times), `finish()`.
 
 The binary format is PostgreSQL's: the 11-byte signature `PGCOPY\\n\\377\\r\\n\\0`, a flags
@@ -31,7 +32,13 @@ import pyarrow as pa
 from twofold.server import messages as m
 from twofold.server.copy_batch import columns_in_order, parse_batch
 from twofold.server.output import copy_rows
-from twofold.server.portals import Column, Outcome, SessionError, table_columns
+from twofold.server.portals import (
+    Column,
+    Outcome,
+    SessionError,
+    declared_columns,
+    table_columns,
+)
 from twofold.server.statements import CopyStatement, parse_copy_rows
 from twofold.server.types import OIDS, TEXT, InvalidParameterValue, decode, encode
 from twofold.sql.errors import FeatureNotSupported, NotNullViolation
@@ -101,8 +108,11 @@ class CopyIn:
         table = table_columns(db, copy.table)
         order = [n for n, _ in table]
         data = bytes(self.data)
-        batch = parse_binary_batch(data, scalars) if copy.binary else \
-            parse_batch(data, copy, scalars)
+        if copy.binary:
+            declared = dict(zip(order, declared_columns(db, copy.table), strict=True))
+            batch = parse_binary_batch(data, scalars, [declared.get(n) for n in names])
+        else:
+            batch = parse_batch(data, copy, scalars)
         if batch is not None:
             return await insert(copy.table, columns_in_order(batch, names, order, dict(table)))
         if copy.binary:  # what the batch parsers leave: the same rows, or the typed error
@@ -115,15 +125,20 @@ class CopyIn:
         return await insert(copy.table, rows)
 
 
-_FIXED = {"int": ">i8", "float": ">f8", "bool": "u1"}  # bigint, double precision, boolean
+_FIXED = {"int": ">i8", "float": ">f8", "bool": "u1", "int4": ">i4", "int2": ">i2",
+          "float4": ">f4"}  # bigint, double precision, boolean; integer, smallint, real
 
 
-def parse_binary_batch(data: bytes, scalars: list[str]) -> pa.Table | None:
+def parse_binary_batch(data: bytes, scalars: list[str],
+                       declared: list[str | None] | None = None) -> pa.Table | None:
     """A binary COPY file's tuples as an Arrow table of columns `c0..` (as `copy_batch`
     gives them), read at once by numpy when every tuple has the same layout — only fixed-width
-    columns (bigint as int8, double precision as float8, boolean) and no NULL — else None,
-    for `parse_binary_rows` (which also gives every error)."""
-    if not scalars or any(s not in _FIXED for s in scalars) or not data.startswith(SIGNATURE) \
+    columns (bigint as int8, double precision as float8, boolean; a column `declared` integer,
+    smallint or real as int4, int2, float4) and no NULL — else None, for `parse_binary_rows`
+    (which also gives every error)."""
+    widths = [d if d in ("int4", "int2", "float4") else s
+              for s, d in zip(scalars, declared or [None] * len(scalars), strict=True)]
+    if not scalars or any(s not in _FIXED for s in widths) or not data.startswith(SIGNATURE) \
             or len(data) < len(HEADER):
         return None
     flags, ext = struct.unpack_from("!ii", data, len(SIGNATURE))
@@ -134,8 +149,8 @@ def parse_binary_batch(data: bytes, scalars: list[str]) -> pa.Table | None:
         return None
     body = body[:-len(TRAILER)]
     fields: list[tuple[str, str]] = [("n", ">i2")]
-    for i, s in enumerate(scalars):
-        fields += [(f"l{i}", ">i4"), (f"v{i}", _FIXED[s])]
+    for i, w in enumerate(widths):
+        fields += [(f"l{i}", ">i4"), (f"v{i}", _FIXED[w])]
     layout = np.dtype(fields)
     if len(body) % layout.itemsize:
         return None
@@ -143,9 +158,9 @@ def parse_binary_batch(data: bytes, scalars: list[str]) -> pa.Table | None:
     if not (tuples["n"] == len(scalars)).all():
         return None
     columns = []
-    for i, s in enumerate(scalars):
-        if not (tuples[f"l{i}"] == np.dtype(_FIXED[s]).itemsize).all():
-            return None  # a NULL (-1), or an int2/int4/float4 field: the row parser reads it
+    for i, (s, w) in enumerate(zip(scalars, widths, strict=True)):
+        if not (tuples[f"l{i}"] == np.dtype(_FIXED[w]).itemsize).all():
+            return None  # a NULL (-1), or a field of another width: the row parser reads it
         v = tuples[f"v{i}"]
         columns.append(pa.array(v != 0) if s == "bool" else
                        pa.array(v.astype(np.int64 if s == "int" else np.float64)))
