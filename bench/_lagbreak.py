@@ -4,8 +4,9 @@
 Per write, the first maintenance report whose frontier passes it is followed through the
 stages: acknowledged -> the poll (step start) that found it -> step end -> its frames written
 to the socket -> read by the front -> taken by the multiplexer -> received by the measuring
-client (or, embedded, seen by its frontier watcher). Arms without a maintenance process (one
-runtime, threads) leave no trace and get no row.
+client (or, embedded, by its frontier watcher, which the controller wakes as it takes each
+frontier). Arms without a maintenance process (one runtime, threads) leave no trace and get no
+row.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def breakdown(trace: Sequence[list[str]], gid: str, writes: Sequence[tuple[float
         upper, polled, stepped, sent = m[i]
         if upper not in read or upper not in taken:
             continue
-        got = received.get(upper, float("nan"))  # a sampling watcher may skip a frontier
+        got = received.get(upper, float("nan"))  # a report may cover several frontiers
         rows.append([polled - ack, stepped - polled, sent - stepped, read[upper] - sent,
                      taken[upper] - read[upper], got - taken[upper]])
     return np.array(rows).reshape(-1, len(STAGES)) * 1000

@@ -362,13 +362,23 @@ async def embedded_arm(name: str, runtimes: str, args: argparse.Namespace) -> Ar
             stop = asyncio.Event()
 
             async def watch() -> None:
-                last = None
-                while not stop.is_set():
-                    f = controller.frontier(big_idx.id).time
-                    if f != last and f is not None:
-                        arm.frontier_log.append((time.time(), f))
-                        last = f
-                    await asyncio.sleep(0.002)  # sampling the frontier, not synchronisation
+                # Woken by the controller as it takes each frontier past the last one seen
+                # (`wait_for_frontier`), as the served arms' client is by each response: a
+                # sampler sleeping 2 ms overshot by 1.2 ms p50 (3.6 ms p90) on a loop that
+                # 8 readers keep busy, and by 0.2 ms on one runtime's idler loop.
+                last = controller.frontier(big_idx.id).time
+                stopped = asyncio.ensure_future(stop.wait())
+                while last is not None and not stop.is_set():
+                    passed = controller.wait_for_frontier(big_idx.id, Frontier.at(last + 1))
+                    await asyncio.wait([passed, stopped], return_when=asyncio.FIRST_COMPLETED)
+                    if not passed.done():
+                        passed.cancel()
+                        break
+                    passed.result()
+                    last = controller.frontier(big_idx.id).time
+                    if last is not None:
+                        arm.frontier_log.append((time.time(), last))
+                await stopped
 
             async def send(key: int) -> bool:
                 return len((await db.lookup(small_idx, key)).rows) == 1
