@@ -384,3 +384,30 @@ def test_binary_batch_reader_takes_declared_widths() -> None:
     assert got == parse_binary_rows(data, ["int", "int", "float"])
     assert got == [(a, b, float(np.float32(c))) for a, b, c in rows]
     assert parse_binary_batch(data, ["int", "int", "float"]) is None  # 8-byte layout expected
+
+
+def test_subscribe_and_cursors_announce_the_declared_types(server: ServerHandle,
+                                                          name: str) -> None:
+    """SUBSCRIBE (streamed, and through DECLARE/FETCH) and COPY (query) TO STDOUT in binary
+    carry the declared types as queries do: mz_timestamp/mz_diff int8, then the columns."""
+    with psycopg.connect(server.dsn(), autocommit=True) as c:
+        c.execute(f"CREATE TABLE {name} (a integer, b smallint, r real)")
+        c.execute(f"INSERT INTO {name} VALUES (1, 2, 0.1)")
+        c.execute(f"DECLARE cur CURSOR FOR SUBSCRIBE {name}")
+        cur = c.execute("FETCH 10 cur WITH (timeout = '2s')")
+        assert cur.description is not None
+        assert [d.type_code for d in cur.description] == [20, 20, 23, 21, 700]
+        assert [r[1:] for r in cur.fetchall()] == [(1, 1, 2, 0.1)]
+        c.execute("CLOSE cur")
+        with c.cursor(binary=True) as bc:
+            for row in bc.stream(f"SUBSCRIBE {name}"):
+                assert bc.description is not None
+                assert [d.type_code for d in bc.description] == [20, 20, 23, 21, 700]
+                assert row[1:] == (1, 1, 2, float(np.float32(0.1)))
+                break
+        with c.cursor().copy(f"COPY (SELECT a, b, r FROM {name}) TO STDOUT (FORMAT binary)"
+                             ) as cp:
+            cp.set_types(["int4", "int2", "float4"])
+            assert list(cp.rows()) == [(1, 2, float(np.float32(0.1)))]
+        with c.cursor().copy(f"COPY (SELECT a, b, r FROM {name}) TO STDOUT") as cp:
+            assert b"".join(bytes(b) for b in cp) == b"1\t2\t0.1\n"
