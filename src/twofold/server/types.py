@@ -85,35 +85,72 @@ def _float_text(x: float, r: str) -> str:
 
 def float4_text(x: float) -> str:
     """PostgreSQL's float4out (extra_float_digits >= 1) of `x` rounded to single precision:
-    the shortest digits that round-trip the float32 value, written without an exponent for
+    the shortest digits that round-trip the float32 value (never a decimal exactly halfway to
+    a neighbour, which PostgreSQL's Ryu does not accept), written without an exponent for
     decimal exponents -4..5 (`0.1`, `123456.7`, `1e+06`, `1e-05`, `3.4028235e+38`)."""
-    with np.errstate(over="ignore"):
-        f = np.float32(x)
-    if math.isnan(f):
+    try:
+        f = _F4.unpack(_F4.pack(x))[0]
+    except OverflowError:
+        f = math.copysign(math.inf, x)
+    if f != f:
         return "NaN"
     if math.isinf(f):
         return "Infinity" if f > 0 else "-Infinity"
     if f == 0:
-        return "-0" if math.copysign(1.0, float(f)) < 0 else "0"
-    sci = np.format_float_scientific(f, unique=True, trim="-", exp_digits=2)
-    if _on_bound(f, sci):
-        # numpy accepts a decimal exactly halfway to a neighbour (it rounds back, ties to
-        # even); PostgreSQL's Ryu does not: one digit more, as float4out gives 3.4110952e+07.
-        for p in range(len(sci.partition("e")[0].replace("-", "").replace(".", "")), 9):
-            sci = np.format_float_scientific(f, precision=p, unique=False, trim="-",
-                                             exp_digits=2)
-            if np.float32(sci) == f and not _on_bound(f, sci):
-                break
+        return "-0" if math.copysign(1.0, f) < 0 else "0"
+    a = abs(f)
+    if a < _F4_MIN_NORMAL or math.frexp(a)[0] == 0.5:
+        sci = _float4_numpy(f)  # subnormal, or a power of two (its gaps differ): rare
+    else:
+        lo, hi = 1, 9  # the fewest significant digits whose correct rounding round-trips
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _round_trips(f, f"{f:.{mid - 1}e}"):
+                hi = mid
+            else:
+                lo = mid + 1
+        sci = f"{f:.{lo - 1}e}"
     mantissa, _, exponent = sci.partition("e")
     exp10 = int(exponent)
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
     if exp10 < -4 or exp10 >= 6:
-        return sci
+        return f"{mantissa}e{'-' if exp10 < 0 else '+'}{abs(exp10):02d}"
     sign = "-" if mantissa.startswith("-") else ""
     digits = mantissa.lstrip("-").replace(".", "")
     if exp10 < 0:
         return f"{sign}0.{'0' * (-exp10 - 1)}{digits}"
     whole, frac = digits[:exp10 + 1], digits[exp10 + 1:]
     return f"{sign}{whole}{'0' * (exp10 + 1 - len(whole))}{'.' + frac if frac else ''}"
+
+
+_F4 = struct.Struct("!f")
+_F4_MIN_NORMAL: Final = 1.1754943508222875e-38
+
+
+def _round_trips(f: float, text: str) -> bool:
+    """Whether decimal `text` reads back as float32 `f` and is not exactly halfway to a
+    neighbour (a double with 25 significant bits, not 24: f is normal and not a power of
+    two, so both neighbours are at the same distance)."""
+    v = float(text)
+    if _F4.unpack(_F4.pack(v))[0] != f:
+        return False
+    m = math.frexp(v)[0] * 33554432.0  # 2**25
+    return not (m.is_integer() and not (m / 2).is_integer())
+
+
+def _float4_numpy(f: float) -> str:
+    """float4out's digits of float32 `f` by numpy's shortest repr (Dragon4), one digit more
+    where that is exactly halfway to a neighbour."""
+    f32 = np.float32(f)
+    sci = np.format_float_scientific(f32, unique=True, trim="-", exp_digits=2)
+    if _on_bound(f32, sci):
+        for p in range(len(sci.partition("e")[0].replace("-", "").replace(".", "")), 9):
+            sci = np.format_float_scientific(f32, precision=p, unique=False, trim="-",
+                                             exp_digits=2)
+            if np.float32(sci) == f32 and not _on_bound(f32, sci):
+                break
+    return sci
 
 
 def _on_bound(f: np.float32, text: str) -> bool:
@@ -191,7 +228,7 @@ def encode(value: Any, scalar: str, binary: bool) -> bytes | None:
 
 
 _Q, _I, _H, _D = struct.Struct("!q"), struct.Struct("!i"), struct.Struct("!h"), struct.Struct("!d")
-_F4_PACK = struct.Struct("!f").pack
+_F4_PACK = _F4.pack
 
 
 def _narrow(packer: struct.Struct, value: int, name: str) -> bytes:
@@ -278,7 +315,7 @@ def decode(raw: bytes | None, oid: int, binary: bool, position: int) -> Any:
 
 
 _INTS: Final = {2: struct.Struct("!h"), 4: struct.Struct("!i"), 8: struct.Struct("!q")}
-_F4, _F8 = struct.Struct("!f"), struct.Struct("!d")
+_F8 = struct.Struct("!d")
 
 
 def _binary_int(raw: bytes) -> int:
