@@ -160,6 +160,9 @@ def test_views_and_indexes_record_their_declared_types_durably(tmp_path: Path) -
                              ["int4", "float4"])]:
             assert [wire_type(t) for t in database.sql(query).schema.types] == want, query
         # The result schema's types are still the engine's where anything compares them.
-        result = database.sql("SELECT a FROM u")
+        result = database.sql("SELECT a, c FROM u")
         assert result.schema.types[0].scalar == "int"
         assert result.to_polars().schema["a"] == pl.Int64
+        dsl = database.query(database.table("u").select("a", "c"))
+        assert result.schema == dsl.schema and hash(result.schema) == hash(dsl.schema)
+        assert result.schema.desc() == dsl.schema.desc()

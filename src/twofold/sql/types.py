@@ -19,12 +19,12 @@ overflows, or a nonzero value underflows to zero).
 A query's result column whose PostgreSQL type is a declared `int2`, `int4`, `float4` or
 `varchar` (the types whose wire OID differs from the engine scalar's int8/float8/text) carries
 it in the result schema as a `ColumnType` subclass (`declared_column_type`): its scalar is still
-the engine's and it encodes as a plain `ColumnType` (protocol messages carry only the fields),
-but it is not equal to one, so it stays out of catalog entries and plans (only the `Result` /
-`Relation` schema of a compiled query holds it). `wire_type(t)` is the type a wire server
-announces for a result `ColumnType`: the declared one (`int2`, `int4`, `float4`, `varchar`),
-else the engine scalar. `unify_declared` is PostgreSQL's result type of a set operation (or
-COALESCE/CASE) of declared columns.
+the engine's, it encodes as a plain `ColumnType` (protocol messages carry only the fields) and
+equals and hashes as one (a SQL result's schema equals the DSL's); only the `Result` /
+`Relation` schema of a compiled query holds it, never a plan or a catalog entry.
+`wire_type(t)` is the type a wire server announces for a result `ColumnType`: the declared one
+(`int2`, `int4`, `float4`, `varchar`), else the engine scalar. `unify_declared` is
+PostgreSQL's result type of a set operation (or COALESCE/CASE) of declared columns.
 """
 
 from __future__ import annotations
@@ -154,6 +154,16 @@ _SCALAR_DEFAULT: Final = {"int": "int8", "float": "float8"}
 
 class _Declared(ColumnType, frozen=True):
     pg: ClassVar[str] = ""
+
+    def __eq__(self, other: object) -> bool:
+        # Equal to the plain ColumnType of its fields (both ways: msgspec's own __eq__ gives
+        # NotImplemented for another type), so a schema compares as the DSL's does.
+        if isinstance(other, ColumnType):
+            return self.scalar == other.scalar and self.nullable == other.nullable
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(ColumnType(self.scalar, self.nullable))
 
 
 class Int2Column(_Declared, frozen=True):
