@@ -198,3 +198,34 @@ def test_kept_lookups_are_answered_after_the_loop_turns(server: ServerHandle, na
         for _ in range(50):
             assert c.execute(q, [1], prepare=True).fetchall() == [("x",)]
         assert counted.hits - before == 50
+
+
+@pytest.mark.parametrize("new_type", ["integer", "bigint", "real", "double precision"])
+def test_a_table_made_again_with_a_declared_type_gives_the_session_paths_answer(
+        server: ServerHandle, name: str, counted: Counted, new_type: str) -> None:
+    """A kept statement over a bigint/float8 table that is dropped and made again with a
+    column of a declared type (int4, float4: the same engine scalar, another wire type) is
+    answered as a connection without the fast path answers it — `0A000` where the client was
+    told other columns — never with the old wire type's bytes."""
+    dsn = server.dsn()
+    with psycopg.connect(dsn, autocommit=True) as fast, \
+            psycopg.connect(dsn, autocommit=True) as slow, \
+            psycopg.connect(dsn, autocommit=True) as ddl:  # psycopg forgets its own
+        # prepared statements at a DDL on their connection: another one runs it
+        counted.off.add(slow.info.backend_pid)
+        ddl.execute(f"CREATE TABLE {name} (k bigint, v double precision)")
+        ddl.execute(f"INSERT INTO {name} VALUES (1, 1.5)")
+        ddl.execute(f"CREATE INDEX {name}_k ON {name} (k)")
+        q = f"SELECT k, v FROM {name} WHERE k = %s"
+        for c in (fast, slow):
+            for _ in range(3):
+                assert _outcome(c, q, [1]) == ("rows", [(1, 1.5)])
+        ddl.execute(f"DROP TABLE {name} CASCADE")
+        kind = new_type if new_type in ("integer", "bigint") else "bigint"
+        vtype = new_type if new_type in ("real", "double precision") else "double precision"
+        ddl.execute(f"CREATE TABLE {name} (k {kind}, v {vtype})")
+        ddl.execute(f"INSERT INTO {name} VALUES (1, 2.5)")
+        ddl.execute(f"CREATE INDEX {name}_k ON {name} (k)")
+        for _ in range(4):
+            assert _outcome(fast, q, [1]) == _outcome(slow, q, [1])
+        ddl.execute(f"DROP TABLE {name} CASCADE")

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from twofold.server import messages as m
 from twofold.server import run as run_module
 from twofold.server.output import RowEncoder, row_description
-from twofold.server.portals import Column, Prepared, fmt
+from twofold.server.portals import Column, Prepared, columns_of, fmt
 from twofold.server.types import decoder
 from twofold.sql.prepared import PreparedStatement, catalog_version, statement
 
@@ -192,17 +192,19 @@ def _answer(s: Session, data: bytes, start: int) -> tuple[bytes, int] | None:
         columns = plan.columns
     else:
         columns = [(n, t.scalar) for n, t in zip(schema.names, schema.types, strict=True)]
+        if columns_of(schema) != columns:
+            return None  # a declared int2/int4/float4/varchar column: the session's path
         plan.schema, plan.columns = schema, columns
     version = catalog_version(db)
-    if (stmt.version is not None and version != stmt.version
-            and columns != stmt.columns):
+    told = stmt.told if stmt.told is not None else stmt.columns
+    if stmt.version is not None and version != stmt.version and columns != told:
         return None  # 0A000, cached plan must not change result type: the session's path
     shape = plan.shape(columns)
     n = len(rows)
     tag = _TAGS[n] if n < 16 else m.encode_command_complete(f"SELECT {n}")
     body = shape.encoder.rows(rows)
     # Nothing can fail past here: the session as its own path leaves it.
-    stmt.columns, stmt.version = columns, version
+    stmt.tell(columns, version)
     if old is not None:
         del portals[""]
     if described:
