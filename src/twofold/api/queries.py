@@ -3,15 +3,26 @@
 Contract: plain index reads and key lookups are peeks of the index (a map/filter/project of one
 index too); anything else is a transient peek dataflow. Every controller error becomes the API's
 typed error naming the relation read.
+
+Reads of storage (a table's or a materialized view's shard: a peek of it, or a transient
+dataflow importing it — a one-off query, a subscribe, a copy-to) choose their time under a
+`SinceHold` of those shards (`twofold.storage.holds`, as `CatalogSync._install` does for a new
+index or view) and keep it until the controller has the dataflow (`storage_holds` then counts
+it) or, for a peek of a shard, which no dataflow covers, until the peek is answered: a read at a
+time at or after the since when it was chosen is never failed by the controller's critical
+reader moving meanwhile. On memory and SQLite, where only an explicit `downgrade_since` moves
+since, a default time is checked against the shards' sinces after the choice and chosen again;
+a given `as_of` that such a call passed gets `ReadBeforeSince`, as if it were passed before.
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any, Literal
 
-from twofold.api.catalog_sync import CatalogSync
-from twofold.api.errors import InvalidArgument, TypeMismatch
+from twofold.api.catalog_sync import RECHOOSE, CatalogSync
+from twofold.api.errors import InvalidArgument, TwofoldError, TypeMismatch
 from twofold.api.objects import Index, MaterializedView, Table
 from twofold.api.reads import AsyncSubscription, index_mfp, translate
 from twofold.api.relation import Relation
@@ -27,6 +38,8 @@ from twofold.protocol import (
     SourceImport,
     StorageTarget,
 )
+from twofold.storage import StorageError
+from twofold.storage.holds import SinceHold
 
 
 class Queries(CatalogSync):
@@ -39,13 +52,44 @@ class Queries(CatalogSync):
             return "query"
         return "query over " + ", ".join(sorted(i.label for i in rel.inputs.values()))
 
+    def _hold_reads(self, rel: Relation) -> SinceHold | contextlib.nullcontext[None]:
+        """A hold of the shards `rel` reads from storage, at their sinces now (nothing to hold
+        when it reads only indexes; see the module docstring)."""
+        shards = sorted({inp.shard for inp in rel.inputs.values()
+                         if inp.kind != "index" and inp.shard is not None})
+        if not shards or self.holds is None:
+            return contextlib.nullcontext()
+        try:
+            return self.holds.hold(shards)
+        except StorageError as e:
+            raise TwofoldError(f"cannot read the inputs of the {self._name_of(rel)}: {e}") from e
+
+    def _held_time(self, rel: Relation, as_of: int | None, hold: SinceHold | None) -> int:
+        """`_choose_time` under `hold`: a default time never before a held since, and checked
+        against the shards' sinces after the choice (module docstring)."""
+        t = self._choose_time(rel, as_of)
+        if hold is None:
+            return t
+        if as_of is None:
+            t = max([t, *(f.time for f in hold.since.values() if f.time is not None)])
+        for _ in range(RECHOOSE):
+            if all(self._storage.shard(s).since.less_equal(Frontier.at(t)) for s in hold.since):
+                break
+            t = self._choose_time(rel, as_of)  # a given as_of passed: ReadBeforeSince
+        return t
+
     async def query(self, relation: Relation, *, as_of: int | None = None,
                     timeout: float | None = None) -> Result:
         """Read `relation` at one time (default: now; see the module docstring)."""
         await self._install()  # dataflows adopted on the loop thread (see catalog_sync)
         rel = self._check_relation(relation, "query")
+        with self._hold_reads(rel) as hold:
+            return await self._query_held(rel, as_of, timeout, hold)
+
+    async def _query_held(self, rel: Relation, as_of: int | None, timeout: float | None,
+                          hold: SinceHold | None) -> Result:
         ctl = self._ctl
-        t = self._choose_time(rel, as_of)
+        t = self._held_time(rel, as_of, hold)
         timeout = self.timeout if timeout is None else timeout
         name = self._name_of(rel)
         finishing = RowSetFinishing(order_by=rel.order) if rel.order else None
@@ -126,19 +170,22 @@ class Queries(CatalogSync):
         `snapshot=False`), then a `Batch` per step. Ends at `up_to` if given."""
         await self._install()  # dataflows adopted on the loop thread (see catalog_sync)
         rel = self._check_relation(relation, "subscribe")
-        t = self._choose_time(rel, as_of)
-        if up_to is not None and up_to <= t:
-            raise InvalidArgument(f"subscribe: up_to {up_to} must be after the start time {t}")
-        build, objects, indexes, sources = self._transient_dataflow_parts(rel)
-        desc = subscribe_dataflow(
-            sink_id=self._ctl.new_transient_id(), from_id=build, desc=rel.schema.desc(),
-            index_imports=indexes, source_imports=sources, objects_to_build=objects,
-            as_of=Frontier.at(t), with_snapshot=snapshot,
-            up_to=None if up_to is None else Frontier.at(up_to),
-        )
         name = self._name_of(rel)
-        with translate(name):
-            sub = await self._ctl.subscribe(desc)
+        # Held until the controller has the dataflow: its as_of then holds the shards.
+        with self._hold_reads(rel) as hold:
+            t = self._held_time(rel, as_of, hold)
+            if up_to is not None and up_to <= t:
+                raise InvalidArgument(
+                    f"subscribe: up_to {up_to} must be after the start time {t}")
+            build, objects, indexes, sources = self._transient_dataflow_parts(rel)
+            desc = subscribe_dataflow(
+                sink_id=self._ctl.new_transient_id(), from_id=build, desc=rel.schema.desc(),
+                index_imports=indexes, source_imports=sources, objects_to_build=objects,
+                as_of=Frontier.at(t), with_snapshot=snapshot,
+                up_to=None if up_to is None else Frontier.at(up_to),
+            )
+            with translate(name):
+                sub = await self._ctl.subscribe(desc)
         return AsyncSubscription(sub, rel.schema, name, t)
 
     async def copy_to(self, relation: Relation, path: str | Path, *,
@@ -153,13 +200,14 @@ class Queries(CatalogSync):
         if fmt not in ("parquet", "csv"):
             raise InvalidArgument(f"copy_to: cannot tell the format of {str(path)!r}; name it "
                                   "*.parquet or *.csv or pass format='parquet'|'csv'")
-        t = self._choose_time(rel, as_of)
-        build, objects, indexes, sources = self._transient_dataflow_parts(rel)
-        desc = copy_to_dataflow(
-            sink_id=self._ctl.new_transient_id(), from_id=build, desc=rel.schema.desc(),
-            path=str(target), format=fmt, timestamp=t, index_imports=indexes,
-            source_imports=sources, objects_to_build=objects,
-        )
-        with translate(self._name_of(rel)):
-            return await self._ctl.copy_to(
-                desc, timeout=self.timeout if timeout is None else timeout)
+        with self._hold_reads(rel) as hold:  # held until the copy is written
+            t = self._held_time(rel, as_of, hold)
+            build, objects, indexes, sources = self._transient_dataflow_parts(rel)
+            desc = copy_to_dataflow(
+                sink_id=self._ctl.new_transient_id(), from_id=build, desc=rel.schema.desc(),
+                path=str(target), format=fmt, timestamp=t, index_imports=indexes,
+                source_imports=sources, objects_to_build=objects,
+            )
+            with translate(self._name_of(rel)):
+                return await self._ctl.copy_to(
+                    desc, timeout=self.timeout if timeout is None else timeout)
