@@ -43,8 +43,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import mmap
-import os
 import re
 import sqlite3
 import threading
@@ -629,10 +627,12 @@ class _CatalogWatch:
     """Tells, without a storage read, that no catalog change can have been committed since
     the database last read its catalog: a counter this process's notifier bumps at every
     append to the catalog shard (any database on the same storage in this process), and
-    what the backend offers for other processes' commits — on SQLite the WAL-index header
-    (`_WalHeader`: it changes at every commit to the file, by any connection, the storage
-    ticker's included, so it errs towards reading), else SQLite's `data_version` on this
-    thread's connection (which moves at any other connection's commit). A memory backend
+    what the backend offers for other processes' commits — on SQLite its `data_version` on
+    this thread's connection (which moves at any other connection's commit). The file is
+    never opened other than through SQLite: closing any descriptor of a database's `-shm`
+    file drops every POSIX lock this process holds on it, SQLite's included, after which
+    another process's connection takes itself for the first and reinitialises the WAL
+    index under this one (a bus error, or a corrupt index). A memory backend
     has no other process;
     any other backend (PostgreSQL) has no cheap check here: its catalog is read every time.
     Holds no reference to the database (the notifier outlives it)."""
@@ -647,7 +647,7 @@ class _CatalogWatch:
         self._seen = threading.local()  # per thread: SQLite's check is per connection
         self._probe: Any = None
         if isinstance(backend, SqliteBackend):
-            self._probe = _WalHeader.open(backend.path) or _sqlite_probe(backend)
+            self._probe = _sqlite_probe(backend)
         elif isinstance(backend, MemoryBackend):
             self._probe = _zero
         if self._probe is None:
@@ -681,47 +681,6 @@ class _CatalogWatch:
 
 def _zero() -> int:
     return 0
-
-
-class _WalHeader:
-    """A SQLite file's WAL-index header (the first 96 bytes of its `-shm` file: the header,
-    twice), read from a read-only shared mapping of that file — no system call, no sqlite
-    call, so the event loop's thread never lets go of the GIL for it (the sqlite3 module
-    does at every statement, and another thread waiting for the GIL then takes it: ~10 us of
-    hand-over per lookup measured, besides the call). SQLite rewrites the header at every
-    commit to the file, by any connection of any process, before that commit returns (the
-    frame count, salts and checksum change with each), so bytes equal to those last read
-    mean no commit since. The open database's own connections keep the `-shm` file in use,
-    so SQLite neither deletes nor reinitialises it while the database is open (it does so
-    only when the last connection to the file closes); none is kept open here, so closing
-    the database still checkpoints and removes the WAL as before — and a closed database's
-    header is never read (`rows_now` checks first: past the file's end, were another process
-    to truncate it, a read of the mapping would be a bus error)."""
-
-    __slots__ = ("__weakref__", "_map")
-
-    def __init__(self, view: mmap.mmap) -> None:
-        self._map = view
-        weakref.finalize(self, view.close)
-
-    @classmethod
-    def open(cls, path: str) -> _WalHeader | None:
-        """The header of the open file at `path`, or None where it cannot be mapped (no
-        `-shm` file: then the caller asks SQLite)."""
-        try:
-            fd = os.open(path + "-shm", os.O_RDONLY)
-            try:
-                if os.fstat(fd).st_size < mmap.PAGESIZE:
-                    return None  # not set up by an open connection
-                view = mmap.mmap(fd, mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ)
-            finally:
-                os.close(fd)
-        except (OSError, ValueError):
-            return None
-        return cls(view)
-
-    def __call__(self) -> bytes:
-        return self._map[:96]
 
 
 def _sqlite_probe(backend: Any) -> Any:
@@ -758,7 +717,7 @@ def _installed(db: Any) -> bool:
 def refresh_catalog(db: Any) -> None:
     """Bring `db`'s objects up to its catalog, as `db._refresh()` does, but with no storage
     read when no catalog change can have been committed since the last one (`_CatalogWatch`)."""
-    if db._closed:  # a closed database's storage is not watched (`_WalHeader`)
+    if db._closed:  # a closed database's storage is not watched
         db._check_open()
     watch: _CatalogWatch | None = db.__dict__.get(_WATCH_ATTR)
     if watch is None:
