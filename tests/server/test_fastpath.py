@@ -58,6 +58,18 @@ def kv(server: ServerHandle) -> str:
     return _TABLE
 
 
+@pytest.fixture(scope="module")
+def kv_declared(server: ServerHandle) -> str:
+    """The same rows with declared integer/real/varchar columns: announced as int4/float4/
+    varchar, and sent in their widths, on both paths."""
+    db = server.db
+    name = _TABLE + "_declared"
+    server.call(db.sql(f"CREATE TABLE {name} (k integer, v real, s varchar(8))"))
+    db.get(name).insert(_ROWS)  # off the loop
+    server.call(db.sql(f"CREATE INDEX {name}_k ON {name} (k)"))
+    return name
+
+
 @pytest.fixture
 def switch(monkeypatch: pytest.MonkeyPatch) -> Iterator[Switch]:
     sw = Switch()
@@ -135,7 +147,26 @@ def test_replies_are_the_session_paths_byte_for_byte(server: ServerHandle, kv: s
                                                      seed: int) -> None:
     """The same requests on two connections — the fast path on for one (`fast`), off for the
     other (`slow`) — get the same replies, byte for byte."""
+    _same_replies(server, kv, switch, oids, steps, seed)
+
+
+@settings(max_examples=examples(15), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(oids=st.lists(st.sampled_from(sorted(_OIDS)), min_size=len(_TEXTS),
+                     max_size=len(_TEXTS)),
+       steps=st.lists(_STEP, min_size=1, max_size=12), seed=st.integers(0, 10**6))
+def test_replies_over_declared_columns_are_the_session_paths(
+        server: ServerHandle, kv_declared: str, switch: Switch, oids: list[int],
+        steps: list[tuple[str, Any]], seed: int) -> None:
+    """As above over integer/real/varchar columns, whose values go out as int4/float4/
+    varchar: the fast path answers them too, with the session path's bytes."""
+    _same_replies(server, kv_declared, switch, oids, steps, seed)
+
+
+def _same_replies(server: ServerHandle, kv: str, switch: Switch, oids: list[int],
+                  steps: list[tuple[str, Any]], seed: int) -> None:
     db = server.db
+    texts = [t.replace(_TABLE, kv) for t in _TEXTS]
     slow, _ = _login(server)
     fast, switch.pid = _login(server)
     both = (slow, fast)
@@ -148,7 +179,7 @@ def test_replies_are_the_session_paths_byte_for_byte(server: ServerHandle, kv: s
         assert replies[0] == replies[1], data
 
     try:
-        for i, (text, oid) in enumerate(zip(_TEXTS, oids, strict=False)):
+        for i, (text, oid) in enumerate(zip(texts, oids, strict=False)):
             second = b"\0\0\0\x19" if "$2" in text else b""
             n = 2 if second else 1
             exchange(msg(b"P", f"q{i}\0{text}\0".encode() + struct.pack("!h", n)
@@ -167,7 +198,7 @@ def test_replies_are_the_session_paths_byte_for_byte(server: ServerHandle, kv: s
             exchange(data)
         for kind, arg in steps:
             if kind == "lookup":
-                text = _TEXTS[arg["stmt"]]
+                text = texts[arg["stmt"]]
                 oid = oids[arg["stmt"]]
                 binary = arg["binary"]
                 params = [_value(oid, binary, arg["key"], arg["garbage"])]

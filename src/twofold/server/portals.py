@@ -17,7 +17,7 @@ from typing import Any
 from twofold.server.statements import CopyStatement, command_tag
 from twofold.sql.errors import SqlError, sqlstate_of
 from twofold.sql.show import subscribe_progress, subscribe_rows
-from twofold.sql.types import WIRE_DECLARED, wire_type
+from twofold.sql.types import wire_type
 
 Column = tuple[str, str]  # name, engine scalar or declared type (`columns_of`)
 
@@ -62,15 +62,11 @@ class Prepared:
     """The result columns the client was told or first got (what `0A000` compares with)."""
 
     def tell(self, columns: list[Column] | None, version: int) -> None:
-        """Record that the client was told (or got) result `columns` at catalog `version`.
-        The fast path (`fastpath`) answers a statement whose `columns` are set and builds its
-        RowDescription from the result schema's engine scalars, not `columns_of`: a statement
-        with a declared int2/int4/float4/varchar column is left to the session's path
-        (`columns` None) until it does, or it would send 8-byte values for an int4 column the
-        client was told of."""
+        """Record that the client was told (or got) result `columns` (`columns_of`: declared
+        int2/int4/float4/varchar included) at catalog `version`. The fast path (`fastpath`)
+        answers a statement whose `columns` are set, with the same columns."""
         self.told, self.version = columns, version
-        declared = columns is not None and any(t in WIRE_DECLARED for _, t in columns)
-        self.columns = None if declared else columns
+        self.columns = columns
 
 
 class Stream:
