@@ -87,6 +87,17 @@ def run_script(desc: RelationDesc, key: list[int], ops: list[tuple[str, Any]]) -
         assert since is not None and upper is not None
         for t in range(since, upper):
             assert snap.read_rows(t) == naive(hist, t)
+            if key:
+                # One key at a time (the point-lookup path): each key present at t, NULL keys
+                # (which match nothing) and a key no row has.
+                live = naive(hist, t)
+                probes = {tuple(r[i] for i in key) for r, _ in live} | {(None,) * len(key)}
+                absent = {"int": 10**9, "str": "absent", "float": 1e300}
+                probes.add(tuple(absent[desc.types[i].scalar] for i in key))
+                for k in probes:
+                    want = [(r, d) for r, d in live
+                            if None not in k and all(r[i] == k[j] for j, i in enumerate(key))]
+                    assert snap.lookup_rows([list(k)], t) == want, (k, t)
             if key == [0]:
                 probe: list[list[Any]] = (
                     [[None], ["a"], ["ü"]] if desc is DESC_STR else [[None], [1], [2]]

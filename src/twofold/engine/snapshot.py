@@ -23,8 +23,10 @@ from twofold.engine.consolidation import consolidate, consolidate_sorted
 from twofold.engine.errors import EvalError, InputError, NotReadableError
 from twofold.engine.frames import DIFF, ERROR, TIME, empty, names, schema
 from twofold.engine.hashing import (
+    _U64,
     KEY_MASK,
     ROW_MASK,
+    _mix_int,
     key_range,
     row_hash,
     scalar_hashers,
@@ -338,7 +340,11 @@ class ArrangementSnapshot:
         it uses the vectorised `lookup`."""
         self.check_readable(t)
         self.check_errors(t)
-        distinct = {tuple(k) for k in keys}
+        if len(keys) == 1:  # a point lookup: no set of keys to build
+            k = keys[0]
+            distinct = {k if type(k) is tuple else tuple(k)}
+        else:
+            distinct = {tuple(k) for k in keys}
         for k in distinct:
             if len(k) != len(self.key):
                 raise InputError(
@@ -349,6 +355,9 @@ class ArrangementSnapshot:
             found = {tuple(r[:-1]): int(r[-1]) for r in frame.iter_rows()}
         else:
             found = self._lookup_few(distinct, t)
+        if len(found) == 1:  # nothing to sort
+            ((r, d),) = found.items()
+            return [(list(r), d)] if d else []
         return sorted(
             ((list(r), d) for r, d in found.items() if d),
             key=lambda rd: [(v is None, v) for v in rd[0]],
@@ -358,17 +367,27 @@ class ArrangementSnapshot:
         hashers = _key_hashers(tuple(self.desc.types), self.key)
         acc: dict[tuple[Any, ...], int] = {}
         reps: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # NaN-free identity -> a row
+        single = self.key[0] if len(self.key) == 1 else None
         positions = list(enumerate(self.key))
         for key in keys:
             if None in key:
                 continue  # SQL equality: a NULL key matches nothing
-            h = scalar_row_hash_with(key, hashers) & _KEY_MASK
-            lo, hi = np.uint64(h), np.uint64(h | _ROW_MASK)
+            if single is not None:
+                # `scalar_row_hash_with` of one value, inlined (its fold's first step)
+                h = _mix_int(hashers[0](key[0]) & _U64) & _KEY_MASK
+            else:
+                h = scalar_row_hash_with(key, hashers) & _KEY_MASK
+            lo, hi = np.uint64(h), h | _ROW_MASK
             for b in self.data:
-                start = int(b.codes.searchsorted(lo, "left"))
-                end = int(b.codes.searchsorted(hi, "right"))
-                if end == start:
-                    continue
+                codes = b.codes
+                start = int(codes.searchsorted(lo, "left"))
+                n = len(codes)
+                if start == n or int(codes[start]) > hi:
+                    continue  # no code of this key's hash: one binary search, not two
+                if start + 1 == n or int(codes[start + 1]) > hi:
+                    end = start + 1  # one row of it (a unique key): no second search
+                else:
+                    end = int(codes.searchsorted(np.uint64(hi), "right"))
                 rows = (
                     [b.data.row(start)]
                     if end - start == 1
@@ -376,12 +395,18 @@ class ArrangementSnapshot:
                 )
                 for row in rows:
                     # row is (*columns, time, diff)
-                    if row[-2] <= t and all(row[i] == key[j] for j, i in positions):
-                        ident = row[:-2]
-                        if any(v != v for v in ident):  # NaN: equal to NaN, as consolidation
-                            ident = tuple(_NAN if v != v else v for v in ident)
-                            reps.setdefault(ident, row[:-2])
-                        acc[ident] = acc.get(ident, 0) + row[-1]
+                    if row[-2] > t:
+                        continue
+                    if single is not None:
+                        if row[single] != key[0]:
+                            continue
+                    elif not all(row[i] == key[j] for j, i in positions):
+                        continue
+                    ident = row[:-2]
+                    if any(v != v for v in ident):  # NaN: equal to NaN, as consolidation
+                        ident = tuple(_NAN if v != v else v for v in ident)
+                        reps.setdefault(ident, row[:-2])
+                    acc[ident] = acc.get(ident, 0) + row[-1]
         return {reps.get(r, r): d for r, d in acc.items()}
 
     def _probe(self, keys: Sequence[Sequence[Any]] | pl.DataFrame) -> pl.DataFrame:
