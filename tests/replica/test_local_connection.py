@@ -64,3 +64,38 @@ async def test_new_connection_supersedes_the_old() -> None:
         assert isinstance(r, PeekResponse) and r.uuid == u
     finally:
         await replica.close()
+
+
+async def test_a_pending_recv_cancelled_from_outside_raises_and_loses_nothing() -> None:
+    """`close()` ends a pending recv with None by cancelling its task; any other cancellation
+    of that task is the caller's and propagates — and, the endpoint's recv being cancel-safe,
+    a response that arrives afterwards is still received."""
+    replica = Replica("memory://local-conn-cancel", "one")
+    try:
+        conn = await replica.connect()
+        await conn.send(Hello(uuid.uuid4()))
+        await conn.send(CreateInstance(InstanceConfig()))
+        await conn.send(InitializationComplete())
+        while True:  # whatever the replica says on its own first
+            try:
+                await asyncio.wait_for(conn.recv(), 0.2)
+            except TimeoutError:
+                break
+        pending = asyncio.ensure_future(conn.recv())
+        await asyncio.sleep(0)
+        pending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+        u = uuid.uuid4()
+        await conn.send(Peek(u, IndexTarget(GlobalId.user(99)), 0))
+        r = await asyncio.wait_for(conn.recv(), 5)
+        assert isinstance(r, PeekResponse) and r.uuid == u
+        # Cancelled from outside while close() also ends it: the outside cancel wins.
+        pending = asyncio.ensure_future(conn.recv())
+        await asyncio.sleep(0)
+        pending.cancel()
+        conn.close()
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+    finally:
+        await replica.close()

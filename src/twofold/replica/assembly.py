@@ -159,6 +159,8 @@ class LocalConnection:
         self._endpoint = endpoint
         self._closed = asyncio.Event()
         self._started = False  # this connection's Hello reached the endpoint
+        self._waiting: asyncio.Task[object] | None = None  # the task in a pending `recv`
+        self._interrupted: asyncio.Task[object] | None = None  # cancelled by `close()`
         self.ended = False
         """The endpoint raised or ended: the replica has failed (shared fate)."""
 
@@ -174,39 +176,43 @@ class LocalConnection:
             self._started = True
 
     async def recv(self) -> ComputeResponse | None:
+        # The endpoint's recv is awaited in the caller's own task (no task and no `wait` of
+        # its own per response: the embedded controller takes each frontier one loop turn
+        # after the multiplexer has it, not three); `close()` interrupts a pending one by
+        # cancelling that task, which is taken back here (the endpoint's recv is cancel-safe:
+        # nothing is lost).
         while True:
             if self._closed.is_set():
                 return None
-            recv = asyncio.ensure_future(self._tagged_recv())
-            closed = asyncio.ensure_future(self._closed.wait())
+            task = asyncio.current_task()
+            self._waiting = task
             try:
-                await asyncio.wait({recv, closed}, return_when=asyncio.FIRST_COMPLETED)
+                response = await self._endpoint.recv()
+            except asyncio.CancelledError:
+                if self._interrupted is task:
+                    self._interrupted = None
+                    if task is not None and task.uncancel() == 0:
+                        return None  # closed while waiting
+                raise  # cancelled by someone else too
+            except Exception:
+                self.ended = True
+                raise
             finally:
-                closed.cancel()
-                if not recv.done():
-                    recv.cancel()  # the endpoint's recv is cancel-safe: nothing is lost
-                elif not recv.cancelled():
-                    recv.exception()  # retrieved: we were cancelled as it failed (`ended` says so)
-            if not recv.done() or recv.cancelled():
+                self._waiting = None
+            if response is None:
+                self.ended = True
                 return None
-            response, current = recv.result()
             # Whatever the endpoint said before this connection's Hello reached it belongs to
-            # the previous protocol iteration.
-            if response is None or current:
+            # the previous protocol iteration (read at once: a Hello sent later must not count).
+            if self._started:
                 return response
-
-    async def _tagged_recv(self) -> tuple[ComputeResponse | None, bool]:
-        try:
-            response = await self._endpoint.recv()
-        except Exception:
-            self.ended = True
-            raise
-        if response is None:
-            self.ended = True
-        return response, self._started  # read at once: a Hello sent later must not count
 
     def close(self) -> None:
         self._closed.set()
+        waiting = self._waiting
+        if waiting is not None and waiting is not asyncio.current_task() and not waiting.done():
+            self._interrupted = waiting
+            waiting.cancel()
 
     async def aclose(self) -> None:
         self.close()
