@@ -54,7 +54,9 @@ class Queries(CatalogSync):
 
     def _hold_reads(self, rel: Relation) -> SinceHold | contextlib.nullcontext[None]:
         """A hold of the shards `rel` reads from storage, at their sinces now (nothing to hold
-        when it reads only indexes; see the module docstring)."""
+        when it reads only indexes; see the module docstring). A closed database says so
+        first (`DatabaseClosed`), not that its storage is closed."""
+        self._check_open()
         shards = sorted({inp.shard for inp in rel.inputs.values()
                          if inp.kind != "index" and inp.shard is not None})
         if not shards or self.holds is None:
