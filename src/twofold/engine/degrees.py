@@ -46,11 +46,42 @@ def _libm(fn: Callable[[float], float],
     return apply
 
 
+def _libm_or(fn: Callable[[float], float], domain: Callable[[np.ndarray], np.ndarray],
+             other: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+    """`fn` through `math` inside `domain`, `other` (numpy) outside it: for where `math`
+    raises but the value is still defined (an overflow to infinity, a pole)."""
+    each = np.frompyfunc(fn, 1, 1)
+
+    def apply(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        ok = domain(x)
+        if ok.all():
+            return np.asarray(each(x), dtype=np.float64)
+        with np.errstate(all="ignore"):
+            out = np.asarray(other(x), dtype=np.float64)
+        out[ok] = np.asarray(each(x[ok]), dtype=np.float64)
+        return out
+
+    return apply
+
+
 def _in_unit(x: np.ndarray) -> np.ndarray:
     ok: np.ndarray = ~(np.abs(x) > 1.0)  # NaN in: math gives NaN for it
     return ok
 
 
+# numpy's own kernels for these differ from the C library's (which PostgreSQL calls) in the
+# last bit for many inputs (cbrt on ~45% of uniform doubles, asinh ~4.5%, log10 ~3.8%, sinh and
+# cosh ~1%, tanh ~0.4%, numpy 2.4.6 here); polars' exp, ln and pow agree with it.
+cbrt: Final = _libm(math.cbrt, None)
+log10: Final = _libm(math.log10, lambda x: ~(x <= 0.0))  # NaN in; 0 and below: the caller's error
+_SINH_MAX: Final = 710.4758600739439  # the largest |x| with a finite sinh/cosh (math raises past)
+sinh: Final = _libm_or(math.sinh, lambda x: ~(np.abs(x) > _SINH_MAX), np.sinh)  # past it: +-inf
+cosh: Final = _libm_or(math.cosh, lambda x: ~(np.abs(x) > _SINH_MAX), np.cosh)
+tanh: Final = _libm(math.tanh, None)
+asinh: Final = _libm(math.asinh, None)
+acosh: Final = _libm(math.acosh, lambda x: ~(x < 1.0))  # below 1: the caller's error
+atanh: Final = _libm_or(math.atanh, lambda x: ~(np.abs(x) >= 1.0), np.arctanh)  # +-1: +-inf
 sin: Final = _libm(math.sin, np.isfinite)
 cos: Final = _libm(math.cos, np.isfinite)
 tan: Final = _libm(math.tan, np.isfinite)

@@ -121,11 +121,11 @@ def _math(func: str, f: list[pl.Expr]) -> tuple[pl.Expr, pl.Expr | None]:
     if func == "sqrt":
         return x.sqrt(), err_when(num & (x < 0), SQRT_NEGATIVE)
     if func == "cbrt":
-        return _numpy(x, np.cbrt), None
+        return _numpy(x, degrees.cbrt), None
     if func in ("ln", "log10"):
         err = pl.when(x == 0).then(pl.lit(LOG_ZERO)).when(num & (x < 0)).then(
             pl.lit(LOG_NEGATIVE)).otherwise(_NULL_STR)
-        return (x.log() if func == "ln" else _numpy(x, np.log10)), err
+        return (x.log() if func == "ln" else _numpy(x, degrees.log10)), err
     if func == "exp":
         out = pl.when(x == float("-inf")).then(0.0).otherwise(x.exp())
         return out, _range_error(out, _finite(x), x.is_not_null())
@@ -163,15 +163,15 @@ def _math(func: str, f: list[pl.Expr]) -> tuple[pl.Expr, pl.Expr | None]:
     return out, first_error(err, _range_error(out, finite, x != 0))
 
 
-_HYPERBOLIC: Final = {"sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh,
-                      "acosh": np.arccosh, "atanh": np.arctanh}
+_HYPERBOLIC: Final = {"sinh": degrees.sinh, "cosh": degrees.cosh, "tanh": degrees.tanh,
+                      "asinh": degrees.asinh, "acosh": degrees.acosh, "atanh": degrees.atanh}
 
 
 def _hyperbolic(func: str, x: pl.Expr, num: pl.Expr) -> tuple[pl.Expr, pl.Expr | None]:
-    """PostgreSQL's float8 `sinh` ... `atanh` (float.c): the C library's value (numpy calls
-    it); sinh/cosh past the range are +-infinity, not an error; acosh below 1 and atanh
-    outside [-1, 1] (NaN excepted) fail with "input is out of range"; atanh(+-1) is
-    +-infinity."""
+    """PostgreSQL's float8 `sinh` ... `atanh` (float.c): the C library's value (through
+    `math`, `degrees.py`); sinh/cosh past the range are +-infinity, not an error; acosh below
+    1 and atanh outside [-1, 1] (NaN excepted) fail with "input is out of range"; atanh(+-1)
+    is +-infinity."""
     out = _numpy(x, _HYPERBOLIC[func])
     if func == "acosh":
         return out, err_when(num & (x < 1.0), INPUT_RANGE)
@@ -181,9 +181,9 @@ def _hyperbolic(func: str, x: pl.Expr, num: pl.Expr) -> tuple[pl.Expr, pl.Expr |
 
 
 def _numpy(x: pl.Expr, kernel: Any) -> pl.Expr:
-    """`kernel` (a numpy ufunc) over a float column: polars' own `cbrt` and `log10` differ
-    from the C library's (which PostgreSQL uses) in the last bit for about half the inputs;
-    numpy's call it."""
+    """`kernel` (an array function) over a float column: polars' own `cbrt` and `log10`, and
+    numpy's, differ from the C library's (which PostgreSQL uses) in the last bit for many
+    inputs, so the kernels call it (`degrees.py`)."""
 
     def apply(s: pl.Series) -> pl.Series:
         with np.errstate(all="ignore"):
