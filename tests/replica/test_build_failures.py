@@ -34,6 +34,7 @@ from tests.runtime.helpers import (
     sqlite_url,
     table,
 )
+from tests.runtime.helpers import replica as runtime_replica
 
 import twofold
 import twofold.runtime.dataflows as hosting
@@ -63,11 +64,10 @@ from twofold.protocol import (
     SubscribeSink,
 )
 from twofold.protocol import Literal as Lit
-from twofold.replica import Replica
 from twofold.sql.errors import sqlstate_of
 from twofold.storage import Storage, Table, open_storage
 from twofold.testing.helpers import multiset
-from twofold.transport import ReplicaServer, connect
+from twofold.transport import connect
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -103,38 +103,22 @@ async def replica(placement: Placement, patch: str = "") -> AsyncIterator[tuple[
     two runtimes it is a `twofold replica` process (which forks its maintenance process)."""
     transport, mode = placement
     url = sqlite_url(f"build-{mode}")
-    storage = open_storage(url)
-    try:
-        if placement == ("tcp", "procs"):
+    if placement == ("tcp", "procs"):
+        storage = open_storage(url)
+        try:
             with cli_replica(url, patch) as (host, port):
                 conn = await connect(host, port)
                 try:
                     yield Driver(conn), storage
                 finally:
                     await conn.aclose()
-            return
-        assert not patch or mode == "one", "a patch reaches only runtimes in this process"
-        exec(patch, {})  # the fixed text above; the monkeypatch fixture undoes it
-        rep = (Replica(url, "two", placement="processes") if mode == "procs"
-               else Replica(url, "one", placement="threads"))
-        endpoint = await rep.start()
-        try:
-            if transport == "inproc":
-                yield Driver(endpoint), storage
-            else:
-                server = ReplicaServer(endpoint)
-                await server.start()
-                host, port = server.address
-                conn = await connect(host, port)
-                try:
-                    yield Driver(conn), storage
-                finally:
-                    await conn.aclose()
-                    await server.aclose()
         finally:
-            await rep.close()
-    finally:
-        storage.close()
+            storage.close()
+        return
+    assert not patch or mode == "one", "a patch reaches only runtimes in this process"
+    exec(patch, {})  # the fixed text above; the monkeypatch fixture undoes it
+    async with runtime_replica(mode, transport, url) as got:
+        yield got
 
 
 @contextlib.contextmanager
