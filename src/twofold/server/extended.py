@@ -197,7 +197,7 @@ class Extended:
         decodes with the columns it was told (asyncpg) would otherwise misread the rows;
         asyncpg then prepares again. Otherwise the statement now has `o`'s columns."""
         version = catalog_version(self.s.db)
-        told = stmt.told if stmt.told is not None else stmt.columns  # columns: the fast path's
+        told = stmt.columns
         if (stmt.version is not None and version != stmt.version and o.copy is None
                 and told is not None and o.columns is not None and o.columns != told):
             return True

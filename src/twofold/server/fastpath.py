@@ -194,8 +194,7 @@ def _answer(s: Session, data: bytes, start: int) -> tuple[bytes, int] | None:
         columns = columns_of(schema)  # as every path announces them (declared int4, ...)
         plan.schema, plan.columns = schema, columns
     version = catalog_version(db)
-    told = stmt.told if stmt.told is not None else stmt.columns
-    if stmt.version is not None and version != stmt.version and columns != told:
+    if stmt.version is not None and version != stmt.version and columns != stmt.columns:
         return None  # 0A000, cached plan must not change result type: the session's path
     shape = plan.shape(columns)
     n = len(rows)

@@ -53,20 +53,17 @@ class Prepared:
     sql: str
     param_oids: tuple[int, ...]
     columns: list[Column] | None = None
-    """The result columns the client was told (Describe) or first got, where the fast path
-    may answer the statement (`tell`); `version`: the catalog version they held at."""
+    """The result columns the client was told (Describe) or first got (`tell`): what `0A000`
+    compares with, and where set the fast path may answer the statement; `version`: the
+    catalog version they held at."""
     version: int | None = None
     fast: dict[Any, Any] = field(default_factory=dict)
     """What answering its requests at once needs, per format codes (`fastpath`)."""
-    told: list[Column] | None = None
-    """The result columns the client was told or first got (what `0A000` compares with)."""
-
     def tell(self, columns: list[Column] | None, version: int) -> None:
         """Record that the client was told (or got) result `columns` (`columns_of`: declared
         int2/int4/float4/varchar included) at catalog `version`. The fast path (`fastpath`)
         answers a statement whose `columns` are set, with the same columns."""
-        self.told, self.version = columns, version
-        self.columns = columns
+        self.columns, self.version = columns, version
 
 
 class Stream:
