@@ -13,16 +13,33 @@ time at or after the since when it was chosen is never failed by the controller'
 reader moving meanwhile. On memory and SQLite, where only an explicit `downgrade_since` moves
 since, a default time is checked against the shards' sinces after the choice and chosen again;
 a given `as_of` that such a call passed gets `ReadBeforeSince`, as if it were passed before.
+
+A since that still passes the read's time after all these checks (an explicit `downgrade_since`
+on memory/SQLite between the check and the replica's read, another controller's reader) fails
+the read at the replica; such a failure — one whose message names a since, at a time now before
+an input's since — is raised as that `ReadBeforeSince` (for a subscribe: an ending before its
+first batch), as promptly as the replica answers, never as the untyped `QueryFailed` /
+`SubscribeEnded` it arrives as. A one-off query or copy-to at a default time is then chosen
+again instead (a few times, `RECHOOSE`), as a choice the since passed before the read is.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 from twofold.api.catalog_sync import RECHOOSE, CatalogSync
-from twofold.api.errors import InvalidArgument, TwofoldError, TypeMismatch
+from twofold.api.errors import (
+    InvalidArgument,
+    ObjectFailed,
+    QueryFailed,
+    ReadBeforeSince,
+    SubscribeEnded,
+    TwofoldError,
+    TypeMismatch,
+)
 from twofold.api.objects import Index, MaterializedView, Table
 from twofold.api.reads import AsyncSubscription, index_mfp, translate
 from twofold.api.relation import Relation
@@ -80,13 +97,52 @@ class Queries(CatalogSync):
             t = self._choose_time(rel, as_of)  # a given as_of passed: ReadBeforeSince
         return t
 
+    def _since_passed(self, rel: Relation, t: int, hold: SinceHold | None,
+                      e: TwofoldError) -> TwofoldError:
+        """`e`, or the `ReadBeforeSince` it stands for: the replica failed the read at `t` on
+        a since (the message says so) and an input's since is now past `t` (module
+        docstring)."""
+        if isinstance(e, ObjectFailed) or "since" not in str(e):
+            return e
+        held = {} if hold is None else hold.since
+        for inp in rel.inputs.values():
+            try:
+                since, _ = self._bounds(inp)
+            except ReadBeforeSince:  # no longer readable at all
+                return ReadBeforeSince(inp.label, t, None)
+            except (TwofoldError, StorageError):  # dropped meanwhile: says nothing of since
+                continue
+            f = held.get(inp.shard) if inp.shard is not None else None
+            if f is not None and f.time is not None:
+                since = max(since, f.time)
+            if t < since:
+                return ReadBeforeSince(inp.label, t, since)
+        return e
+
+    @contextlib.contextmanager
+    def _typed_since(self, rel: Relation, t: int, hold: SinceHold | None) -> Iterator[None]:
+        """A since failure of the read at `t` raised as `ReadBeforeSince` (`_since_passed`)."""
+        try:
+            yield
+        except (QueryFailed, SubscribeEnded) as e:
+            better = self._since_passed(rel, t, hold, e)
+            if better is e:
+                raise
+            raise better from e.__cause__ or e
+
     async def query(self, relation: Relation, *, as_of: int | None = None,
                     timeout: float | None = None) -> Result:
         """Read `relation` at one time (default: now; see the module docstring)."""
         await self._install()  # dataflows adopted on the loop thread (see catalog_sync)
         rel = self._check_relation(relation, "query")
         with self._hold_reads(rel) as hold:
-            return await self._query_held(rel, as_of, timeout, hold)
+            for attempt in range(RECHOOSE):
+                try:
+                    return await self._query_held(rel, as_of, timeout, hold)
+                except ReadBeforeSince:  # a since passed a default time: chosen again
+                    if as_of is not None or attempt == RECHOOSE - 1:
+                        raise
+        raise AssertionError("unreachable")
 
     async def _query_held(self, rel: Relation, as_of: int | None, timeout: float | None,
                           hold: SinceHold | None) -> Result:
@@ -95,7 +151,7 @@ class Queries(CatalogSync):
         timeout = self.timeout if timeout is None else timeout
         name = self._name_of(rel)
         finishing = RowSetFinishing(order_by=rel.order) if rel.order else None
-        with translate(name):
+        with self._typed_since(rel, t, hold), translate(name):
             peekable = index_mfp(rel)
             if peekable is not None:
                 # A map/filter/project of one index needs no dataflow: the replica applies it
@@ -186,9 +242,13 @@ class Queries(CatalogSync):
                 as_of=Frontier.at(t), with_snapshot=snapshot,
                 up_to=None if up_to is None else Frontier.at(up_to),
             )
-            with translate(name):
+            with self._typed_since(rel, t, hold), translate(name):
                 sub = await self._ctl.subscribe(desc)
-        return AsyncSubscription(sub, rel.schema, name, t)
+        held = hold
+
+        def typed(e: TwofoldError) -> TwofoldError:  # an ending before the first batch
+            return self._since_passed(rel, t, held, e)
+        return AsyncSubscription(sub, rel.schema, name, t, typed)
 
     async def copy_to(self, relation: Relation, path: str | Path, *,
                       format: Literal["parquet", "csv"] | None = None,
@@ -203,13 +263,19 @@ class Queries(CatalogSync):
             raise InvalidArgument(f"copy_to: cannot tell the format of {str(path)!r}; name it "
                                   "*.parquet or *.csv or pass format='parquet'|'csv'")
         with self._hold_reads(rel) as hold:  # held until the copy is written
-            t = self._held_time(rel, as_of, hold)
-            build, objects, indexes, sources = self._transient_dataflow_parts(rel)
-            desc = copy_to_dataflow(
-                sink_id=self._ctl.new_transient_id(), from_id=build, desc=rel.schema.desc(),
-                path=str(target), format=fmt, timestamp=t, index_imports=indexes,
-                source_imports=sources, objects_to_build=objects,
-            )
-            with translate(self._name_of(rel)):
-                return await self._ctl.copy_to(
-                    desc, timeout=self.timeout if timeout is None else timeout)
+            for attempt in range(RECHOOSE):
+                t = self._held_time(rel, as_of, hold)
+                build, objects, indexes, sources = self._transient_dataflow_parts(rel)
+                desc = copy_to_dataflow(
+                    sink_id=self._ctl.new_transient_id(), from_id=build,
+                    desc=rel.schema.desc(), path=str(target), format=fmt, timestamp=t,
+                    index_imports=indexes, source_imports=sources, objects_to_build=objects,
+                )
+                try:
+                    with self._typed_since(rel, t, hold), translate(self._name_of(rel)):
+                        return await self._ctl.copy_to(
+                            desc, timeout=self.timeout if timeout is None else timeout)
+                except ReadBeforeSince:  # a since passed a default time: chosen again
+                    if as_of is not None or attempt == RECHOOSE - 1:
+                        raise
+        raise AssertionError("unreachable")

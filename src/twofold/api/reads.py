@@ -4,7 +4,9 @@ plain-peek fast path for map/filter/project reads of one index.
 Contract: `translate(name)` turns every controller error a read can raise into the API's typed
 error naming the relation read (the original stays as `__cause__`); no replica reachable is a
 `ConnectionFailed` naming the addresses. `AsyncSubscription` yields
-`Batch`es contiguous and exactly once, as the controller delivers them. `index_mfp` recognises a
+`Batch`es contiguous and exactly once, as the controller delivers them; one that ends before its
+first batch is given to its `typed` check, which may name a since that passed its start time
+(`ReadBeforeSince`) instead. `index_mfp` recognises a
 relation the replica can answer straight from one index's arrangement, fusing only what keeps
 the relation's semantics (never a map above a filter).
 """
@@ -12,7 +14,7 @@ the relation's semantics (never a map above a filter).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from twofold.api.errors import (
     DatabaseClosed,
@@ -126,18 +128,28 @@ class AsyncSubscription:
     """Async iteration over a subscribed relation's `Batch`es, contiguous and exactly once.
     `aclose()` (or leaving `async with`) stops it."""
 
-    def __init__(self, inner: Subscription, schema: Schema, name: str, as_of: int) -> None:
+    def __init__(self, inner: Subscription, schema: Schema, name: str, as_of: int,
+                 typed: Callable[[TwofoldError], TwofoldError] | None = None) -> None:
         self._inner = inner
         self.schema = schema
         self.as_of = as_of
         self._name = name
+        self._typed = typed
+        """Before the first batch: the error to raise for an ending (see the module docstring)."""
 
     def __aiter__(self) -> AsyncSubscription:
         return self
 
     async def __anext__(self) -> Batch:
-        with translate(self._name):
-            b = await self._inner.__anext__()
+        try:
+            with translate(self._name):
+                b = await self._inner.__anext__()
+        except SubscribeEnded as e:
+            better = e if self._typed is None else self._typed(e)
+            if better is e:
+                raise
+            raise better from e.__cause__ or e
+        self._typed = None
         updates = [(t, tuple(r), d) for t, r, d in (b.updates or [])]
         return Batch(self.schema, b.lower, b.upper, updates)
 
