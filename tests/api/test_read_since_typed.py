@@ -10,6 +10,9 @@ and the since, promptly — on every path that can meet it, never the untyped `Q
   since ...` (a query over it; `copy-to-t2` for a copy-to), `SubscribeEnded: subscribe to table
   't' ended: dataflow 'subscribe-t2': ...`. A default time is chosen again instead (a query, a
   copy-to) or gets the typed error (a subscribe, whose failure comes with its first batch);
+- on PostgreSQL, a given `as_of` at or after the shard's since but before the controller's own
+  reader's (a listener keeps the shard's since lower): refused up front. Before: answered while
+  that listener stayed, and failed untyped as above when it went meanwhile;
 - the same over pgwire: `SELECT ... AS OF t` and `COPY (SELECT ... AS OF t) TO STDOUT` get
   SQLSTATE 22000 with the message, not XX000.
 
@@ -99,6 +102,33 @@ def test_a_since_passing_the_time_after_the_checks_is_read_before_since(
         assert read(db, kind, tmp_path) == ROWS  # and the database reads on
 
 
+@pytest.mark.parametrize("kind", READS)
+@pytest.mark.parametrize("listener_goes", [False, True], ids=["stays", "goes"])
+def test_an_as_of_before_the_controllers_reader_is_refused_up_front(
+        kind: str, listener_goes: bool, servers: Servers, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    with opened("postgres+file", servers, tmp_path, monkeypatch) as (db, _, advance):
+        _, _, shard = parts(db)
+        low = since_of(db)
+        listener = shard.listen(low)  # another reader (a lease) keeps the shard's since here
+        try:
+            for _ in range(3):
+                advance()  # the controller's reader moves on; the shard's since stays
+            holds = db.core.holds
+            assert holds is not None
+            high = holds._readers[shard.shard_id].since.time
+            assert high is not None and high > low == since_of(db)
+            hook = once(listener.close) if listener_goes else (lambda: None)
+            with racing(db.core.controller, hook) as calls:
+                for as_of in (low, high - 1):
+                    e = refused(db, kind, tmp_path, as_of)
+                    assert (e.name, e.time, e.since) == ("table 't'", as_of, high)
+                assert not calls  # refused before anything reached the controller
+            assert read(db, kind, tmp_path, high) == ROWS  # the held since itself reads
+        finally:
+            listener.close()
+
+
 def test_over_pgwire_a_read_at_a_passed_since_is_sqlstate_22000(tmp_path: Path) -> None:
     """`SELECT ... AS OF t` and `COPY (SELECT ... AS OF t) TO STDOUT` whose since passes t
     after the checks (memory: an explicit compaction as the read reaches the controller)."""
@@ -132,6 +162,45 @@ def test_over_pgwire_a_read_at_a_passed_since_is_sqlstate_22000(tmp_path: Path) 
             assert f"cannot read table 't' at time {t}" in str(info.value), sql
             assert f"readable from time {t + 1} on" in str(info.value), sql
         assert c.execute("SELECT a, b FROM t").fetchall() == [(1, 10)]
+
+
+def test_over_pgwire_an_as_of_before_the_controllers_reader_is_sqlstate_22000(
+        servers: Servers, tmp_path: Path) -> None:
+    psycopg = pytest.importorskip("psycopg")
+    from twofold.testing.pgwire import running_server
+
+    url = servers.storage_url("postgres+file", tmp_path)
+    with running_server(url) as server, psycopg.connect(server.dsn(), autocommit=True) as c:
+        c.execute("CREATE TABLE t (a int, b int)")
+        c.execute("INSERT INTO t VALUES (1, 10)")
+        db = server.db
+        shard = db.storage.table("t").shard
+        holds = db.holds
+        deadline = time.monotonic() + 30
+        while shard.since.time in (None, 0) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the controller's first step registers its reader
+        low = shard.since.time
+        assert low is not None and low > 0
+        listener = shard.listen(low)
+        try:
+            while holds._readers[shard.shard_id].since.time == low:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)  # the controller's reader moves past low; the since stays
+            high = holds._readers[shard.shard_id].since.time
+            assert shard.since.time == low
+            for sql in (f"SELECT * FROM t AS OF {low}", f"SELECT * FROM t WHERE a > 0 AS OF {low}",
+                        f"COPY (SELECT * FROM t AS OF {low}) TO STDOUT"):
+                with pytest.raises(psycopg.Error) as info:
+                    if sql.startswith("COPY"):
+                        with c.cursor().copy(sql) as cp:
+                            list(cp)
+                    else:
+                        c.execute(sql)
+                assert info.value.sqlstate == "22000", (sql, info.value)
+                assert f"cannot read table 't' at time {low}" in str(info.value), sql
+                assert high is not None and shard.since.time == low
+        finally:
+            listener.close()
 
 
 # -- any as_of reads exactly the table at that time, or is ReadBeforeSince ---------------------

@@ -14,6 +14,11 @@ reader moving meanwhile. On memory and SQLite, where only an explicit `downgrade
 since, a default time is checked against the shards' sinces after the choice and chosen again;
 a given `as_of` that such a call passed gets `ReadBeforeSince`, as if it were passed before.
 
+A given `as_of` is refused with `ReadBeforeSince` up front when it is before where the hold
+holds a shard — the controller's own reader's since on PostgreSQL, which may be later than the
+shard's since while another reader (a listener, under a lease) keeps that lower: the time is
+readable only as long as that reader stays, which nothing here can make sure of.
+
 A since that still passes the read's time after all these checks (an explicit `downgrade_since`
 on memory/SQLite between the check and the replica's read, another controller's reader) fails
 the read at the replica; such a failure — one whose message names a since, at a time now before
@@ -91,6 +96,12 @@ class Queries(CatalogSync):
             return t
         if as_of is None:
             t = max([t, *(f.time for f in hold.since.values() if f.time is not None)])
+        else:  # before the held since: readable only while some other reader stays
+            labels = {inp.shard: inp.label for inp in rel.inputs.values()
+                      if inp.kind != "index"}
+            for shard, since in sorted(hold.since.items()):
+                if not since.less_equal(Frontier.at(as_of)):
+                    raise ReadBeforeSince(labels.get(shard, shard), as_of, since.time)
         for _ in range(RECHOOSE):
             if all(self._storage.shard(s).since.less_equal(Frontier.at(t)) for s in hold.since):
                 break
