@@ -129,6 +129,47 @@ def test_an_as_of_before_the_controllers_reader_is_refused_up_front(
             listener.close()
 
 
+def test_over_pgwire_a_read_before_the_since_is_sqlstate_22000(tmp_path: Path) -> None:
+    """The plain path (refused by the API's check): every read kind over the wire, a table's
+    and a materialized view's (before its `as_of`), and an index lookup's, which reads the
+    table instead when the index cannot answer at the time."""
+    psycopg = pytest.importorskip("psycopg")
+    from twofold.testing.pgwire import running_server
+
+    with running_server(f"memory://{tmp_path.name}-plain") as server, \
+            psycopg.connect(server.dsn(), autocommit=True) as c:
+        c.execute("CREATE TABLE t (a int, b int)")
+        c.execute("INSERT INTO t VALUES (1, 10)")
+        db = server.db
+        shard = db.storage.table("t").shard
+        t = db.now()
+        c.execute(f"SELECT * FROM t AS OF {t}")  # complete at t
+        shard.downgrade_since(t)
+        c.execute("CREATE MATERIALIZED VIEW v AS SELECT a FROM t")
+        c.execute("CREATE INDEX t_a ON t (a)")
+        view = db.get("v")
+        cases = [(f"SELECT * FROM t AS OF {t - 1}", "table 't'", t - 1, t),
+                 (f"SELECT * FROM t WHERE b > 0 AS OF {t - 1}", "table 't'", t - 1, t),
+                 (f"SELECT * FROM t WHERE a = 1 AS OF {t - 1}", "table 't'", t - 1, t),
+                 (f"COPY (SELECT * FROM t AS OF {t - 1}) TO STDOUT", "table 't'", t - 1, t),
+                 (f"COPY (SUBSCRIBE t AS OF {t - 1}) TO STDOUT", "table 't'", t - 1, t),
+                 (f"SELECT * FROM v AS OF {view.as_of - 1}", "materialized view 'v'",
+                  view.as_of - 1, view.as_of)]
+        for sql, name, at, since in cases:
+            t0 = time.monotonic()
+            with pytest.raises(psycopg.Error) as info:
+                if sql.startswith("COPY"):
+                    with c.cursor().copy(sql) as cp:
+                        list(cp)
+                else:
+                    c.execute(sql)
+            assert time.monotonic() - t0 < PROMPT
+            assert info.value.sqlstate == "22000", (sql, info.value)
+            assert f"cannot read {name} at time {at}: it is readable from time {since} on" \
+                in str(info.value), sql
+        assert c.execute(f"SELECT a, b FROM t AS OF {t}").fetchall() == [(1, 10)]
+
+
 def test_over_pgwire_a_read_at_a_passed_since_is_sqlstate_22000(tmp_path: Path) -> None:
     """`SELECT ... AS OF t` and `COPY (SELECT ... AS OF t) TO STDOUT` whose since passes t
     after the checks (memory: an explicit compaction as the read reaches the controller)."""
