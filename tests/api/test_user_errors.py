@@ -1,11 +1,15 @@
 """Least surprise in the API's errors (issue 12, item 5): colliding default aggregate names are
 a `DuplicateColumn` naming both aggregates and suggesting `.alias()`; integers outside int64 are
 a typed error naming the column and the value, and write nothing; `help(twofold)` shows the
-API."""
+API. An `as_of` outside the timestamp range is an `InvalidArgument`; a copy-to that gets no
+answer within its timeout a `QueryTimeout`, as a query."""
 
 from __future__ import annotations
 
 import pydoc
+import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,3 +89,40 @@ def test_help_twofold_shows_the_api() -> None:
                  "AuthenticationFailed", "QueryTimeout"):
         assert name in text, name
     assert "def open(" in text or "open(storage" in text  # the function itself, documented
+
+
+@pytest.mark.parametrize("as_of", [2**64, 10**30, -1, 1.5, True])
+@pytest.mark.parametrize("kind", ["query", "subscribe", "copy_to", "lookup"])
+def test_an_as_of_outside_the_timestamp_range_is_invalid_argument(
+        db: twofold.Database, tmp_path: Path, kind: str, as_of: Any) -> None:
+    """Timestamps lie in [0, 2**64); one past it was a bare `ValueError` from the protocol
+    ("a timestamp must lie in [0, 2**64), got ...")."""
+    t = db.create_table("t", {"a": int})
+    t.insert([(1,)])
+    idx = db.create_index("i", t, key="a")
+    with pytest.raises(twofold.InvalidArgument, match=r"as_of must be an int timestamp in "
+                       r"\[0, 2\*\*64 - 1\], got "):
+        if kind == "query":
+            db.query(t, as_of=as_of)
+        elif kind == "subscribe":
+            db.subscribe(t, as_of=as_of).close()
+        elif kind == "copy_to":
+            db.copy_to(t, tmp_path / "out.csv", as_of=as_of)
+        else:
+            idx.lookup(1, as_of=as_of)
+    assert db.query(t).rows == [(1,)]
+
+
+def test_a_copy_to_with_no_answer_within_its_timeout_is_query_timeout(
+        db: twofold.Database, tmp_path: Path) -> None:
+    """As a query's: before, the controller's timeout came as `QueryFailed` ("... failed: no
+    result within 0.3 s", XX000 over SQL). The copy is cancelled: the database reads on."""
+    t = db.create_table("t", {"a": int})
+    t.insert([(1,)])
+    far = db.now() + 10**9  # a future time: the copy waits for it
+    t0 = time.monotonic()
+    with pytest.raises(twofold.QueryTimeout, match=r"reading table 't': no answer within 0.3 s"):
+        db.copy_to(t, tmp_path / "out.csv", as_of=far, timeout=0.3)
+    assert time.monotonic() - t0 < 5
+    assert db.copy_to(t, tmp_path / "out.csv") == 1
+    assert db.query(t).rows == [(1,)]

@@ -15,7 +15,7 @@ from twofold.api.objects import MaterializedView
 from twofold.api.reads import translate
 from twofold.api.relation import Input, Relation
 from twofold.controller import UnknownCollection
-from twofold.protocol import Frontier, GlobalId, IndexImport, SourceImport
+from twofold.protocol import MAX_TIME, Frontier, GlobalId, IndexImport, SourceImport
 
 
 class Inputs(SessionCore):
@@ -79,8 +79,9 @@ class Inputs(SessionCore):
 
     def _choose_time(self, rel: Relation, as_of: int | None, *, ryw: bool = True) -> int:
         if as_of is not None and (isinstance(as_of, bool) or not isinstance(as_of, int)
-                                  or as_of < 0):
-            raise InvalidArgument(f"as_of must be a non-negative int timestamp, got {as_of!r}")
+                                  or not 0 <= as_of <= MAX_TIME):
+            raise InvalidArgument("as_of must be an int timestamp in [0, 2**64 - 1], got "
+                                  f"{as_of!r}")
         floor = 0
         latest: int | None = None
         for inp in rel.inputs.values():

@@ -30,6 +30,7 @@ again instead (a few times, `RECHOOSE`), as a choice the since passed before the
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +41,7 @@ from twofold.api.errors import (
     InvalidArgument,
     ObjectFailed,
     QueryFailed,
+    QueryTimeout,
     ReadBeforeSince,
     SubscribeEnded,
     TwofoldError,
@@ -52,6 +54,7 @@ from twofold.api.results import Result, expand
 from twofold.controller import copy_to_dataflow, subscribe_dataflow
 from twofold.protocol import (
     BuildDesc,
+    DataflowDescription,
     Frontier,
     Get,
     GlobalId,
@@ -284,9 +287,24 @@ class Queries(CatalogSync):
                 )
                 try:
                     with self._typed_since(rel, t, hold), translate(self._name_of(rel)):
-                        return await self._ctl.copy_to(
-                            desc, timeout=self.timeout if timeout is None else timeout)
+                        return await self._copy(rel, desc, timeout)
                 except ReadBeforeSince:  # a since passed a default time: chosen again
                     if as_of is not None or attempt == RECHOOSE - 1:
                         raise
         raise AssertionError("unreachable")
+
+    async def _copy(self, rel: Relation, desc: DataflowDescription,
+                    timeout: float | None) -> int:
+        """Run the copy-to `desc`; no result within `timeout` (default: the database's) is a
+        `QueryTimeout`, as for a query (the controller's own timeout says `CopyToFailed`), and
+        cancels it (the controller drops its dataflow)."""
+        timeout = self.timeout if timeout is None else timeout
+        bound = asyncio.timeout(timeout)
+        try:
+            async with bound:
+                return await self._ctl.copy_to(desc)
+        except TimeoutError:
+            if not bound.expired():
+                raise
+            raise QueryTimeout(f"reading {self._name_of(rel)}: no answer within {timeout} s"
+                               ) from None
