@@ -13,6 +13,9 @@ and the since, promptly — on every path that can meet it, never the untyped `Q
 - on PostgreSQL, a given `as_of` at or after the shard's since but before the controller's own
   reader's (a listener keeps the shard's since lower): refused up front. Before: answered while
   that listener stayed, and failed untyped as above when it went meanwhile;
+- on PostgreSQL, a later controller on the same storage taking the tables' hold over and
+  moving it past a read of the first as the read reaches the controller (the same failures
+  before, on PostgreSQL);
 - the same over pgwire: `SELECT ... AS OF t` and `COPY (SELECT ... AS OF t) TO STDOUT` get
   SQLSTATE 22000 with the message, not XX000.
 
@@ -127,6 +130,51 @@ def test_an_as_of_before_the_controllers_reader_is_refused_up_front(
             assert read(db, kind, tmp_path, high) == ROWS  # the held since itself reads
         finally:
             listener.close()
+
+
+@pytest.mark.parametrize("kind", READS)
+def test_a_later_controller_moving_the_since_past_a_read_is_read_before_since(
+        kind: str, servers: Servers, tmp_path: Path) -> None:
+    """A second database on the same PostgreSQL storage takes the tables' hold over (fencing
+    the first's reader, whose holds then protect nothing) and moves it past a read of the
+    first as it reaches the controller: the replica's failure is `ReadBeforeSince`."""
+    url = servers.storage_url("postgres+file", tmp_path)
+    options: dict[str, Any] = {"runtimes": "one", "tick_interval": 0.005,
+                               "retain_history": 0.0, "timeout": 10}
+    with twofold.open(url, **options) as first:
+        first.sql("CREATE TABLE t (a int, b int)")
+        first.sql("INSERT INTO t VALUES " + ", ".join(map(str, ROWS)))
+        core, ticker, _ = parts(first)
+        assert core.holds is not None
+        step = core.holds.step
+        core.holds.step = dict  # type: ignore[method-assign]  # only the test moves it
+        assert ticker.wait_for_ticks(2, timeout=10)
+        ticker.tick()
+        step()
+        at = since_of(first)
+        assert at > 0
+        with twofold.open(url, **options) as second:
+            other = second.core
+            assert other.holds is not None and other.ticker is not None
+            step2 = other.holds.step
+            other.holds.step = dict  # type: ignore[method-assign]
+            ticker2 = other.ticker
+
+            def take_over() -> None:  # until the since is past `at`
+                deadline = time.monotonic() + PROMPT
+                while since_of(first) <= at and time.monotonic() < deadline:
+                    ticker2.tick()
+                    step2()
+                    time.sleep(0.01)
+                assert since_of(first) > at
+
+            with racing(core.controller, once(take_over)) as calls:
+                e = refused(first, kind, tmp_path, at)
+            assert calls  # it reached the controller: the replica failed it
+            assert (e.name, e.time) == ("table 't'", at) and e.since is not None
+            assert at < e.since <= since_of(first)
+            since = since_of(first)
+            assert read(first, kind, tmp_path, since) == ROWS  # the first reads on
 
 
 def test_over_pgwire_a_read_before_the_since_is_sqlstate_22000(tmp_path: Path) -> None:
