@@ -314,15 +314,18 @@ steps = st.lists(st.one_of(
 ), min_size=2, max_size=10)
 
 
-@settings(max_examples=examples(25), deadline=None, suppress_health_check=list(HealthCheck))
-@given(steps)
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=list(HealthCheck))
+@given(history=steps)
 def test_any_as_of_reads_the_snapshot_or_is_read_before_since(
-        tmp_path_factory: pytest.TempPathFactory, history: list[tuple[Any, ...]]) -> None:
+        backend: str, servers: Servers, tmp_path_factory: pytest.TempPathFactory,
+        history: list[tuple[Any, ...]]) -> None:
     """`read` steps: `(kind, which, offset, race)` reads at the `which`th write's time plus
     `offset` (-1: now, the default time), racing a compaction to the `race`th write's time
     (None: none) as the read reaches the controller."""
     tmp_path = tmp_path_factory.mktemp("prop")
-    with twofold.open("memory://", runtimes="one", tick_interval=0.005, timeout=10) as db:
+    url = servers.storage_url(backend, tmp_path)
+    with twofold.open(url, runtimes="one", tick_interval=0.005, timeout=10) as db:
         db.sql("CREATE TABLE t (a int, b int)")
         table = db.get("t")
         assert isinstance(table, twofold.Table)
