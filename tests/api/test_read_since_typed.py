@@ -293,6 +293,42 @@ def test_over_pgwire_an_as_of_before_the_controllers_reader_is_sqlstate_22000(
             listener.close()
 
 
+def test_a_read_only_transaction_holds_its_tables_at_its_timestamp(
+        servers: Servers, tmp_path: Path) -> None:
+    """On PostgreSQL storage a transaction's later reads of a table, at the timestamp its first
+    read chose, are answered however long it stays open (the server holds the tables' shards
+    with it, as it holds the indexes), and the since moves on once it ends. Before: 22000
+    "cannot read table 't' at time T: it is readable from time S on" once `retain_history`
+    (1 s) had passed since the first read."""
+    psycopg = pytest.importorskip("psycopg")
+    from twofold.testing.pgwire import running_server
+
+    url = servers.storage_url("postgres+file", tmp_path)
+    with running_server(url) as server, psycopg.connect(server.dsn(), autocommit=True) as c:
+        c.execute("CREATE TABLE t (a int, b int)")
+        c.execute("INSERT INTO t VALUES (1, 10)")
+        shard = server.db.storage.table("t").shard
+        deadline = time.monotonic() + 30
+        while not shard.since.time:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)  # the controller's reader is registered and moving
+        c.execute("BEGIN READ ONLY")
+        assert c.execute("SELECT a, b FROM t").fetchall() == [(1, 10)]
+        ts = server.db.now()
+        time.sleep(2.5)  # past retain_history (1 s) and more than one step of the reader
+        with psycopg.connect(server.dsn(), autocommit=True) as other:
+            other.execute("INSERT INTO t VALUES (2, 20)")  # after the timestamp: not seen
+        assert c.execute("SELECT a, b FROM t").fetchall() == [(1, 10)]
+        assert c.execute("SELECT a, b FROM t WHERE a > 0").fetchall() == [(1, 10)]
+        since = shard.since.time
+        assert since is not None and since <= ts
+        c.execute("COMMIT")
+        assert sorted(c.execute("SELECT a, b FROM t").fetchall()) == [(1, 10), (2, 20)]
+        while shard.since.time is not None and shard.since.time <= ts:
+            assert time.monotonic() < deadline + 30
+            time.sleep(0.05)  # released: the since moves on
+
+
 # -- any as_of reads exactly the table at that time, or is ReadBeforeSince ---------------------
 
 

@@ -37,6 +37,7 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -147,9 +148,14 @@ def release(s: Any) -> None:
 
 
 def _hold(db: Any, tx: Transaction) -> None:
-    """Hold every index readable at the transaction's timestamp there."""
+    """Hold every index readable at the transaction's timestamp there, and every table's
+    shard where its since is now (a `SinceHold`: on PostgreSQL the controller's reader then
+    stays at or before the timestamp until the transaction ends; before, a read-only
+    transaction's reads of a table failed with `ReadBeforeSince` once `retain_history` had
+    passed since its first)."""
     from twofold.controller import UnknownCollection
     from twofold.controller.holds import HoldError
+    from twofold.storage import StorageError
 
     ts = tx.timestamp
     assert ts is not None
@@ -161,12 +167,26 @@ def _hold(db: Any, tx: Transaction) -> None:
         except (HoldError, UnknownCollection):
             continue  # compacted past it already, or dropped: a read of it will say so
         tx.held.append((idx.id, ts))
+    holds = getattr(db, "holds", None)
+    if holds is None:
+        return
+    shards = sorted({inp.shard for name in db.tables() for inp in db.get(name).inputs.values()
+                     if inp.kind != "index" and inp.shard is not None})
+    if shards:
+        with contextlib.suppress(StorageError):  # a table dropped meanwhile: its read says so
+            tx.held.append(holds.hold(shards))
 
 
 def _release(db: Any, held: list[Any]) -> None:
+    from twofold.storage.holds import SinceHold
+
     ctl = db._ctl
-    for gid, ts in held:
-        ctl.release_hold(gid, ts)
+    for item in held:
+        if isinstance(item, SinceHold):
+            item.release()
+        else:
+            gid, ts = item
+            ctl.release_hold(gid, ts)
 
 
 # -- statements ------------------------------------------------------------------------------
