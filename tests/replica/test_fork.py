@@ -6,6 +6,7 @@ threads forever. Shared fate for a forked child is in `test_fate.py` (its served
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,7 @@ async def test_twofold_replica_starts_its_maintenance_process_as_asked(
         (child,) = children(rp.proc.pid)
         forked = _cmdline(child) == _cmdline(rp.proc.pid)
         assert forked == (start == "fork"), _cmdline(child)
+        assert os.getsid(child) == child  # a session (a CPU scheduling group) of its own
         assert memfds_of(child), "the maintenance process shares no batches"
         t.insert([[k, "w"] for k in range(5_000, 5_500)])
         await c.wait_for_frontier(IDX, t.upper)
@@ -69,3 +71,21 @@ async def test_a_process_whose_polars_pool_runs_spawns_instead_of_forking() -> N
     finally:
         await replica.close()
         storage.close()
+
+
+@pytest.mark.parametrize("own", [True, False])
+async def test_the_maintenance_process_leads_a_session_of_its_own_unless_told(
+        own: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its own session is its own autogroup where the kernel groups by session: a front
+    # saturated by its readers no longer takes maintenance's share of the cores (`start.py`).
+    if not own:
+        monkeypatch.setenv("TWOFOLD_MAINTENANCE_SESSION", "0")
+    replica = Replica(sqlite_url(f"session-{own}"), "two", placement="processes")
+    try:
+        await replica.start()
+        proc = replica.maintenance_process
+        assert proc is not None and proc.pid is not None
+        assert (os.getsid(proc.pid) == proc.pid) == own
+        assert (os.getsid(proc.pid) == os.getsid(0)) == (not own)
+    finally:
+        await replica.close()

@@ -35,6 +35,7 @@ from twofold.engine.functions import (
     float_div,
     text_to_float,
 )
+from twofold.engine.narrow import NARROW_FUNCTIONS, compile_narrow
 from twofold.engine.typecheck import expr_type, typecheck_expr
 from twofold.protocol import Call, Column, ColumnType, Expr, Literal, MapFilterProject
 from twofold.protocol.codec import encode
@@ -193,6 +194,8 @@ class _Compiler:
             return value, _first(errs[0], err)
         if func in MATH_FUNCTIONS or func in STRING_FUNCTIONS:
             return compile_function(func, vals, errs)
+        if func in NARROW_FUNCTIONS:
+            return compile_narrow(func, vals[0], errs[0], scalars[0])
         if func in ("round", "floor", "ceil", "substr", "trim", "ltrim", "rtrim", "error"):
             return self.sql_function(func, args, vals, errs, scalars)
         raise TypeError(f"unknown function {func!r}")

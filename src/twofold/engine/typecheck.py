@@ -113,6 +113,15 @@ def _call_type(func: str, tys: list[Ty], where: str) -> Ty:
     if func in ("cast_int", "cast_float", "cast_str"):
         _require(tys, _CASTABLE, where, "bool, int, float or str")
         return ({"cast_int": "int", "cast_float": "float"}.get(func, "str"), nullable)
+    if func in ("check_int2", "check_int4"):
+        _require(tys, {"int"}, where, "int")
+        return ("int", nullable)
+    if func == "round_float4":
+        _require(tys, _NUMERIC, where, "int or float")
+        return ("float", nullable)
+    if func == "float4_text":
+        _require(tys, {"float"}, where, "float")
+        return ("str", nullable)
     if func in ("round", "floor", "ceil"):
         _require(tys, _NUMERIC, where, "int or float")
         if func == "round":

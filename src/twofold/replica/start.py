@@ -27,6 +27,22 @@ from typing import Literal, Protocol
 
 StartMethod = Literal["spawn", "fork"]
 
+SESSION_ENV = "TWOFOLD_MAINTENANCE_SESSION"
+
+
+def own_session() -> bool:
+    """Whether the maintenance process starts a session of its own (`setsid`): on by default,
+    `TWOFOLD_MAINTENANCE_SESSION=0` keeps it in the front's, for measuring. Where the kernel
+    groups processes by session for CPU shares (`CONFIG_SCHED_AUTOGROUP`, on this machine and
+    on most desktop kernels), a session is a scheduling group of its own: under contention
+    maintenance then gets a group's share of the cores instead of a share of the front's
+    group, where a front saturated by its readers (the embedded placement: the user's loop
+    answering lookups without pause) took most of it. The child still dies with the front
+    (`PR_SET_PDEATHSIG`, the socket's end) and no longer receives the terminal's signals,
+    which the front handles by closing the link (`docs/architecture.md`: the measurements)."""
+    return os.environ.get(SESSION_ENV, "1") != "0"
+
+
 _POOL_THREADS = re.compile(r"polars-\d|tokio-rt-worker|async-executor")
 """Names of library pool threads whose presence makes a fork unsafe (`fork_is_safe`): polars'
 compute pool (`polars-0`, ...; not its `polars-ooc-cleanup` thread, started at import) and its
@@ -109,7 +125,8 @@ def spawn(child: socket.socket, storage_url: str | None, *, poll_interval: float
             "--log-level", logging.getLevelName(logging.getLogger().getEffectiveLevel())]
     if storage_url is not None:
         args += ["--storage", storage_url]
-    return subprocess.Popen(args, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL)
+    return subprocess.Popen(args, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
+                            start_new_session=own_session())
 
 
 def fork(front: socket.socket, child: socket.socket, storage_url: str | None, *,
@@ -119,6 +136,7 @@ def fork(front: socket.socket, child: socket.socket, storage_url: str | None, *,
     from twofold.replica import maintenance
 
     parent = os.getpid()
+    session = own_session()
     gc.collect()
     gc.freeze()  # inherited objects stay out of the child's collections: pages stay shared
     try:
@@ -130,6 +148,8 @@ def fork(front: socket.socket, child: socket.socket, storage_url: str | None, *,
         code = 1
         try:
             front.close()
+            if session:
+                os.setsid()
             maintenance.reset_inherited_signals()
             maintenance.prepare(parent, nice)
             code = maintenance.serve(child, storage_url, poll_interval=poll_interval)
