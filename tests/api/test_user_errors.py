@@ -126,3 +126,14 @@ def test_a_copy_to_with_no_answer_within_its_timeout_is_query_timeout(
     assert time.monotonic() - t0 < 5
     assert db.copy_to(t, tmp_path / "out.csv") == 1
     assert db.query(t).rows == [(1,)]
+
+
+@pytest.mark.parametrize("up_to", [2**64, 2**70, -1, "x", 1.5, True])
+def test_a_subscribe_up_to_outside_the_timestamp_range_is_invalid_argument(
+        db: twofold.Database, up_to: Any) -> None:
+    """Before: past 2**64 a bare `ValueError` from the protocol, a string a `TypeError`
+    ("'<=' not supported ..."), -1 / 1.5 / True "must be after the start time"."""
+    t = db.create_table("t", {"a": int})
+    with pytest.raises(twofold.InvalidArgument, match=r"subscribe: up_to must be an int "
+                       r"timestamp in \[0, 2\*\*64 - 1\], got "):
+        db.subscribe(t, up_to=up_to).close()

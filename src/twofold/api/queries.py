@@ -53,6 +53,7 @@ from twofold.api.relation import Relation
 from twofold.api.results import Result, expand
 from twofold.controller import copy_to_dataflow, subscribe_dataflow
 from twofold.protocol import (
+    MAX_TIME,
     BuildDesc,
     DataflowDescription,
     Frontier,
@@ -242,6 +243,10 @@ class Queries(CatalogSync):
         `snapshot=False`), then a `Batch` per step. Ends at `up_to` if given."""
         await self._install()  # dataflows adopted on the loop thread (see catalog_sync)
         rel = self._check_relation(relation, "subscribe")
+        if up_to is not None and (isinstance(up_to, bool) or not isinstance(up_to, int)
+                                  or not 0 <= up_to <= MAX_TIME):
+            raise InvalidArgument("subscribe: up_to must be an int timestamp in "
+                                  f"[0, 2**64 - 1], got {up_to!r}")
         name = self._name_of(rel)
         # Held until the controller has the dataflow: its as_of then holds the shards.
         with self._hold_reads(rel) as hold:
