@@ -154,17 +154,18 @@ def test_result_types_and_values_as_postgres(server: ServerHandle, postgres: tup
         assert g == w
 
 
-def test_expressions_are_announced_as_the_engine_computes_them(server: ServerHandle,
-                                                               name: str) -> None:
-    """Where PostgreSQL's type is not a declared column's (docs/sql.md): arithmetic is
-    64-bit here (int4 + int4 is int8, not int4), sum(real) and avg are float8, a literal is
-    int8 — the values are what twofold computes, so the announced type says so."""
+def test_expressions_are_announced_with_postgres_types(server: ServerHandle,
+                                                        name: str) -> None:
+    """Expressions have PostgreSQL's types (docs/sql.md, twofold.sql.pgtypes): int4 + int4
+    is int4 (checked in that range), -smallint int2, a literal int4, real * integer float8,
+    sum(real) real; avg is float8 (PostgreSQL's numeric: the documented deviation)."""
     with psycopg.connect(server.dsn(), autocommit=True) as c:
         c.execute(f"CREATE TABLE {name} (a integer, b smallint, c real)")
         cur = c.execute(f"SELECT a + a, -b, abs(a), c * 2, sum(c), avg(a), 1, "
-                        f"COALESCE(a, 0) FROM {name} GROUP BY a, b, c")
+                        f"COALESCE(a, 0), a + 1::bigint FROM {name} GROUP BY a, b, c")
         assert cur.description is not None
-        assert [d.type_code for d in cur.description] == [20, 20, 20, 701, 701, 701, 20, 20]
+        assert [d.type_code for d in cur.description] == [23, 21, 23, 701, 700, 701, 23, 23,
+                                                          20]
 
 
 def test_type_codes_name_the_declared_types(server: ServerHandle, name: str) -> None:
@@ -172,9 +173,9 @@ def test_type_codes_name_the_declared_types(server: ServerHandle, name: str) -> 
     with psycopg.connect(server.dsn(), autocommit=True) as c:
         c.execute(f"CREATE TABLE {name} (a integer, b smallint, c real, d bigint, "
                   "e double precision, f varchar(3))")
-        cur = c.execute(f"SELECT a, b, c, d, e, f, a + a FROM {name}")
+        cur = c.execute(f"SELECT a, b, c, d, e, f, a + a, a + d FROM {name}")
         assert cur.description is not None
-        assert [d.type_code for d in cur.description] == [23, 21, 700, 20, 701, 1043, 20]
+        assert [d.type_code for d in cur.description] == [23, 21, 700, 20, 701, 1043, 23, 20]
         c.execute(f"INSERT INTO {name} VALUES (1, 2, 0.1, 4, 0.1, 'x')")
         assert c.execute(f"SELECT c, c = 0.1, c::float8 FROM {name}").fetchone() == (
             0.1, False, float(np.float32(0.1)))

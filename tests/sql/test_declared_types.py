@@ -138,22 +138,22 @@ def test_integer_range_on_update_against_postgres(db: twofold.Database, pg: Any,
 
 def test_views_and_indexes_record_their_declared_types_durably(tmp_path: Path) -> None:
     """CREATE VIEW / MATERIALIZED VIEW / INDEX record their columns' declared types (an
-    expression's: its engine scalar's), and a query over them carries them in its result
+    expression's: its PostgreSQL type, `a + b` integer, `a + d` bigint), and a query over them carries them in its result
     schema after a reopen too (`wire_type`: what a pgwire server announces)."""
     from twofold.sql.types import wire_type
 
     path = str(tmp_path / "v.db")
     with twofold.open(path) as database:
         database.sql("CREATE TABLE u (a integer, b smallint, c real, d bigint)")
-        database.sql("CREATE VIEW uv AS SELECT a, c, a + b AS s FROM u")
+        database.sql("CREATE VIEW uv AS SELECT a, c, a + b AS s, a + d AS w FROM u")
         database.sql("CREATE MATERIALIZED VIEW um AS SELECT b, max(c) AS m FROM u GROUP BY b")
         database.sql("CREATE INDEX ui ON u (a)")
     with twofold.open(path) as database:
         entries = database.core._entries
-        assert entries["uv"].pg_types == ["int4", "float4", "int8"]
+        assert entries["uv"].pg_types == ["int4", "float4", "int4", "int8"]
         assert entries["um"].pg_types == ["int2", "float4"]
         assert entries["ui"].pg_types == ["int4", "int2", "float4", "int8"]
-        for query, want in [("SELECT * FROM uv", ["int4", "float4", "int"]),
+        for query, want in [("SELECT * FROM uv", ["int4", "float4", "int4", "int"]),
                             ("SELECT * FROM um", ["int2", "float4"]),
                             ("SELECT * FROM ui", ["int4", "int2", "float4", "int"]),
                             ("SELECT v.a, m.m FROM uv v JOIN um m ON v.a = m.b",

@@ -27,6 +27,7 @@ from twofold.protocol import Literal as PLiteral
 from twofold.sql.errors import FeatureNotSupported, SqlSyntaxError
 from twofold.sql.exprs import AGGREGATES, AggContext, B, Binder, call, node_key
 from twofold.sql.names import output_name
+from twofold.sql.pgtypes import col_pg, narrow
 from twofold.sql.scope import NULL, Col, Outer, Rel, Scope
 
 if TYPE_CHECKING:
@@ -160,7 +161,7 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
         if isinstance(e, Column):
             return e.index
         maps.append(e)
-        cols.append(Col("?expr?", s, n, hidden=True))
+        cols.append(Col("?expr?", s, n, hidden=True, pg=col_pg(b)))
         return len(cols) - 1
 
     key_pos = list(corr_pos)
@@ -256,6 +257,7 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
     finish: list[PExpr] = []
     out_cols = [replace(cols[k], hidden=cols[k].hidden) for k in key_pos]
     for (func, src_pos, _, s, _), slot, a in zip(agg_specs, slots, aggs, strict=True):
+        src_pg = cols[src_pos].pg if src_pos is not None else None
         if func == "avg":
             total = call("cast_float", Column(index=nk + slot[0]))
             n: PExpr = Column(index=nk + slot[1])
@@ -271,15 +273,17 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
             finish.append(call("coalesce", c, PLiteral(value=0)) if padded else c)
             out_cols.append(Col(output_name(a), "int", False, hidden=True))
         else:
-            finish.append(Column(index=nk + slot[0]))
+            # min/max of an int2/int4/real is of its type (of varchar: text, as PostgreSQL's
+            # min(text)); sum of int2/int4 is int8 (as in PostgreSQL), of real real: the
+            # exact sum rounded to single precision (22003 when that overflows).
+            pg = src_pg if func in ("min", "max") or (func == "sum" and src_pg == "float4") \
+                else None
+            pg = pg if pg in ("int2", "int4", "float4") else None
+            result: PExpr = Column(index=nk + slot[0])
+            finish.append(narrow(result, pg) if func == "sum" else result)
             # NULL only where a group has no non-NULL value: a global aggregate over no rows,
             # or a nullable input.
             nullable = not group_nodes or src_pos is None or cols[src_pos].nullable
-            # min/max of a declared number column is of its type (of varchar: text, as
-            # PostgreSQL's min(text)); sum of int4 is int8 here as in PostgreSQL, sum of real
-            # float8 here and real there (docs/sql.md).
-            pg = cols[src_pos].pg if src_pos is not None and func in ("min", "max") else None
-            pg = pg if pg in ("int2", "int4", "float4") else None
             out_cols.append(Col(output_name(a), "int" if s == NULL else s, nullable,
                                 hidden=True, pg=pg))
     width = nk + len(aggregates)

@@ -185,7 +185,9 @@ class BuiltinBinders:
         if node.args.get("position") is not None or node.args.get("occurrence") is not None:
             raise FeatureNotSupported("position with a start or an occurrence is not supported")
         bs = self._typed("strpos", [node.this, node.args["substr"]], ["str", "str"])
-        return self._apply("strpos", bs, "int")
+        from twofold.sql.pgtypes import typed
+
+        return typed(self._apply("strpos", bs, "int"), "int4")  # an integer in PostgreSQL
 
     def _SplitPart(self, node: exp.SplitPart) -> B:
         args = [node.this, node.args.get("delimiter"), node.args.get("part_index")]

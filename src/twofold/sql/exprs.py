@@ -39,6 +39,7 @@ from twofold.sql.errors import (
     UndefinedFunction,
 )
 from twofold.sql.functions import FunctionBinders
+from twofold.sql.pgtypes import Typed, arith_pg, fits_int4, narrow, narrow_literal, pg_of
 from twofold.sql.scope import NULL, Scope
 from twofold.sql.types import type_name
 
@@ -97,7 +98,7 @@ class Binder(FunctionBinders, BuiltinBinders):
             slot = self.agg.exprs.get(node_key(node))
             if slot is not None:
                 c = self.scope.rel.cols[slot]
-                return Column(index=slot), c.scalar, c.nullable
+                return Typed(Column(index=slot), c.scalar, c.nullable, c.pg)
         method = getattr(self, f"_{type(node).__name__}", None)
         if method is not None:
             out = cast(B, method(node))
@@ -135,18 +136,18 @@ class Binder(FunctionBinders, BuiltinBinders):
         if self.agg is not None:
             i, col = self.agg.pre.lookup(qual, node.name)
             if i == -1:
-                return typed_null(col.scalar), col.scalar, True
+                return Typed(typed_null(col.scalar), col.scalar, True, col.pg)
             out = self.agg.cols.get(i)
             if out is None:
                 label = f"{qual}.{node.name}" if qual else node.name
                 raise GroupingError(f"column {label!r} must appear in the GROUP BY clause or "
                                     "be used in an aggregate function")
             c = self.scope.rel.cols[out]
-            return Column(index=out), c.scalar, c.nullable
+            return Typed(Column(index=out), c.scalar, c.nullable, c.pg)
         i, col = self.scope.lookup(qual, node.name)
         if i == -1:  # a correlated reference while the subquery's correlation is found
-            return typed_null(col.scalar), col.scalar, True
-        return Column(index=i), col.scalar, col.nullable
+            return Typed(typed_null(col.scalar), col.scalar, True, col.pg)
+        return Typed(Column(index=i), col.scalar, col.nullable, col.pg)
 
     def _Literal(self, node: exp.Literal) -> B:
         if node.is_string:
@@ -158,6 +159,9 @@ class Binder(FunctionBinders, BuiltinBinders):
             value = float(text)
         if isinstance(value, int) and not -(2**63) <= value < 2**63:
             value = float(value)  # PostgreSQL makes it numeric; the nearest double here
+        if isinstance(value, int):  # integer if it fits, else bigint (PostgreSQL's rule)
+            return Typed(PLiteral(value=value), "int", False,
+                         "int4" if fits_int4(value) else "int8")
         return PLiteral(value=value), _PY[type(value)], False
 
     def _Null(self, node: exp.Null) -> B:
@@ -184,13 +188,26 @@ class Binder(FunctionBinders, BuiltinBinders):
     # -- operators --------------------------------------------------------------------------
 
     def _pair(self, a: exp.Expr, b: exp.Expr, op: str) -> tuple[B, B]:
-        """Bind two operands, giving a string literal the other operand's type."""
+        """Bind two operands, giving a string literal the other operand's type (its
+        PostgreSQL type too: `int_col = '3000000000'` is 22003, `real_col = '0.1'` compares
+        with the float4 0.1)."""
         ba, bb = self.bind(a), self.bind(b)
         if ba[1] == "str" and bb[1] not in ("str", NULL) and isinstance(a, exp.Literal):
-            ba = self._retype(a, bb[1])
+            ba = self.retype_as(a, bb)
         elif bb[1] == "str" and ba[1] not in ("str", NULL) and isinstance(b, exp.Literal):
-            bb = self._retype(b, ba[1])
+            bb = self.retype_as(b, ba)
         return ba, bb
+
+    def retype_as(self, lit: exp.Literal, other: B) -> B:
+        """The quoted literal `lit` as a constant of `other`'s type (scalar and PostgreSQL
+        type: range-checked for int2/int4, rounded for float4)."""
+        return self.retype_pg(lit, other[1], pg_of(other))
+
+    def retype_pg(self, lit: exp.Literal, scalar: str, pg: str | None) -> B:
+        e, s, n = self._retype(lit, scalar)
+        if isinstance(e, PLiteral):
+            e = PLiteral(value=narrow_literal(e.value, pg, str(lit.this).strip()))
+        return Typed(e, s, n, pg)
 
     def _retype(self, lit: exp.Literal, scalar: str) -> B:
         if scalar == "bytes":
@@ -222,21 +239,30 @@ class Binder(FunctionBinders, BuiltinBinders):
 
     def _arith(self, node: exp.Binary) -> B:
         func, op = _ARITH[type(node)]
-        (ea, sa, na), (eb, sb, nb) = self._pair(node.this, node.expression, op)
+        ba, bb = self._pair(node.this, node.expression, op)
+        (ea, sa, na), (eb, sb, nb) = ba, bb
         if sa not in _NUMERIC or sb not in _NUMERIC:
             raise self._operator_error(op, sa, sb)
         scalar = "float" if "float" in (sa, sb) else "int"
-        return call(func, ea, eb), scalar, na or nb
+        # PostgreSQL's result type (integer + integer is integer): checked or rounded to it.
+        pg = arith_pg(pg_of(ba), pg_of(bb))
+        e = call(func, ea, eb)
+        return Typed(e if func == "mod" else narrow(e, pg), scalar, na or nb, pg)
 
     _Add = _Sub = _Mul = _Div = _Mod = _arith
 
     def _Neg(self, node: exp.Neg) -> B:
-        e, s, n = self.bind(node.this)
+        b = self.bind(node.this)
+        e, s, n = b
         if s not in _NUMERIC:
             raise self._operator_error("-", s)
+        pg = pg_of(b) if s != NULL else None
         if isinstance(e, PLiteral) and e.value is not None:
-            return PLiteral(value=-e.value), s, n
-        return call("neg", e), "int" if s == NULL else s, n
+            v = -e.value
+            if type(v) is int and isinstance(node.this, exp.Literal):
+                pg = "int4" if fits_int4(v) else "int8"  # -2147483648 is an integer
+            return Typed(PLiteral(value=v), s, n, pg)
+        return Typed(narrow(call("neg", e), pg), "int" if s == NULL else s, n, pg)
 
     def _compare(self, node: exp.Binary) -> B:
         (ea, sa, na), (eb, sb, nb) = self._pair(node.this, node.expression, "=")
@@ -321,9 +347,9 @@ class Binder(FunctionBinders, BuiltinBinders):
         parts = []
         nullable = False
         for side in (node.this, node.expression):
-            e, s, n = self.bind(side)
-            nullable = nullable or n
-            parts.append(e if s in ("str", NULL) else self.planner.cast_expr(e, s, "str"))
+            b = self.bind(side)
+            nullable = nullable or b[2]
+            parts.append(self.text_of(b))
         return call("concat", *parts), "str", nullable
 
     # -- subqueries -------------------------------------------------------------------------

@@ -19,8 +19,15 @@ from twofold.api.joins import typed_null
 from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
 from twofold.sql.errors import FeatureNotSupported, UndefinedFunction
+from twofold.sql.pgtypes import Typed, base, fits, narrow, pg_of
 from twofold.sql.scope import NULL
-from twofold.sql.types import FUNCTIONS_UNSUPPORTED, sql_type, type_name
+from twofold.sql.types import (
+    FUNCTIONS_UNSUPPORTED,
+    declared_type,
+    sql_type,
+    type_name,
+    unify_declared,
+)
 
 if TYPE_CHECKING:
     from twofold.sql.planner import Planner
@@ -41,6 +48,29 @@ class FunctionBinders:
         def condition(self, node: exp.Expr, what: str) -> PExpr: ...
         def _retype(self, lit: exp.Literal, scalar: str) -> B: ...
         def degree_function(self, node: exp.Anonymous, name: str) -> B: ...
+        def retype_pg(self, lit: exp.Literal, scalar: str, pg: str | None) -> B: ...
+
+    def unified(self, bs: list[B], scalar: str) -> tuple[list[PExpr], str | None]:
+        """The expressions of `bs` coerced to their common `scalar` and PostgreSQL type (int2
+        with int4 is int4, integer with real real: `unify_declared`), and that type: a value
+        made real is rounded to single precision, as PostgreSQL's cast does."""
+        pg = unify_declared([pg_of(b) if b[1] != NULL else None for b in bs],
+                            [b[1] for b in bs])
+        out = []
+        for b in bs:
+            e = self.planner.coerce(b, scalar)
+            if pg == "float4" and b[1] != NULL and base(pg_of(b)) != "float4":
+                e = narrow(b[0] if b[1] == "int" else e, pg)  # an int rounded once
+            out.append(e)
+        return out, pg
+
+    def text_of(self, b: B) -> PExpr:
+        """`b`'s value as text, as PostgreSQL's output function writes it (a real's
+        float4out: `0.1`, not the double's digits)."""
+        if b[1] == "float" and base(pg_of(b)) == "float4":
+            out: PExpr = call("float4_text", b[0])
+            return out
+        return b[0] if b[1] in ("str", NULL) else self.planner.cast_expr(b[0], b[1], "str")
 
     # -- CASE, casts, functions ---------------------------------------------------------------
 
@@ -57,22 +87,41 @@ class FunctionBinders:
         otherwise: B = self.bind(default) if default is not None else (
             PLiteral(value=None), NULL, True)
         scalar = unify(self, [b[1] for _, b in branches] + [otherwise[1]], "CASE")
-        out = self.planner.coerce(otherwise, scalar)
+        results, pg = self.unified([*(b for _, b in branches), otherwise], scalar)
+        out = results[-1]
         nullable = otherwise[2]
-        for cond, b in reversed(branches):
-            out = call("if", cond, self.planner.coerce(b, scalar), out)
+        for (cond, b), e in zip(reversed(branches), reversed(results[:-1]), strict=True):
+            out = call("if", cond, e, out)
             nullable = nullable or b[2]
-        return out, scalar, nullable
+        return Typed(out, scalar, nullable, pg)
 
     def _If(self, node: exp.If) -> B:
         return self._Case(exp.Case(ifs=[node], default=node.args.get("false")))
 
     def _Cast(self, node: exp.Cast) -> B:
-        e, s, n = self.bind(node.this)
-        target = sql_type(node.args["to"])
+        """PostgreSQL's cast to the target type: to smallint/integer range-checked (22003),
+        to real rounded to single precision (22003 on overflow/underflow), of a real to text
+        float4out's digits; the result has the target's PostgreSQL type."""
+        b = self.bind(node.this)
+        e, s, n = b
+        to = node.args["to"]
+        target = sql_type(to)
+        pg: str | None = declared_type(to)
+        if target == "str":
+            # varchar(n)/char(n) lengths are not enforced, so only a plain varchar is one.
+            pg = "varchar" if pg == "varchar" or (
+                base(pg) == "varchar" and base(pg_of(b)) == "varchar" and pg == pg_of(b)) \
+                else "text"
         if s == "str" and isinstance(node.this, exp.Literal) and target != "str":
-            return self._retype(node.this, target)
-        return self.planner.cast_expr(e, s, target), target, n
+            return self.retype_pg(node.this, target, pg)
+        if target == "str" and s != NULL:
+            return Typed(self.text_of(b), target, n, pg)
+        if pg == "float4" and s == "int":
+            return Typed(narrow(e, pg), target, n, pg)  # rounded once, from the integer
+        out = self.planner.cast_expr(e, s, target)
+        if s != NULL and not fits(pg_of(b), pg):
+            out = narrow(out, pg)
+        return Typed(out, target, n, pg)
 
     _TryCast = _Cast
 
@@ -90,22 +139,24 @@ class FunctionBinders:
         return [self.planner.coerce(b, scalar) for b in bs], scalar, bs
 
     def _Coalesce(self, node: exp.Coalesce) -> B:
-        es, scalar, bs = self._variadic(node, "COALESCE")
-        return call("coalesce", *es), scalar, all(b[2] for b in bs)
+        _, scalar, bs = self._variadic(node, "COALESCE")
+        es, pg = self.unified(bs, scalar)
+        return Typed(call("coalesce", *es), scalar, all(b[2] for b in bs), pg)
 
     def _Nullif(self, node: exp.Nullif) -> B:
-        es, scalar, bs = self._variadic(node, "NULLIF")
-        a, b = es
-        return call("if", call("eq", a, b), typed_null(scalar), a), scalar, bs[0][2]
+        _, scalar, bs = self._variadic(node, "NULLIF")
+        (a, b), pg = self.unified(bs, scalar)
+        return Typed(call("if", call("eq", a, b), typed_null(scalar), a), scalar, bs[0][2], pg)
 
     def _extreme(self, node: exp.Expr, func: str) -> B:
-        es, scalar, bs = self._variadic(node, func.upper())
+        _, scalar, bs = self._variadic(node, func.upper())
+        es, pg = self.unified(bs, scalar)
         # PostgreSQL's GREATEST/LEAST ignore NULL arguments (NULL only when all are).
         out = es[0]
         for e in es[1:]:
             better = call("gt" if func == "greatest" else "lt", e, out)
             out = call("if", call("or", call("is_null", out), better), e, out)
-        return out, scalar, all(b[2] for b in bs)
+        return Typed(out, scalar, all(b[2] for b in bs), pg)
 
     def _Greatest(self, node: exp.Greatest) -> B:
         return self._extreme(node, "greatest")
@@ -118,8 +169,9 @@ class FunctionBinders:
         e, s, n = bs[0]
         if s not in _NUMERIC:
             raise UndefinedFunction(f"function {func}({type_name(s)}) does not exist")
-        if func == "abs":
-            return call("abs", e), s, n
+        if func == "abs":  # abs(integer) is an integer: abs(-2147483648) is out of range
+            pg = pg_of(bs[0]) if s != NULL else None
+            return Typed(narrow(call("abs", e), pg), s, n, pg)
         if s in ("int", NULL) and keep_int:
             return e, "int", n
         digits: PExpr = PLiteral(value=0)
@@ -149,8 +201,9 @@ class FunctionBinders:
         e, s, n = self.bind(node.this)
         if s not in ("str", NULL):
             raise UndefinedFunction(f"function {func}({type_name(s)}) does not exist")
-        out = "int" if func == "length" else "str"
-        return call(func, e), out, n
+        if func == "length":  # PostgreSQL's length is an integer
+            return Typed(call(func, e), "int", n, "int4")
+        return call(func, e), "str", n
 
     def _Length(self, node: exp.Length) -> B:
         return self._string_fn(node, "length")
@@ -184,8 +237,7 @@ class FunctionBinders:
 
     def _Concat(self, node: exp.Concat) -> B:
         bs = self._args(node)
-        parts = [b[0] if b[1] in ("str", NULL) else self.planner.cast_expr(b[0], b[1], "str")
-                 for b in bs]
+        parts = [self.text_of(b) for b in bs]
         # PostgreSQL's concat() skips NULL arguments.
         out: PExpr = PLiteral(value="")
         for p in parts:
@@ -196,8 +248,7 @@ class FunctionBinders:
         bs = [self.bind(a) for a in node.expressions]
         if len(bs) < 2:
             raise UndefinedFunction("function concat_ws() needs a separator and a value")
-        parts = [b[0] if b[1] in ("str", NULL) else self.planner.cast_expr(b[0], b[1], "str")
-                 for b in bs]
+        parts = [self.text_of(b) for b in bs]
         sep, values = parts[0], parts[1:]
         # PostgreSQL's concat_ws skips NULL values; a NULL separator makes the result NULL.
         acc: PExpr = typed_null("str")

@@ -35,8 +35,9 @@ from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
 from twofold.sql.errors import FeatureNotSupported, SqlSyntaxError, UndefinedTable
 from twofold.sql.exprs import B, Binder, call, parameter_value, unify
+from twofold.sql.pgtypes import narrow, pg_of
 from twofold.sql.scope import NULL, Col, Outer, Rel, Scope
-from twofold.sql.types import type_name, unify_declared
+from twofold.sql.types import check_declared, type_name, unify_declared
 
 
 @dataclass
@@ -173,8 +174,10 @@ class Planner:
                                  f"({len(left.cols)} and {len(right.cols)})")
         scalars = [unify(None, [a.scalar, b.scalar], kind) for a, b in
                    zip(left.cols, right.cols, strict=True)]
-        lplan = self._coerce_rel(left, scalars)
-        rplan = self._coerce_rel(right, scalars)
+        pgs = [unify_declared([a.pg, b.pg], [a.scalar, b.scalar])
+               for a, b in zip(left.cols, right.cols, strict=True)]
+        lplan = self._coerce_rel(left, scalars, pgs)
+        rplan = self._coerce_rel(right, scalars, pgs)
         distinct = node.args.get("distinct", True) is not False
         if kind == "UNION":
             plan: Any = UnionAll(inputs=[lplan, rplan])
@@ -189,8 +192,8 @@ class Planner:
                 lplan, rplan = Distinct(input=lplan), Distinct(input=rplan)
             plan = intersect_all(lplan, rplan)
         cols = [replace(a, scalar=s, nullable=a.nullable or b.nullable, qual=None, hidden=False,
-                        pg=unify_declared([a.pg, b.pg], [a.scalar, b.scalar]))
-                for a, b, s in zip(left.cols, right.cols, scalars, strict=True)]
+                        pg=pg) for a, b, s, pg in zip(left.cols, right.cols, scalars, pgs,
+                                                      strict=True)]
         rel = Rel(plan, cols, {**left.inputs, **right.inputs})
         if node.args.get("order") or node.args.get("limit") or node.args.get("offset"):
             from twofold.sql.select import order_and_limit
@@ -198,13 +201,19 @@ class Planner:
             return order_and_limit(self, node, rel, corr)
         return Planned(rel, [], len(cols))
 
-    def _coerce_rel(self, rel: Rel, scalars: list[str]) -> Any:
+    def _coerce_rel(self, rel: Rel, scalars: list[str], pgs: list[str | None]) -> Any:
+        """`rel`'s plan with its columns as `scalars` and PostgreSQL types `pgs` (a column
+        made real is rounded to single precision, as PostgreSQL's conversion)."""
         maps: list[PExpr] = []
         project: list[int] = []
         n = len(rel.cols)
-        for j, (c, s) in enumerate(zip(rel.cols, scalars, strict=True)):
-            if c.scalar == s or s == NULL:
+        for j, (c, s, pg) in enumerate(zip(rel.cols, scalars, pgs, strict=True)):
+            to_real = pg == "float4" and c.pg != "float4" and c.scalar != NULL
+            if (c.scalar == s or s == NULL) and not to_real:
                 project.append(j)
+            elif to_real:
+                maps.append(narrow(Column_(j), pg))
+                project.append(n + len(maps) - 1)
             else:
                 maps.append(self.coerce((Column_(j), c.scalar, c.nullable), s))
                 project.append(n + len(maps) - 1)
@@ -230,7 +239,11 @@ class Planner:
         alias = node.args.get("alias")
         if alias is not None and alias.columns:
             names = [c.name for c in alias.columns] + names[len(alias.columns):]
-        cols = [Col(names[j], scalars[j], any(r[j][2] for r in bound)) for j in range(width)]
+        # PostgreSQL's column types (integer if every value is one, ...: unify_declared).
+        pgs = [unify_declared([pg_of(r[j]) if r[j][1] != NULL else None for r in bound],
+                              [r[j][1] for r in bound]) for j in range(width)]
+        cols = [Col(names[j], scalars[j], any(r[j][2] for r in bound), pg=pgs[j])
+                for j in range(width)]
         if all(isinstance(b[0], PLiteral) for r in bound for b in r):
             data = []
             for r in bound:
@@ -238,11 +251,13 @@ class Planner:
                 for j, s in enumerate(scalars):
                     if s == "float" and type(row[j]) is int:
                         row[j] = float(row[j])
+                    if pgs[j] == "float4":  # an integer among reals is made one
+                        row[j] = check_declared([row[j]], "float4")[0]
                 data.append((row, 1))
             plan: Any = Constant(rows=data)
         else:
-            parts = [Mfp(input=base.plan, map=[self.coerce(b, s) for b, s in
-                                                zip(r, scalars, strict=True)],
+            parts = [Mfp(input=base.plan, map=[self._as_column(b, s, pg) for b, s, pg in
+                                                zip(r, scalars, pgs, strict=True)],
                          project=list(range(1, width + 1))) for r in bound]
             plan = parts[0] if len(parts) == 1 else UnionAll(inputs=list(parts))
         rel = Rel(plan, cols)
@@ -251,6 +266,11 @@ class Planner:
 
             rel = cross(corr, rel)
         return rel, [], len(rel.cols)
+
+    def _as_column(self, b: B, scalar: str, pg: str | None) -> PExpr:
+        if pg == "float4" and b[1] != NULL and pg_of(b) != "float4":
+            return narrow(b[0] if b[1] == "int" else self.coerce(b, scalar), pg)
+        return self.coerce(b, scalar)
 
     # -- catalog ----------------------------------------------------------------------------
 

@@ -8,14 +8,13 @@ every column), its expressions the leading ORDER BY items (`42P10` otherwise).
 `ORDER BY` takes positions, output names and expressions (computed as hidden columns, dropped
 after the read); ASC sorts NULLs last and DESC first unless `NULLS FIRST|LAST` says otherwise.
 `LIMIT`/`OFFSET` become a `TopK` (per correlation binding inside a subquery). An output
-column keeps the declared type (`Col.pg`) of what it reads where PostgreSQL's result type is
-that type (`_declared`).
+column has the PostgreSQL type of its expression (`Col.pg`, `twofold.sql.pgtypes`).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -32,8 +31,8 @@ from twofold.sql.errors import (
 from twofold.sql.exprs import AggContext, B, Binder
 from twofold.sql.from_ import conjuncts, filtered, plan_from
 from twofold.sql.names import output_name
+from twofold.sql.pgtypes import col_pg
 from twofold.sql.scope import Col, Outer, Rel, Scope
-from twofold.sql.types import declared_type, sql_type, unify_declared
 
 if TYPE_CHECKING:
     from twofold.sql.planner import Planned, Planner
@@ -156,8 +155,8 @@ def plan_select(planner: Planner, node: exp.Select, outer: Outer | None,
             maps.append(e)
             project.append(len(rel.cols) + len(maps) - 1)
     out_cols = [replace(rel.cols[i], hidden=True) for i in corr_pos[:ncorr]]
-    for name, item, (e, s, n) in zip(names, items, bound, strict=True):
-        out_cols.append(Col(name, s, n, pg=_declared(binder, item, e)))
+    for name, b in zip(names, bound, strict=True):
+        out_cols.append(Col(name, b[1], b[2], pg=col_pg(b)))
     for _, s, n in extras:
         out_cols.append(Col("?order?", s, n, hidden=True))
     plan: Any = rel.plan
@@ -179,70 +178,6 @@ def plan_select(planner: Planner, node: exp.Select, outer: Outer | None,
     out = Rel(plan, out_cols, rel.inputs)
     planned = _order(planner, node, out, ncorr, names, items, visible)
     return Planned(planned.rel, planned.order, visible)
-
-
-def _declared(binder: Binder, item: exp.Expr, e: PExpr) -> str | None:
-    """The declared type (`Col.pg`) of a SELECT item bound to `e`, where PostgreSQL's type is
-    one twofold computes exactly: a column reference's (also a grouped column or min/max, which
-    bind to a column of the aggregate), a cast of a declared column to a type its values fit
-    (`smallint_col::integer`), and COALESCE/CASE whose results are all such columns or NULL
-    (`unify_declared`). Anything else is the engine scalar's type (None)."""
-    node = item
-    while isinstance(node, exp.Alias | exp.Paren):
-        node = node.this
-    cols = binder.scope.rel.cols
-    if isinstance(node, exp.Cast):
-        return _cast_declared(binder, node)
-    if isinstance(e, Column):
-        return cols[e.index].pg
-    if isinstance(node, exp.Coalesce):
-        results = [node.this, *node.expressions]
-    elif isinstance(node, exp.Case):
-        results = [i.args.get("true") for i in node.args.get("ifs") or []]
-        results.append(node.args.get("default") or exp.Null())
-    else:
-        return None
-    pgs: list[str | None] = []
-    scalars: list[str] = []
-    for r in results:
-        while isinstance(r, exp.Paren):
-            r = r.this
-        if isinstance(r, exp.Null):
-            pgs.append(None)
-            scalars.append("null")
-            continue
-        if not isinstance(r, exp.Column) or isinstance(r.this, exp.Star):
-            return None
-        b, scalar, _ = binder.bind(r)
-        if not isinstance(b, Column):
-            return None
-        pgs.append(cols[b.index].pg)
-        scalars.append(scalar)
-    return unify_declared(pgs, scalars)
-
-
-_FITS: Final = {("int2", "int2"), ("int2", "int4"), ("int4", "int4"), ("float4", "float4")}
-"""(from, to) declared types whose every value is one of the target's."""
-
-
-def _cast_declared(binder: Binder, node: exp.Cast) -> str | None:
-    to = node.args.get("to")
-    operand = node.this
-    while isinstance(operand, exp.Paren):
-        operand = operand.this
-    if not isinstance(to, exp.DataType) or not isinstance(operand, exp.Column) \
-            or isinstance(operand.this, exp.Star):
-        return None
-    try:
-        sql_type(to)
-        target = declared_type(to)
-    except (FeatureNotSupported, KeyError):
-        return None
-    b, _, _ = binder.bind(operand)
-    if not isinstance(b, Column):
-        return None
-    source = binder.scope.rel.cols[b.index].pg
-    return target if (source, target) in _FITS else None
 
 
 def _target(e: exp.Expr, names: list[str], items: list[exp.Expr], what: str = "ORDER BY"

@@ -40,6 +40,7 @@ from twofold.sql.errors import (
     WrongObjectType,
 )
 from twofold.sql.exprs import Binder
+from twofold.sql.pgtypes import fits, narrow, pg_of
 from twofold.sql.planner import Planner
 from twofold.sql.scope import NULL, Col, Rel, Scope
 from twofold.sql.types import (
@@ -405,20 +406,34 @@ def _check_types(table: Any, positions: list[int], scalars: list[str]) -> None:
 
 
 def _bound(planner: Planner, table: Any, node: exp.Expr, label: str,
-           want: str | None = None) -> PExpr:
-    """`node` bound over `table`'s columns as a protocol expression of scalar `want`."""
-    rel = Rel(table.plan, [Col(n, t.scalar, t.nullable, qual=table.name) for n, t in
-                           table.schema])
+           want: str | None = None, pgs: list[str] | None = None, pg: str | None = None
+           ) -> PExpr:
+    """`node` bound over `table`'s columns (of declared types `pgs`) as a protocol
+    expression of scalar `want`, checked or rounded to PostgreSQL type `pg` (an int2/int4
+    value out of range fails, a float4 is rounded: `pgtypes.narrow`)."""
+    declared: list[str | None] = list(pgs) if pgs else [None] * len(table.schema.names)
+    rel = Rel(table.plan, [Col(n, t.scalar, t.nullable, qual=table.name, pg=p or None)
+                           for (n, t), p in zip(table.schema, declared, strict=True)])
     binder = Binder(planner, Scope(rel), clause=label)
-    e, s, _ = binder.bind(node)
+    b = binder.bind(node)
+    if isinstance(node, exp.Literal) and node.is_string and want not in (None, "str") \
+            and b[1] == "str":
+        b = binder.retype_pg(node, want, pg)  # a quoted literal takes the column's type
+    e, s, _ = b
     if binder.scope.rel is not rel:
         raise FeatureNotSupported(f"subqueries in {label} are not supported")
     if want is not None and s not in (want, NULL):
         if (s, want) == ("int", "float"):
             e = planner.coerce((e, s, True), "float")
+        elif (s, want) == ("float", "int") and pg is not None:
+            # PostgreSQL's assignment cast into an integer column: rounded (rint), checked.
+            e = planner.cast_expr(e, s, want)
+            b = (e, want, True)
         else:
             raise DatatypeMismatch(f"{label} is of type {type_name(s)}, expected "
                                    f"{type_name(want)}")
+    if pg is not None and s != NULL and not fits(pg_of(b), pg):
+        e = narrow(e, pg)
     return e
 
 
@@ -437,27 +452,15 @@ async def update(db: AsyncDatabase, node: exp.Update, params: Any) -> int:
         if col in sets:
             raise SqlSyntaxError(f"multiple assignments to same column {col!r}")
         want = table.schema.type_of(col, "update").scalar
-        value = a.expression
         declared = declared_types(db, table)
-        bounds = INT_RANGES.get(declared[table.schema.names.index(col)]) if declared else None
-        if bounds is not None:
-            value = _range_checked(value, bounds[0], bounds[1])
-        sets[col] = _bound(planner, table, value, f"SET {col}", want)
+        pg = declared[table.schema.names.index(col)] if declared else None
+        # As PostgreSQL's assignment: out of a smallint/integer range is 22003 and the
+        # statement writes nothing; a real column stores the value rounded to float4.
+        sets[col] = _bound(planner, table, a.expression, f"SET {col}", want, declared, pg)
     where = node.args.get("where")
-    pred = _bound(planner, table, where.this, "WHERE", "bool") if where else None
+    pred = _bound(planner, table, where.this, "WHERE", "bool",
+                  declared_types(db, table)) if where else None
     return int(table.update_compiled(sets, pred).count)
-
-
-def _range_checked(value: exp.Expr, lo: int, hi: int) -> exp.Expr:
-    """`value`, failing with 22003 (`integer out of range`) on a row where it is outside
-    `[lo, hi]`: the failing branch overflows bigint, so the whole UPDATE fails and writes
-    nothing (a smallint column's message says integer, its SQLSTATE is PostgreSQL's)."""
-    v = exp.paren(value.copy(), copy=False)
-    out = exp.or_(exp.LT(this=v.copy(), expression=exp.Literal.number(lo)),
-                  exp.GT(this=v.copy(), expression=exp.Literal.number(hi)))
-    fail = exp.Add(this=exp.Literal.number(2**63 - 1),
-                   expression=exp.Abs(this=v.copy()))
-    return exp.Case(ifs=[exp.If(this=out, true=fail)], default=v.copy())
 
 
 async def delete(db: AsyncDatabase, node: exp.Delete, params: Any) -> int:
@@ -465,7 +468,7 @@ async def delete(db: AsyncDatabase, node: exp.Delete, params: Any) -> int:
     planner = Planner(db, params)
     where = node.args.get("where")
     pred = _bound(planner, table, where.this if where is not None else exp.true(), "WHERE",
-                  "bool")
+                  "bool", declared_types(db, table))
     return int(table.delete_compiled(pred).count)
 
 

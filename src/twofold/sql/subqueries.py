@@ -29,6 +29,7 @@ from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
 from twofold.sql.errors import SUBQUERY_ROWS, SqlSyntaxError
 from twofold.sql.exprs import B, Binder, call, unify
+from twofold.sql.pgtypes import Typed
 from twofold.sql.scope import Col, Outer, Rel
 
 TRUE = PLiteral(value=True)
@@ -160,7 +161,7 @@ def scalar_subquery(binder: Binder, node: exp.Expr) -> B:
         # A global aggregate: exactly one row per binding already, nothing to check or pad.
         at = _attach(binder, sub.plan, sub.types, k, used, 1, total=True)
         _merge_inputs(binder, sub)
-        return Column(index=at), value.scalar, value.nullable
+        return Typed(Column(index=at), value.scalar, value.nullable, value.pg)
     counts = Reduce(input=sub.plan, group_key=list(range(k)),
                     aggregates=[Aggregate(func="count")])
     ctypes = [*sub.types[:k], Col("n", "int", False).column_type]
@@ -181,7 +182,7 @@ def scalar_subquery(binder: Binder, node: exp.Expr) -> B:
     rtypes = [*sub.types[:k], value.column_type]
     at = _attach(binder, right, rtypes, k, used, 1)
     _merge_inputs(binder, sub)
-    return Column(index=at), value.scalar, True
+    return Typed(Column(index=at), value.scalar, True, value.pg)
 
 
 def _one_row_per_binding(node: exp.Expr) -> bool:

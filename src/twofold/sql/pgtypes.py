@@ -1,0 +1,126 @@
+"""The PostgreSQL type of each bound scalar expression, and the checks that give the engine's
+64-bit ints and doubles PostgreSQL's `smallint`/`integer`/`real` results.
+
+Contract: the binder's results (`exprs.B`, `(expr, scalar, nullable)`) may be `Typed` — the
+same triple carrying `pg`, the expression's PostgreSQL type (`int2`, `int4`, `int8`,
+`float4`, `float8`, `text`, `varchar(n)`, ...). `pg_of(b)` is that type, or the engine
+scalar's (`int8`, `float8`, `text`, ...) for a plain triple: an expression the binder does
+not type is taken at the engine's width, which never fails where PostgreSQL would not. Typed
+are: column references (their declared type), integer literals (`int4` if they fit, as in
+PostgreSQL), arithmetic (`arith_pg`: int2 with int2 is int2, with int4 int4, anything with
+int8 int8; float4 with float4 float4, with anything else float8), unary minus and `abs`, casts
+(their target), CASE/COALESCE/NULLIF/GREATEST/LEAST (`types.unify_declared`), `length`/
+`strpos` (int4), aggregates over them (`aggregate.py`). `narrow(e, pg)` wraps an expression
+whose PostgreSQL type is int2/int4/float4 in the engine's `check_int2`/`check_int4`/
+`round_float4` (`twofold.engine.narrow`), so its value is PostgreSQL's and a value out of the
+type's range fails the statement (22003) as PostgreSQL's does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from twofold.sql.types import ENGINE_PG, INT_RANGES
+
+if TYPE_CHECKING:
+    from twofold.protocol import Expr as PExpr
+
+_INTS: Final = ("int2", "int4", "int8")
+_NARROW: Final = {"int2": "check_int2", "int4": "check_int4", "float4": "round_float4"}
+
+
+class Typed(tuple[Any, str, bool]):
+    """A bound `(expr, scalar, nullable)` with its PostgreSQL type `pg`."""
+
+    pg: str | None
+
+    def __new__(cls, expr: PExpr, scalar: str, nullable: bool, pg: str | None) -> Typed:
+        self = super().__new__(cls, (expr, scalar, nullable))
+        self.pg = pg
+        return self
+
+
+def typed(b: tuple[Any, str, bool], pg: str | None) -> Typed:
+    """`b` (a bound triple) with PostgreSQL type `pg`."""
+    return Typed(b[0], b[1], b[2], pg)
+
+
+def pg_of(b: Any) -> str | None:
+    """The PostgreSQL type of bound `b`: its `Typed.pg`, else its engine scalar's (None for an
+    untyped NULL)."""
+    pg = getattr(b, "pg", None)
+    if pg is not None:
+        return pg  # type: ignore[no-any-return]
+    return None if b[1] == "null" else ENGINE_PG.get(b[1])
+
+
+def col_pg(b: Any) -> str | None:
+    """`pg_of(b)` as a `Col.pg`: None where it is the engine scalar's own type."""
+    pg = pg_of(b)
+    return None if pg == ENGINE_PG.get(b[1]) else pg
+
+
+def base(pg: str | None) -> str | None:
+    return None if pg is None else pg.split("(")[0]
+
+
+def arith_pg(a: str | None, b: str | None) -> str | None:
+    """PostgreSQL's result type of `+ - * / %` over operands of types `a`, `b` (None: an
+    untyped NULL, which takes the other's type); None where that is not int2/int4/int8/float4
+    (the engine's float8)."""
+    a, b = base(a) or base(b), base(b) or base(a)
+    if a in _INTS and b in _INTS:
+        return a if _INTS.index(a) >= _INTS.index(b) else b
+    if a == b == "float4":
+        return "float4"
+    return None
+
+
+_WIDER: Final = {"int2": ("int2",), "int4": ("int2", "int4"), "float4": ("float4",)}
+
+
+def fits(source: str | None, target: str | None) -> bool:
+    """Whether every value of PostgreSQL type `source` is one of `target` (no check or
+    rounding needed: smallint to integer, real to real, anything to bigint or double)."""
+    t = base(target)
+    return t not in _WIDER or base(source) in _WIDER[t]
+
+
+def narrow(e: PExpr, pg: str | None) -> PExpr:
+    """`e` checked (int2/int4) or rounded (float4) to PostgreSQL type `pg`; else `e`."""
+    func = _NARROW.get(base(pg) or "")
+    if func is None:
+        return e
+    from twofold.sql.exprs import call
+
+    return call(func, e)
+
+
+def narrow_literal(value: Any, pg: str | None, text: str) -> Any:
+    """A constant `value` (read from the quoted literal `text`) as type `pg` stores it:
+    `NumericValueOutOfRange` (22003, PostgreSQL's message) outside an int2/int4 range, a
+    float4 rounded (22003 when it overflows or underflows)."""
+    from twofold.sql.errors import NumericValueOutOfRange
+
+    b = base(pg)
+    if value is None or b not in ("int2", "int4", "float4"):
+        return value
+    if b in INT_RANGES:
+        lo, hi, name = INT_RANGES[b]
+        if not lo <= value <= hi:
+            raise NumericValueOutOfRange(f'value "{text}" is out of range for type {name}')
+        return value
+    from twofold.sql.types import check_declared
+
+    try:
+        return check_declared([value], "float4")[0]
+    except NumericValueOutOfRange:
+        raise NumericValueOutOfRange(f'"{text}" is out of range for type real') from None
+
+
+def fits_int4(value: Any) -> bool:
+    return type(value) is int and INT_RANGES["int4"][0] <= value <= INT_RANGES["int4"][1]
+
+
+__all__ = ["Typed", "arith_pg", "base", "col_pg", "fits", "fits_int4", "narrow",
+           "narrow_literal", "pg_of", "typed"]
