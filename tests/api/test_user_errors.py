@@ -137,3 +137,24 @@ def test_a_subscribe_up_to_outside_the_timestamp_range_is_invalid_argument(
     with pytest.raises(twofold.InvalidArgument, match=r"subscribe: up_to must be an int "
                        r"timestamp in \[0, 2\*\*64 - 1\], got "):
         db.subscribe(t, up_to=up_to).close()
+
+
+@pytest.mark.parametrize("timeout", ["x", -1, 0, float("nan"), True])
+@pytest.mark.parametrize("kind", ["query", "copy_to", "lookup"])
+def test_a_read_timeout_that_is_not_a_positive_number_is_invalid_argument(
+        db: twofold.Database, tmp_path: Path, kind: str, timeout: Any) -> None:
+    """Before: a string was a bare `TypeError` ("unsupported operand type(s) for +: 'float'
+    and 'str'"), a number <= 0 or NaN a `QueryTimeout` "no answer within -1 s", True one
+    second."""
+    t = db.create_table("t", {"a": int})
+    t.insert([(1,)])
+    idx = db.create_index("i", t, key="a")
+    with pytest.raises(twofold.InvalidArgument, match=rf"^{kind}: timeout must be a positive "
+                       r"number of seconds \(or None: the database's\), got "):
+        if kind == "query":
+            db.query(t, timeout=timeout)
+        elif kind == "copy_to":
+            db.copy_to(t, tmp_path / "out.csv", timeout=timeout)
+        else:
+            idx.lookup(1, timeout=timeout)
+    assert db.query(t, timeout=float("inf")).rows == [(1,)]

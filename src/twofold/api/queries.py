@@ -78,6 +78,16 @@ class Queries(CatalogSync):
             return "query"
         return "query over " + ", ".join(sorted(i.label for i in rel.inputs.values()))
 
+    def _timeout_of(self, timeout: object, what: str) -> float:
+        """`timeout` checked (a positive number of seconds), or the database's for `None`."""
+        if timeout is None:
+            return self.timeout
+        if (isinstance(timeout, bool) or not isinstance(timeout, int | float)
+                or not timeout > 0):  # NaN too
+            raise InvalidArgument(f"{what}: timeout must be a positive number of seconds "
+                                  f"(or None: the database's), got {timeout!r}")
+        return float(timeout)
+
     def _hold_reads(self, rel: Relation) -> SinceHold | contextlib.nullcontext[None]:
         """A hold of the shards `rel` reads from storage, at their sinces now (nothing to hold
         when it reads only indexes; see the module docstring). A closed database says so
@@ -150,6 +160,7 @@ class Queries(CatalogSync):
         """Read `relation` at one time (default: now; see the module docstring)."""
         await self._install()  # dataflows adopted on the loop thread (see catalog_sync)
         rel = self._check_relation(relation, "query")
+        timeout = self._timeout_of(timeout, "query")
         with self._hold_reads(rel) as hold:
             for attempt in range(RECHOOSE):
                 try:
@@ -159,11 +170,10 @@ class Queries(CatalogSync):
                         raise
         raise AssertionError("unreachable")
 
-    async def _query_held(self, rel: Relation, as_of: int | None, timeout: float | None,
+    async def _query_held(self, rel: Relation, as_of: int | None, timeout: float,
                           hold: SinceHold | None) -> Result:
         ctl = self._ctl
         t = self._held_time(rel, as_of, hold)
-        timeout = self.timeout if timeout is None else timeout
         name = self._name_of(rel)
         finishing = RowSetFinishing(order_by=rel.order) if rel.order else None
         with self._typed_since(rel, t, hold), translate(name):
@@ -198,6 +208,7 @@ class Queries(CatalogSync):
             raise InvalidArgument(f"lookup: expected an Index, got {type(index).__name__}")
         await self._install()  # dataflows adopted on the loop thread (see catalog_sync)
         self._check_relation(index, "lookup")
+        timeout = self._timeout_of(timeout, "lookup")
         if not keys:
             raise InvalidArgument("lookup: give at least one key")
         types = [index.schema.type_of(k, "lookup") for k in index.key]
@@ -226,7 +237,7 @@ class Queries(CatalogSync):
         with translate(f"index {index.name!r}"):
             rows = await self._ctl.lookup(
                 index.id, timestamp=t, literal_constraints=constraints,
-                timeout=self.timeout if timeout is None else timeout)
+                timeout=timeout)
         return Result(index.schema, t, expand(rows))
 
     def _transient_dataflow_parts(
@@ -276,6 +287,7 @@ class Queries(CatalogSync):
         file's suffix); returns the number of rows written."""
         await self._install()  # dataflows adopted on the loop thread (see catalog_sync)
         rel = self._check_relation(relation, "copy_to")
+        timeout = self._timeout_of(timeout, "copy_to")
         target = Path(path).expanduser().resolve()
         fmt = format or {".parquet": "parquet", ".csv": "csv"}.get(target.suffix.lower())
         if fmt not in ("parquet", "csv"):
@@ -298,12 +310,10 @@ class Queries(CatalogSync):
                         raise
         raise AssertionError("unreachable")
 
-    async def _copy(self, rel: Relation, desc: DataflowDescription,
-                    timeout: float | None) -> int:
-        """Run the copy-to `desc`; no result within `timeout` (default: the database's) is a
-        `QueryTimeout`, as for a query (the controller's own timeout says `CopyToFailed`), and
-        cancels it (the controller drops its dataflow)."""
-        timeout = self.timeout if timeout is None else timeout
+    async def _copy(self, rel: Relation, desc: DataflowDescription, timeout: float) -> int:
+        """Run the copy-to `desc`; no result within `timeout` is a `QueryTimeout`, as for a
+        query (the controller's own timeout says `CopyToFailed`), and cancels it (the
+        controller drops its dataflow)."""
         bound = asyncio.timeout(timeout)
         try:
             async with bound:
