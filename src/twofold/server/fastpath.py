@@ -66,7 +66,8 @@ class _Shape:
 class _Plan:
     """How to answer a statement's requests bound with one set of format codes."""
 
-    __slots__ = ("columns", "decoders", "prepared", "result_formats", "schema", "shapes")
+    __slots__ = ("columns", "decoders", "last", "prepared", "result_formats", "schema",
+                 "shapes")
 
     def __init__(self, stmt: Prepared, param_formats: tuple[int, ...],
                  result_formats: tuple[int, ...]) -> None:
@@ -76,6 +77,7 @@ class _Plan:
         self.shapes: list[_Shape] = []
         self.schema: object = None  # the last result's schema and its columns
         self.columns: list[Column] = []
+        self.last: _Shape | None = None  # `shape(columns)`
         self.prepared: PreparedStatement | None = None  # `statement(db, sql)`, kept
 
     def shape(self, columns: list[Column]) -> _Shape:
@@ -189,19 +191,22 @@ def _answer(s: Session, data: bytes, start: int) -> tuple[bytes, int] | None:
         return None
     schema, _, rows = got
     if schema is plan.schema:  # a kept lookup's results share one schema
-        columns = plan.columns
+        columns, shape = plan.columns, plan.last
     else:
         columns = columns_of(schema)  # as every path announces them (declared int4, ...)
-        plan.schema, plan.columns = schema, columns
+        shape = plan.shape(columns)
+        plan.schema, plan.columns, plan.last = schema, columns, shape
     version = catalog_version(db)
-    if stmt.version is not None and version != stmt.version and columns != stmt.columns:
+    told = stmt.version
+    if told is not None and version != told and columns != stmt.columns:
         return None  # 0A000, cached plan must not change result type: the session's path
-    shape = plan.shape(columns)
+    assert shape is not None
     n = len(rows)
     tag = _TAGS[n] if n < 16 else m.encode_command_complete(f"SELECT {n}")
     body = shape.encoder.rows(rows)
     # Nothing can fail past here: the session as its own path leaves it.
-    stmt.tell(columns, version)
+    if version != told or columns is not stmt.columns:
+        stmt.tell(columns, version)
     if old is not None:
         del portals[""]
     if described:

@@ -107,6 +107,19 @@ class _Conn:
         for the loop (and so is a full socket buffer to drain, or an error to raise)."""
         session = self.session
         assert session is not None
+        transport = self.writer.transport
+        if (not self._out and self._held is None and self._failure is None
+                and transport.get_write_buffer_size() <= FLUSH_AT
+                and self.machine.between_requests()):
+            # The common case: one kept lookup's request, answered in one write.
+            done = fastpath.answer(session, data, 0)
+            if done is not None:
+                reply, at = done
+                if at == len(data):
+                    transport.write(reply)
+                    return True
+                self.out(reply)
+                data = data[at:]
         data = self._answer_at_once(data)
         if not data:
             self.flush()

@@ -232,7 +232,8 @@ class _NowLookup:
     map/filter/project and finishing the peek takes, and the result's visible schema.
     Per execution only the parameters' key, the read time and the peek are left."""
 
-    __slots__ = ("finishing", "index", "key", "schema", "template", "trim")
+    __slots__ = ("finishing", "holes", "index", "key", "plain_mfp", "schema", "template",
+                 "trim")
 
     def __init__(self, template: _Template) -> None:
         found = template.lookup
@@ -247,6 +248,8 @@ class _NowLookup:
             rel.schema.names[:visible], rel.schema.types[:visible])
         self.key = self._plain_key if len(template.key) == 1 and \
             template.key[0].param is not None else template.key_for
+        self.holes = bool(template.mfp_holes)  # else the map/filter/project is `plain_mfp`
+        self.plain_mfp = template.plain_mfp
 
     def _plain_key(self, params: Sequence[Any]) -> list[Any] | None:
         """`key_for` of a key that is one parameter."""
@@ -539,7 +542,11 @@ class PreparedStatement:
         if db._closed:
             return None
         try:
-            refresh_catalog(db)  # a storage read only when the catalog may have moved
+            watch: _CatalogWatch | None = db.__dict__.get(_WATCH_ATTR)
+            if watch is None:
+                refresh_catalog(db)
+            else:
+                watch.refresh(db)  # a storage read only when the catalog may have moved
             if db._seen_version != self._epoch or not _installed(db):
                 return None
             key = now.key(params)
@@ -549,10 +556,13 @@ class PreparedStatement:
             if t is None:
                 return None
             rows = db._ctl.peek_now(now.index, timestamp=t, literal_constraints=[key],
-                                    mfp=now.mfp(params), finishing=now.finishing)
+                                    mfp=now.mfp(params) if now.holes else now.plain_mfp,
+                                    finishing=now.finishing)
             if rows is None:
                 return None
-            out = expand(rows)
+            # A unique key's one row: `expand` of it, inline.
+            out = ([tuple(rows[0][0])] if len(rows) == 1 and rows[0][1] == 1
+                   else expand(rows))
         except Exception:  # whatever it is, `execute` meets it again and says so
             return None
         if now.trim:
