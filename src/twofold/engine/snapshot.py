@@ -403,10 +403,14 @@ class ArrangementSnapshot:
                     elif not all(row[i] == key[j] for j, i in positions):
                         continue
                     ident = row[:-2]
-                    if any(v != v for v in ident):  # NaN: equal to NaN, as consolidation
-                        ident = tuple(_NAN if v != v else v for v in ident)
-                        reps.setdefault(ident, row[:-2])
+                    for v in ident:  # a plain loop: no generator per row
+                        if v != v:  # NaN: equal to NaN, as consolidation
+                            ident = tuple(_NAN if x != x else x for x in ident)
+                            reps.setdefault(ident, row[:-2])
+                            break
                     acc[ident] = acc.get(ident, 0) + row[-1]
+        if not reps:  # no NaN: every identity is its row
+            return acc
         return {reps.get(r, r): d for r, d in acc.items()}
 
     def _probe(self, keys: Sequence[Sequence[Any]] | pl.DataFrame) -> pl.DataFrame:
