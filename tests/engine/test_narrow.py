@@ -15,6 +15,7 @@ import pytest
 from twofold.engine.expr import compile_expr
 from twofold.protocol import Call, Column, ColumnType
 from twofold.server.types import float4_text as float4_text_reference
+from twofold.server.types import float_text as float8_text_reference
 
 
 def _eval(func: str, values: list[object], scalar: str) -> list[tuple[object, object]]:
@@ -69,3 +70,18 @@ def test_float4_text_is_float4out() -> None:
     got = [t for t, _ in _eval("float4_text", values, "float")]
     want = [None if v is None else float4_text_reference(v) for v in values]
     assert got == want
+
+
+def test_float8_text_is_float8out() -> None:
+    """Equal to the server's float8 text encoder (PostgreSQL's float8out: `1e+15`, where
+    Python's repr is positional up to 1e16) over random bit patterns and scaled values."""
+    rng = random.Random(11)
+    values: list[float | None] = [
+        struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0] for _ in range(20_000)]
+    values += [rng.random() * 10.0 ** rng.randint(-20, 20) for _ in range(20_000)]
+    values += [1e15, 999999999999999.9, 123456789012345.0, 1e16, 1e-5, 1e-4, 1.0, 0.1, -0.0,
+               2.0**53, 1e22, 1e23]
+    values = [v for v in values if v is None or not math.isnan(v)]
+    values += [math.nan, math.inf, -math.inf, None]
+    got = [t for t, _ in _eval("float8_text", values, "float")]
+    assert got == [None if v is None else float8_text_reference(v) for v in values]

@@ -16,7 +16,8 @@ precision (whole columns in polars, no Python per row):
 - `float4_text(x)`: a float (a float4 value) as PostgreSQL's `float4out` writes it: the
   fewest digits that read back as the same single-precision float, positional for decimal
   exponents -4..5 (`0.1`, `123456.7`, `1e+06`, `1.5e-40`), `NaN`, `Infinity`, `-Infinity`,
-  `-0`.
+  `-0`. `float8_text(x)`: a double as `float8out` writes it (positional for -4..14:
+  `1e+15`, `123456789012345`, `1e-05`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ INT_BOUNDS: Final = {"check_int2": (-(2**15), 2**15 - 1, "smallint out of range"
                      "check_int4": (-(2**31), 2**31 - 1, "integer out of range")}
 OVERFLOW: Final = "value out of range: overflow"
 UNDERFLOW: Final = "value out of range: underflow"
-NARROW_FUNCTIONS: Final = frozenset({*INT_BOUNDS, "round_float4", "float4_text"})
+NARROW_FUNCTIONS: Final = frozenset({*INT_BOUNDS, "round_float4", "float4_text",
+                                     "float8_text"})
 
 
 def compile_narrow(func: str, v: pl.Expr, err: pl.Expr | None, scalar: str) -> Compiled:
@@ -54,12 +56,15 @@ def compile_narrow(func: str, v: pl.Expr, err: pl.Expr | None, scalar: str) -> C
                      .when((r == 0.0) & (f != 0.0)).then(pl.lit(UNDERFLOW))
                      .otherwise(pl.lit(None, pl.String)))
         return r, first_error(err, range_err)
+    if func == "float8_text":
+        return float8_text(f), err
     assert func == "float4_text"
     return float4_text(f), err
 
 
 _FIXED_LOW: Final = -4
 _FIXED_HIGH: Final = 6  # float4out writes exponents -4..5 positionally (f2s.c, as %g)
+_FIXED_HIGH8: Final = 15  # float8out: -4..14 (d2s.c)
 _ZEROS: Final = "0" * 16
 
 
@@ -68,6 +73,22 @@ def float4_text(f: pl.Expr) -> pl.Expr:
     shortest round-trip digits (`_shortest`), laid out as PostgreSQL's
     `float_to_shortest_decimal_buf` lays them out."""
     laid = f.map_batches(_text, return_dtype=pl.String)
+    return _special(f, laid)
+
+
+def float8_text(f: pl.Expr) -> pl.Expr:
+    """PostgreSQL's float8out of float column `f` as the server's text encoder writes it
+    (`server.types.float_text`): the shortest round-trip digits (Python's `repr`), positional
+    for decimal exponents -4..14 (`1e+15`, `123456789012345`). Where that shortest decimal is
+    exactly halfway to a neighbouring double (`4.452179831570002e+16`) PostgreSQL writes more
+    digits (`4.4521798315700016e+16`); both here do not (docs/sql.md)."""
+    laid = f.map_batches(lambda col: _layout(pl.Series(
+        [None if v is None else repr(v) for v in col.to_list()], dtype=pl.String),
+        _FIXED_HIGH8), return_dtype=pl.String)
+    return _special(f, laid)
+
+
+def _special(f: pl.Expr, laid: pl.Expr) -> pl.Expr:
     return (pl.when(f.is_null()).then(pl.lit(None, pl.String))
             .when(f.is_nan()).then(pl.lit("NaN"))
             .when(f == float("inf")).then(pl.lit("Infinity"))
@@ -77,10 +98,9 @@ def float4_text(f: pl.Expr) -> pl.Expr:
 
 def _shortest(col: pl.Series) -> pl.Series:
     """The fewest decimal digits that read back as each float32 value (polars' Ryu), except
-    that a decimal exactly halfway between two floats does not count (PostgreSQL's Ryu takes
-    the boundary only for even mantissas; polars' takes it always): those values (about 0.2%
-    of random bit patterns) get their digits one by one from Python's correctly rounded
-    formatting."""
+    that a decimal exactly halfway between two floats does not count (PostgreSQL's float4out
+    never writes one; polars' does): those values (about 0.2% of random bit patterns) get
+    their digits one by one from Python's correctly rounded formatting."""
     f = col.cast(pl.Float64)
     s = f.cast(pl.Float32).cast(pl.String)
     back = s.cast(pl.Float64, strict=False)
@@ -113,7 +133,7 @@ def _text(col: pl.Series) -> pl.Series:
     return _layout(_shortest(col))
 
 
-def _layout(s: pl.Series) -> pl.Series:
+def _layout(s: pl.Series, high: int = _FIXED_HIGH) -> pl.Series:
     """Digits of finite values (`123.45`, `1.5e-40`, `-0.0`) laid out as float4out does
     (in stages, each a column: a polars expression that repeats its parts is slow)."""
     c = pl.col
@@ -148,7 +168,7 @@ def _layout(s: pl.Series) -> pl.Series:
     expo = mantissa + pl.lit("e") + sign + e.abs().cast(pl.String).str.zfill(2)
     laid = (pl.when(n == 0).then(pl.lit("0"))
             .when((e >= _FIXED_LOW) & (e < 0)).then(pos_small)
-            .when((e >= 0) & (e < _FIXED_HIGH)).then(pos_big)
+            .when((e >= 0) & (e < high)).then(pos_big)
             .otherwise(expo))
     out = pl.when(c("neg")).then(pl.lit("-") + laid).otherwise(laid)
     return df.select(out.alias("out")).to_series()

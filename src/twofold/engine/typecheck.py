@@ -119,7 +119,7 @@ def _call_type(func: str, tys: list[Ty], where: str) -> Ty:
     if func == "round_float4":
         _require(tys, _NUMERIC, where, "int or float")
         return ("float", nullable)
-    if func == "float4_text":
+    if func in ("float4_text", "float8_text"):
         _require(tys, {"float"}, where, "float")
         return ("str", nullable)
     if func in ("round", "floor", "ceil"):

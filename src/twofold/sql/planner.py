@@ -94,11 +94,7 @@ class Planner:
         if target == "str" and src in ("int", "bool"):
             return call("cast_str", e)
         if target == "str" and src == "float":
-            # PostgreSQL prints 1.0 as '1'; the engine's cast_str gives Python's '1.0'.
-            s = call("cast_str", e)
-            trimmed = call("substr", s, PLiteral(value=1),
-                           call("sub", call("length", s), PLiteral(value=2)))
-            return call("if", call("like", s, PLiteral(value="%.0")), trimmed, s)
+            return call("float8_text", e)  # float8out's text: 1, 0.1, 1e+15
         if target == "bool" and src == "int":
             return call("ne", e, PLiteral(value=0))
         raise FeatureNotSupported(f"cast from {type_name(src)} to {type_name(target)} is not "
