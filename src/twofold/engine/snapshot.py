@@ -358,9 +358,11 @@ class ArrangementSnapshot:
         if len(found) == 1:  # nothing to sort
             ((r, d),) = found.items()
             return [(list(r), d)] if d else []
+        # NULLs last, and NaN after every other value (as PostgreSQL orders floats): a total
+        # order, so the rows come in the same order whatever order the batches held them in.
         return sorted(
             ((list(r), d) for r, d in found.items() if d),
-            key=lambda rd: [(v is None, v) for v in rd[0]],
+            key=lambda rd: [(v is None, v != v, v) for v in rd[0]],
         )
 
     def _lookup_few(self, keys: set[tuple[Any, ...]], t: int) -> dict[tuple[Any, ...], int]:
