@@ -14,13 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from twofold.api.binding import Bound, bind, to_column_type
+from twofold.api.binding import Bound, bind
 from twofold.api.errors import DuplicateColumn, InvalidArgument, TypeMismatch
-from twofold.api.expr import Agg, Expr, IntoExpr, into_expr
+from twofold.api.expr import Agg, IntoExpr, into_expr
+from twofold.api.grouping import GroupBy as GroupBy  # re-exported: it lived here
 from twofold.api.joins import anti_join, intersect_all, outer_join, semi_join
-from twofold.api.schema import Schema
+from twofold.api.schema import Schema, _unique
 from twofold.protocol import (
-    Aggregate,
     Call,
     Column,
     ColumnType,
@@ -32,13 +32,11 @@ from twofold.protocol import (
     Negate,
     OrderKey,
     Plan,
-    Reduce,
     Threshold,
     TopK,
     UnionAll,
 )
 from twofold.protocol import Expr as PExpr
-from twofold.protocol import Literal as PLiteral
 
 if TYPE_CHECKING:
     from twofold.api.results import Result
@@ -64,24 +62,6 @@ class Input:
         """How errors name it: `table 'orders'`."""
         kind = "materialized view" if self.kind == "view" else self.kind
         return f"{kind} {self.name!r}"
-
-
-def _unique(names: Sequence[str], operation: str) -> None:
-    seen: set[str] = set()
-    for n in names:
-        if n in seen:
-            raise DuplicateColumn(n, operation)
-        seen.add(n)
-
-
-def _unique_aggregates(names: Sequence[str], sources: Sequence[str]) -> None:
-    """`agg`'s output names are unique; a collision names both sources (`max('q')` and
-    `mean('q')` both default to `q`, as in polars, which refuses them too)."""
-    first: dict[str, str] = {}
-    for n, src in zip(names, sources, strict=True):
-        if n in first:
-            raise DuplicateColumn(n, "agg", f"{first[n]} and {src} both name their column {n!r}")
-        first[n] = src
 
 
 def _names(values: Sequence[str] | str, what: str) -> list[str]:
@@ -445,120 +425,3 @@ class Relation:
 
     def __iter__(self) -> Any:
         raise TypeError("a Relation is a query, not its rows: call .collect() to read it")
-
-
-class GroupBy:
-    """A relation grouped by key expressions; `agg(...)` finishes it."""
-
-    def __init__(self, rel: Relation, keys: list[Expr]) -> None:
-        self._rel = rel
-        self._keys = keys
-
-    def agg(self, *aggs: Agg | Sequence[Agg]) -> Relation:
-        """One row per group: the keys, then one column per aggregate (`count()`,
-        `sum("x")`, `col("x").max()`, `n_unique("y")`, `mean("z")`...)."""
-        flat: list[Agg] = []
-        for a in aggs:
-            if isinstance(a, list | tuple):
-                flat.extend(a)
-            else:
-                flat.append(a)  # type: ignore[arg-type]
-        if not flat:
-            raise InvalidArgument("agg: needs at least one aggregate")
-        for a in flat:
-            if not isinstance(a, Agg):
-                raise InvalidArgument(f"agg: expected aggregates such as count() or sum('x'), "
-                                      f"got {a!r}")
-        rel = self._rel
-        schema = rel.schema
-        keys = [bind(k, schema, "group_by") for k in self._keys]
-        _unique([k.name for k in keys], "group_by")
-        # Everything the Reduce needs as a plain column: keys, then aggregate inputs.
-        maps: list[Bound] = []
-
-        def position(b: Bound) -> int:
-            if isinstance(b.expr, Column):
-                return b.expr.index
-            maps.append(b)
-            return len(schema) + len(maps) - 1
-
-        key_pos = [position(k) for k in keys]
-        names = [k.name for k in keys]
-        types = [k.column_type for k in keys]
-        aggregates: list[Aggregate] = []
-        finish: list[tuple[str, int, int]] = []  # mean: (name, sum slot, count slot)
-        for a in flat:
-            if a.input is None:
-                aggregates.append(Aggregate(func="count"))
-                names.append(a.name or "count")
-                types.append(ColumnType("int", nullable=False))
-                continue
-            b = bind(a.input, schema, a.func)
-            name = a.name or b.name
-            scalar, nullable = b.ty
-            nullable = nullable or not keys  # no keys: the row over no rows has NULLs
-            pos = position(b)
-            if a.func == "count":
-                aggregates.append(Aggregate(func="count", column=pos, distinct=a.distinct))
-                names.append(name)
-                types.append(ColumnType("int", nullable=False))
-            elif a.func in ("sum", "mean"):
-                if scalar not in ("int", "float", "null"):
-                    raise TypeMismatch(a.func, f"needs an int or float column, got {scalar}",
-                                       b.name)
-                if a.func == "sum":
-                    aggregates.append(Aggregate(func="sum", column=pos, distinct=a.distinct))
-                    names.append(name)
-                    types.append(to_column_type((scalar, nullable)))
-                else:
-                    slot = len(keys) + len(aggregates)
-                    aggregates.append(Aggregate(func="sum", column=pos, distinct=a.distinct))
-                    aggregates.append(Aggregate(func="count", column=pos,
-                                                distinct=a.distinct))
-                    finish.append((name, slot, slot + 1))
-                    names.append(name)
-                    types.append(ColumnType("float", nullable=True))
-            elif a.func == "string_agg":
-                if scalar != "str":
-                    raise TypeMismatch(a.func, f"needs a str column, got {scalar}", b.name)
-                aggregates.append(Aggregate(func="string_agg", column=pos, distinct=a.distinct,
-                                            separator=a.separator, desc=a.descending))
-                names.append(name)
-                types.append(ColumnType("str", nullable=True))
-            else:
-                func: Literal["min", "max"] = "min" if a.func == "min" else "max"
-                aggregates.append(Aggregate(func=func, column=pos, distinct=a.distinct))
-                names.append(name)
-                types.append(to_column_type((scalar, nullable)))
-        _unique_aggregates(names, [f"group key {n!r}" for n in names[:len(keys)]]
-                           + [repr(a) for a in flat])
-        plan: Plan = rel.plan
-        if maps:
-            plan = Mfp(input=plan, map=[m.expr for m in maps])
-        plan = Reduce(input=plan, group_key=key_pos, aggregates=aggregates)
-        if finish:
-            plan = _finish_means(plan, len(keys), aggregates, finish, flat)
-        return rel._derive(plan, Schema(tuple(names), tuple(types)))
-
-
-def _finish_means(plan: Plan, nkeys: int, aggregates: list[Aggregate],
-                  finish: list[tuple[str, int, int]], aggs: list[Agg]) -> Plan:
-    """Turn each mean's (sum, count) pair into sum / count, NULL when the count is 0."""
-    maps: list[PExpr] = []
-    for _, s, c in finish:
-        total = Call(func="cast_float", args=[Column(index=s)])
-        n = Column(index=c)
-        maps.append(Call(func="if", args=[
-            Call(func="eq", args=[n, PLiteral(value=0)]),
-            PLiteral(value=None),
-            Call(func="fdiv", args=[total, Call(func="cast_float", args=[n])]),
-        ]))
-    width = nkeys + len(aggregates)
-    mean_slot = {s: width + j for j, (_, s, _) in enumerate(finish)}
-    count_slots = {c for _, _, c in finish}
-    project = list(range(nkeys))
-    for j in range(nkeys, width):
-        if j in count_slots:
-            continue
-        project.append(mean_slot.get(j, j))
-    return Mfp(input=plan, map=maps, project=project)

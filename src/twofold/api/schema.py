@@ -8,11 +8,11 @@ exactly to and from the protocol's `RelationDesc`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeAlias, get_args
 
-from twofold.api.errors import ColumnNotFound, InvalidSchema
+from twofold.api.errors import ColumnNotFound, DuplicateColumn, InvalidSchema
 from twofold.protocol import ColumnType, RelationDesc, ScalarType
 
 _PY_TYPES: Final[dict[object, ScalarType]] = {
@@ -117,3 +117,11 @@ def parse_schema(
                                     name in nullable_set))
         names.append(name)
     return Schema(tuple(names), tuple(types))
+
+
+def _unique(names: Sequence[str], operation: str) -> None:
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise DuplicateColumn(n, operation)
+        seen.add(n)
