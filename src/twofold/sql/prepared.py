@@ -27,7 +27,8 @@ batch reads where `db.lookup` does — the index's latest complete time when it 
 before the database's latest write — so each execution reads the writes made before it
 arrived, without waiting for the index to catch up with the table's next tick.
 
-Before a kept plan answers, the session's catalog is brought up to date (`refresh_catalog`:
+Before a kept plan answers, the session's catalog is brought up to date (`refresh_catalog`,
+in `twofold.sql.catalog_watch`:
 once per execution, or once per batch; it reads storage only when a catalog change may have
 been committed since its last read — this process's notifier heard an append to the catalog
 shard, or, on SQLite, another connection committed to the file — and so also notices another
@@ -44,9 +45,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import re
-import sqlite3
-import threading
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +57,10 @@ from twofold.api.relation import Relation
 from twofold.api.results import Result, expand
 from twofold.api.schema import Schema
 from twofold.protocol import GlobalId, Literal, MapFilterProject, RowSetFinishing
+from twofold.sql.catalog_watch import _WATCH_ATTR as _WATCH_ATTR
+from twofold.sql.catalog_watch import _CatalogWatch
+from twofold.sql.catalog_watch import catalog_version as catalog_version
+from twofold.sql.catalog_watch import refresh_catalog as refresh_catalog
 from twofold.sql.errors import FeatureNotSupported, InternalError, SqlError
 from twofold.sql.lookup import Lookup, _usable
 
@@ -630,116 +632,12 @@ class PreparedStatement:
 
 
 _CACHE_ATTR = "_twofold_prepared_statements"
-_WATCH_ATTR = "_twofold_catalog_watch"
-
-
-class _CatalogWatch:
-    """Tells, without a storage read, that no catalog change can have been committed since
-    the database last read its catalog: a counter this process's notifier bumps at every
-    append to the catalog shard (any database on the same storage in this process), and
-    what the backend offers for other processes' commits — on SQLite its `data_version` on
-    this thread's connection (which moves at any other connection's commit). The file is
-    never opened other than through SQLite: closing any descriptor of a database's `-shm`
-    file drops every POSIX lock this process holds on it, SQLite's included, after which
-    another process's connection takes itself for the first and reinitialises the WAL
-    index under this one (a bus error, or a corrupt index). A memory backend
-    has no other process;
-    any other backend (PostgreSQL) has no cheap check here: its catalog is read every time.
-    Holds no reference to the database (the notifier outlives it)."""
-
-    def __init__(self, backend: Any) -> None:
-        from twofold.catalog import CATALOG_SHARD
-        from twofold.storage.memory import MemoryBackend
-        from twofold.storage.sqlite import SqliteBackend
-
-        self._lock = threading.Lock()
-        self._notes = 0
-        self._seen = threading.local()  # per thread: SQLite's check is per connection
-        self._probe: Any = None
-        if isinstance(backend, SqliteBackend):
-            self._probe = _sqlite_probe(backend)
-        elif isinstance(backend, MemoryBackend):
-            self._probe = _zero
-        if self._probe is None:
-            return
-        ref = weakref.ref(self)
-
-        def noted() -> None:
-            watch = ref()
-            if watch is not None:
-                with watch._lock:
-                    watch._notes += 1
-
-        backend.notifier.subscribe(CATALOG_SHARD, noted)
-        weakref.finalize(self, backend.notifier.unsubscribe, CATALOG_SHARD, noted)
-
-    def _token(self) -> tuple[int, object] | None:
-        if self._probe is None:
-            return None
-        # Read before the probe, without the lock: an int read is atomic, and a note landing
-        # after it moves the next token.
-        return self._notes, self._probe()
-
-    def refresh(self, db: Any) -> None:
-        """`db._refresh()`, skipped when nothing can have changed since the last one."""
-        token = self._token()  # read before the catalog: a commit after it moves the next
-        if token is not None and token == getattr(self._seen, "token", None):
-            return
-        db._refresh()
-        self._seen.token = token
-
-
-def _zero() -> int:
-    return 0
-
-
-def _sqlite_probe(backend: Any) -> Any:
-    """`backend.data_version` through a cursor kept per thread on that thread's connection
-    (the same connection, so the same value): ~2 us where the backend's call, which makes a
-    cursor each time, is ~8. Any trouble (closed, an error) goes through the backend's own
-    call, which raises its typed errors."""
-    local = threading.local()
-
-    def probe() -> int:
-        cur = getattr(local, "cur", None)
-        if cur is not None and not backend._closed:
-            try:
-                cur.execute("PRAGMA data_version")
-                row = cur.fetchone()
-                if row is not None:
-                    return int(row[0])
-            except sqlite3.Error:
-                pass
-        local.cur = None
-        version = int(backend.data_version())
-        local.cur = backend._conn().cursor()
-        return version
-
-    return probe
 
 
 def _installed(db: Any) -> bool:
     """Whether no dataflow of `db` waits to be created or dropped (`db._install` has none)."""
     lock = db._install_lock
     return not db._to_install and not db._to_drop and (lock is None or not lock.locked())
-
-
-def refresh_catalog(db: Any) -> None:
-    """Bring `db`'s objects up to its catalog, as `db._refresh()` does, but with no storage
-    read when no catalog change can have been committed since the last one (`_CatalogWatch`)."""
-    if db._closed:  # a closed database's storage is not watched
-        db._check_open()
-    watch: _CatalogWatch | None = db.__dict__.get(_WATCH_ATTR)
-    if watch is None:
-        watch = _CatalogWatch(getattr(db._storage, "backend", None))
-        setattr(db, _WATCH_ATTR, watch)
-    watch.refresh(db)
-
-
-def catalog_version(db: Any) -> int:
-    """The catalog version `db`'s objects follow (moves at every DDL this database applied;
-    another process's DDL is applied at its next catalog read)."""
-    return int(db._seen_version)
 
 
 def statement(db: Any, text: str) -> PreparedStatement:
