@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import polars as pl
@@ -21,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twofold.engine import Arrangement, EvalError, InputError, NotReadableError
+from twofold.engine.snapshot import ArrangementSnapshot
 from twofold.protocol import ColumnType, Frontier, RelationDesc
 from twofold.testing.profiles import examples
 
@@ -68,10 +70,12 @@ def scripts(draw: st.DrawFn, rows: st.SearchStrategy[list[Any]]) -> list[tuple[s
     return ops
 
 
-def run_script(desc: RelationDesc, key: list[int], ops: list[tuple[str, Any]]) -> None:
+def replay(desc: RelationDesc, key: list[int], ops: list[tuple[str, Any]],
+           ) -> Iterator[tuple[ArrangementSnapshot, list[tuple[list[Any], int, int]]]]:
+    """Run a `scripts` op list on a fresh arrangement: after each op, its snapshot and (a copy
+    of) every update inserted so far."""
     arr = Arrangement(desc, key)
     history: list[tuple[list[Any], int, int]] = []
-    snaps = []
     for kind, arg in ops:
         if kind == "insert":
             ups, new_upper = arg
@@ -81,7 +85,11 @@ def run_script(desc: RelationDesc, key: list[int], ops: list[tuple[str, Any]]) -
             arr.compact(Frontier.at(arg))
         else:
             arr.merge_all()
-        snaps.append((arr.snapshot(), list(history)))
+        yield arr.snapshot(), list(history)
+
+
+def run_script(desc: RelationDesc, key: list[int], ops: list[tuple[str, Any]]) -> None:
+    snaps = list(replay(desc, key, ops))
     for snap, hist in snaps:
         since, upper = snap.since.time, snap.upper.time
         assert since is not None and upper is not None

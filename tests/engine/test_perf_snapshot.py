@@ -23,7 +23,15 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.engine.test_arrangement import DESC_INT, DESC_STR, naive, rows_int, rows_str, scripts
+from tests.engine.test_arrangement import (
+    DESC_INT,
+    DESC_STR,
+    naive,
+    replay,
+    rows_int,
+    rows_str,
+    scripts,
+)
 
 from twofold.engine import Arrangement
 from twofold.engine import batch as batch_mod
@@ -62,18 +70,7 @@ def _weak_codes() -> Iterator[None]:
 
 
 def _check(desc: RelationDesc, key: list[int], ops: list[tuple[str, Any]], order: int) -> None:
-    arr = Arrangement(desc, key)
-    history: list[tuple[list[Any], int, int]] = []
-    for kind, arg in ops:
-        if kind == "insert":
-            ups, new_upper = arg
-            arr.insert(ups, Frontier.at(new_upper))
-            history.extend(ups)
-        elif kind == "compact":
-            arr.compact(Frontier.at(arg))
-        else:
-            arr.merge_all()
-        snap = arr.snapshot()
+    for snap, history in replay(desc, key, ops):
         since, upper = snap.since.time, snap.upper.time
         assert since is not None and upper is not None
         times = list(range(since, upper))
