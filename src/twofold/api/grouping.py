@@ -1,11 +1,12 @@
 """Grouping: `Relation.group_by(...).agg(...)`, lowered to a protocol `Reduce`.
 
 Contract: `GroupBy.agg` binds the group keys and each aggregate's input against the relation's
-schema, types every output column (`count` a non-null int, `sum`/`min`/`max` their input's type,
-nullable without keys, `mean` a nullable float, `string_agg` nullable text; `sum`/`mean` of a
-non-numeric column and `string_agg` of a non-text one are `TypeMismatch`), refuses clashing output
-names (`DuplicateColumn` naming both sources), and builds `Mfp` (computed keys and inputs) →
-`Reduce` → `Mfp` (each mean as sum / count, NULL over no rows).
+schema, types every output column (`count` a non-null int; `sum`/`min`/`max` their input's type,
+nullable if the input is or there are no keys; `mean` a nullable float; `string_agg` nullable
+text; `sum`/`mean` of a non-numeric column and `string_agg` of a non-text one are
+`TypeMismatch`), refuses clashing output names (`DuplicateColumn` naming both sources), and
+builds `Mfp` (computed keys and inputs) → `Reduce` → `Mfp` (each mean as sum / count, NULL over
+no rows).
 """
 
 from __future__ import annotations
