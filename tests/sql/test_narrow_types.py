@@ -332,6 +332,8 @@ def _f4_text(v: Any) -> Any:
     "SELECT x::float8 FROM (VALUES (16777217), (1::real)) v(x) ORDER BY 1",
     "SELECT (SELECT 2147483647) + 1", "SELECT 2147483647 + NULL",
     "SELECT 0.1::real = '0.1'", "SELECT 1::smallint = '70000'",
+    "SELECT floor(7) / 2", "SELECT ceil(7::smallint) / 2", "SELECT round(7) / 2",
+    "SELECT floor(NULL::integer)", "SELECT round(-2147483647 - 1)",
     "SELECT 1e15::float8::text", "SELECT 123456789012345::float8::text",
     "SELECT 0.00001::float8::text", "SELECT 1e16::float8::text", "SELECT 2.5::float8 || 'x'",
 ])

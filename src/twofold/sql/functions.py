@@ -3,8 +3,9 @@
 Contract: the same as `twofold.sql.exprs` — each method binds one node kind to `(expr, scalar,
 nullable)` or raises a typed `SqlError`. PostgreSQL's rules: CASE branches unify (int with
 float makes float, a NULL takes the others' type); COALESCE/NULLIF/GREATEST/LEAST unify their
-arguments, GREATEST/LEAST ignore NULLs and `concat()`/`concat_ws()` skip them; `abs`/`floor`/
-`ceil` keep an int an int, `round` works on doubles (an int without digits stays itself);
+arguments, GREATEST/LEAST ignore NULLs and `concat()`/`concat_ws()` skip them; `abs` keeps an
+integer's type, `floor`/`ceil`/`round` work on doubles (of an integer: the integer as a
+double, as PostgreSQL's resolve to the double precision forms);
 string functions take text; `left`/`right`/`starts_with` are spelled with `substr`/`length`
 (a negative count drops that many characters from the other end, as in PostgreSQL).
 """
@@ -173,7 +174,9 @@ class FunctionBinders:
             pg = pg_of(bs[0]) if s != NULL else None
             return Typed(narrow(call("abs", e), pg), s, n, pg)
         if s in ("int", NULL) and keep_int:
-            return e, "int", n
+            # PostgreSQL's floor/ceil/round of an integer are double precision's (floor(7) / 2
+            # is 3.5): the integer converted, which is its own floor.
+            return call("cast_float", e), "float", n
         digits: PExpr = PLiteral(value=0)
         if len(bs) > 1:
             digits = bs[1][0]
