@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 from twofold.api.binding import Bound, bind, to_column_type
 from twofold.api.errors import DuplicateColumn, InvalidArgument, TypeMismatch
 from twofold.api.expr import Agg, Expr
-from twofold.api.schema import Schema, _unique
+from twofold.api.schema import Schema, _unique, flat_args
 from twofold.protocol import Aggregate, Call, Column, ColumnType, Mfp, Plan, Reduce
 from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
@@ -46,12 +46,7 @@ class GroupBy:
     def agg(self, *aggs: Agg | Sequence[Agg]) -> Relation:
         """One row per group: the keys, then one column per aggregate (`count()`,
         `sum("x")`, `col("x").max()`, `n_unique("y")`, `mean("z")`...)."""
-        flat: list[Agg] = []
-        for a in aggs:
-            if isinstance(a, list | tuple):
-                flat.extend(a)
-            else:
-                flat.append(a)  # type: ignore[arg-type]
+        flat: list[Agg] = flat_args(aggs)
         if not flat:
             raise InvalidArgument("agg: needs at least one aggregate")
         for a in flat:

@@ -19,7 +19,7 @@ from twofold.api.errors import DuplicateColumn, InvalidArgument, TypeMismatch
 from twofold.api.expr import Agg, IntoExpr, into_expr
 from twofold.api.grouping import GroupBy as GroupBy  # re-exported: it lived here
 from twofold.api.joins import anti_join, intersect_all, outer_join, semi_join
-from twofold.api.schema import Schema, _unique
+from twofold.api.schema import Schema, _unique, flat_args
 from twofold.protocol import (
     Call,
     Column,
@@ -113,13 +113,7 @@ class Relation:
     def _bind_all(self, exprs: Sequence[IntoExpr], operation: str) -> list[Bound]:
         if not exprs:
             raise InvalidArgument(f"{operation}: needs at least one expression")
-        flat: list[IntoExpr] = []
-        for e in exprs:
-            # Accept select(["a", "b"]) as well as select("a", "b"), like polars.
-            if isinstance(e, list | tuple):
-                flat.extend(e)
-            else:
-                flat.append(e)
+        flat: list[IntoExpr] = flat_args(exprs)  # select(["a", "b"]) as select("a", "b")
         return [bind(into_expr(e), self.schema, operation) for e in flat]
 
     # -- map / filter / project -------------------------------------------------------------
@@ -294,12 +288,7 @@ class Relation:
 
     def group_by(self, *keys: IntoExpr | Sequence[IntoExpr]) -> GroupBy:
         """Group by columns or expressions; finish with `.agg(...)`."""
-        flat: list[IntoExpr] = []
-        for k in keys:
-            if isinstance(k, list | tuple):
-                flat.extend(k)
-            else:
-                flat.append(k)  # type: ignore[arg-type]
+        flat: list[IntoExpr] = flat_args(keys)
         return GroupBy(self, [into_expr(k) for k in flat])
 
     def agg(self, *aggs: Agg | Sequence[Agg]) -> Relation:

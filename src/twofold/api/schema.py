@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, TypeAlias, get_args
+from typing import Final, TypeAlias, TypeVar, get_args
 
 from twofold.api.errors import ColumnNotFound, DuplicateColumn, InvalidSchema
 from twofold.protocol import ColumnType, RelationDesc, ScalarType
@@ -125,3 +125,18 @@ def _unique(names: Sequence[str], operation: str) -> None:
         if n in seen:
             raise DuplicateColumn(n, operation)
         seen.add(n)
+
+
+T = TypeVar("T")
+
+
+def flat_args(args: Iterable[T | Sequence[T]]) -> list[T]:
+    """Arguments given as `f("a", "b")` or `f(["a", "b"])`, like polars: one level of lists
+    and tuples unpacked, in order."""
+    flat: list[T] = []
+    for a in args:
+        if isinstance(a, list | tuple):
+            flat.extend(a)
+        else:
+            flat.append(a)  # type: ignore[arg-type]
+    return flat
