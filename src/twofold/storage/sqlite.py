@@ -246,6 +246,32 @@ class SqliteBackend:
         for shard_id in advanced:
             self.notifier.notify(shard_id)
 
+    def advance_prefixed_uppers(self, prefix: str, upper: Frontier) -> None:
+        """`advance_uppers` of every shard whose id starts with `prefix` (non-empty), as one
+        autocommit statement: no listing of the shards first, no BEGIN and COMMIT round trips.
+        The ticker's round (`Storage.advance_tables`) — each sqlite3 call releases and retakes
+        the interpreter lock, a handoff that waits for a busy loop thread to drop it.
+
+        One write statement outside a transaction takes the write lock before it reads (and
+        waits for it under the busy timeout, as `BEGIN IMMEDIATE` does), so it is as atomic as
+        the transaction of `advance_uppers`; the prefix is a range of the primary key."""
+        if not prefix:
+            raise ValueError("advance_prefixed_uppers needs a non-empty prefix")
+        if upper.time is None:
+            return
+        target = enc_frontier(upper)
+        # Text compares bytewise (UTF-8 keeps code point order): the ids starting with
+        # `prefix` are exactly those in [prefix, prefix with its last character incremented).
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        with self._errors("advancing uppers"):
+            advanced = self._conn().execute(
+                "UPDATE shards SET upper = ?1 WHERE upper < ?1 AND shard_id >= ?2 "
+                "AND shard_id < ?3 RETURNING shard_id",
+                (target, prefix, end),
+            ).fetchall()
+        for (shard_id,) in advanced:
+            self.notifier.notify(shard_id)
+
     def downgrade_since(self, shard_id: str, since: Frontier) -> Frontier:
         with self._transaction(f"downgrading since of {shard_id!r}", write=True) as cur:
             result = self._state(cur, shard_id).since.join(since)

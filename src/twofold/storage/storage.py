@@ -180,8 +180,12 @@ class Storage:
 
     def advance_tables(self, upper: Frontier) -> None:
         """Advance the upper of every table below `upper` to it, in one backend round (one
-        transaction or statement, not a compare-and-append per table)."""
+        transaction or statement, not a compare-and-append per table; on SQLite one statement
+        that also finds the tables, `SqliteBackend.advance_prefixed_uppers`)."""
         self._check_open()
+        if isinstance(self.backend, SqliteBackend):
+            self.backend.advance_prefixed_uppers(TABLE_PREFIX, upper)
+            return
         self.backend.advance_uppers(
             [table_shard_id(name) for name in self.list_tables()], upper)
 
