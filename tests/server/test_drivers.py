@@ -85,7 +85,9 @@ def test_asyncpg_type_introspection(server: ServerHandle) -> None:
         async with server.asyncpg() as conn:
             await conn.set_type_codec("int8", encoder=str, decoder=lambda x: ("int8", x),
                                       schema="pg_catalog", format="text")
-            assert await conn.fetchval("SELECT 5") == ("int8", "5")
+            # `5` alone is int4, as in PostgreSQL (fc97e1e): the cast makes it the int8 codec's
+            assert await conn.fetchval("SELECT 5::bigint") == ("int8", "5")
+            assert await conn.fetchval("SELECT 5") == 5
 
     asyncio.run(main())
 
