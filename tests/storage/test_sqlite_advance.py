@@ -45,7 +45,8 @@ def test_one_statement_moves_exactly_the_tables_below_the_target(tmp_path: Path)
         storage.advance_tables(Frontier.at(20))
 
         backend._conn().set_trace_callback(None)
-        assert len(statements) == 1 and statements[0].startswith("UPDATE shards")  # no BEGIN
+        # One write statement (no BEGIN/COMMIT, no listing first), then the moved ones read back.
+        assert [s.split()[0] for s in statements] == ["UPDATE", "SELECT"]
         uppers = {s: backend.state(s).upper for s in storage.list_shards()}
         assert uppers == {
             **{s: Frontier.at(0) for s in NOT_TABLES},
@@ -57,6 +58,34 @@ def test_one_statement_moves_exactly_the_tables_below_the_target(tmp_path: Path)
         assert sorted(notified) == ["table/a", "table/made elsewhere"]
         # What the other handle reads: committed, not left in an open transaction.
         assert other.backend.state("table/a").upper == Frontier.at(20)
+
+
+def test_a_round_that_moves_nothing_reads_nothing_back(tmp_path: Path) -> None:
+    with open_storage(f"sqlite:///{tmp_path}/still.db") as storage:
+        backend = storage.backend
+        assert isinstance(backend, SqliteBackend)
+        storage.create_table("a", DESC).shard.compare_and_append([], 0, 50)
+        statements: list[str] = []
+        backend._conn().set_trace_callback(statements.append)
+        storage.advance_tables(Frontier.at(20))
+        backend._conn().set_trace_callback(None)
+        assert [s.split()[0] for s in statements] == ["UPDATE"]
+        assert backend.state("table/a").upper == Frontier.at(50)
+
+
+def test_any_table_name_is_notified(tmp_path: Path) -> None:
+    with open_storage(f"sqlite:///{tmp_path}/names.db") as storage:
+        backend = storage.backend
+        assert isinstance(backend, SqliteBackend)
+        names = ["a\0b", 'q"u,o]t[e', "ü ñ", "a"]
+        notified: list[str] = []
+        for name in names:
+            storage.create_table(name, DESC)
+            backend.notifier.subscribe(f"table/{name}",
+                                       lambda n=name: notified.append(n))  # type: ignore[misc]
+        storage.advance_tables(Frontier.at(7))
+        assert sorted(notified) == sorted(names)
+        assert {backend.state(f"table/{n}").upper for n in names} == {Frontier.at(7)}
 
 
 def test_advancing_with_no_tables_writes_nothing(tmp_path: Path) -> None:

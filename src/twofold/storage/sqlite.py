@@ -17,6 +17,7 @@ power loss, not only against a crash of the process.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -248,13 +249,19 @@ class SqliteBackend:
 
     def advance_prefixed_uppers(self, prefix: str, upper: Frontier) -> None:
         """`advance_uppers` of every shard whose id starts with `prefix` (non-empty), as one
-        autocommit statement: no listing of the shards first, no BEGIN and COMMIT round trips.
-        The ticker's round (`Storage.advance_tables`) — each sqlite3 call releases and retakes
-        the interpreter lock, a handoff that waits for a busy loop thread to drop it.
+        autocommit write statement: no listing of the shards first, no BEGIN and COMMIT round
+        trips. The ticker's round (`Storage.advance_tables`) — each sqlite3 call releases and
+        retakes the interpreter lock, a handoff that waits for a busy loop thread to drop it.
 
         One write statement outside a transaction takes the write lock before it reads (and
         waits for it under the busy timeout, as `BEGIN IMMEDIATE` does), so it is as atomic as
-        the transaction of `advance_uppers`; the prefix is a range of the primary key."""
+        the transaction of `advance_uppers`; the prefix is a range of the primary key. Not
+        `RETURNING`: that commits on a later step than the update, a second slow call (measured
+        against a busy loop: with 10 tables 1,983 -> 437 ticker switches per tick). The shards
+        to notify are then read back in one row: those now at `upper`. A shard another handle
+        moved on in between is not notified by this round (its listeners here find it by their
+        poll, as they find any other process's append); one another handle put at `upper` is,
+        and it did change."""
         if not prefix:
             raise ValueError("advance_prefixed_uppers needs a non-empty prefix")
         if upper.time is None:
@@ -264,12 +271,16 @@ class SqliteBackend:
         # `prefix` are exactly those in [prefix, prefix with its last character incremented).
         end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
         with self._errors("advancing uppers"):
-            advanced = self._conn().execute(
+            conn = self._conn()
+            moved = conn.execute(
                 "UPDATE shards SET upper = ?1 WHERE upper < ?1 AND shard_id >= ?2 "
-                "AND shard_id < ?3 RETURNING shard_id",
-                (target, prefix, end),
-            ).fetchall()
-        for (shard_id,) in advanced:
+                "AND shard_id < ?3", (target, prefix, end)).rowcount
+            if moved <= 0:
+                return
+            (ids,) = conn.execute(
+                "SELECT json_group_array(shard_id) FROM shards WHERE upper = ?1 "
+                "AND shard_id >= ?2 AND shard_id < ?3", (target, prefix, end)).fetchone()
+        for shard_id in json.loads(ids):
             self.notifier.notify(shard_id)
 
     def downgrade_since(self, shard_id: str, since: Frontier) -> Frontier:
