@@ -138,8 +138,9 @@ def test_integer_range_on_update_against_postgres(db: twofold.Database, pg: Any,
 
 def test_views_and_indexes_record_their_declared_types_durably(tmp_path: Path) -> None:
     """CREATE VIEW / MATERIALIZED VIEW / INDEX record their columns' declared types (an
-    expression's: its PostgreSQL type, `a + b` integer, `a + d` bigint), and a query over them carries them in its result
-    schema after a reopen too (`wire_type`: what a pgwire server announces)."""
+    expression's: its PostgreSQL type, `a + b` integer, `a + d` bigint), and a query over
+    them carries them in its result schema after a reopen too (`wire_type`: what a pgwire
+    server announces)."""
     from twofold.sql.types import wire_type
 
     path = str(tmp_path / "v.db")
