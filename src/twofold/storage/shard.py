@@ -23,7 +23,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -209,6 +209,10 @@ class Listener:
         self._frontier = Frontier.empty() if as_of == MAX_TIME else Frontier.at(as_of + 1)
         self._buffer: deque[UpdateBatch] = deque()
         self._lock = threading.Lock()
+        # The backend's change token at the last fill that read (`_fill`), if it offers one.
+        self._change_token: Callable[[], Hashable] | None = getattr(
+            shard.backend, "change_token", None)
+        self._seen_token: Hashable | None = None
         self._lease: ListenerLease | None = None
         lease_listener = getattr(shard.backend, "lease_listener", None)
         if lease_listener is not None:
@@ -247,15 +251,24 @@ class Listener:
         return out
 
     def _fill(self) -> None:
-        """Fetch the batches in `[frontier, upper)` into the buffer; never waits."""
+        """Fetch the batches in `[frontier, upper)` into the buffer; never waits.
+
+        On a backend with a change token (SQLite: see `SqliteBackend.change_token`), a fill
+        whose token equals the one taken before the last fill that read reads nothing: no
+        commit to the file has ended since, so neither the upper nor the since can have moved.
+        The token is taken before the reads, so a commit during them moves the next one."""
         with self._lock:
             start = self._frontier.time
             if start is None:
+                return
+            token = None if self._change_token is None else self._change_token()
+            if token is not None and token == self._seen_token:
                 return
             backend, shard_id = self.shard.backend, self.shard.shard_id
             state = backend.state(shard_id)
             self._check_since(state.since, start)
             if state.upper.contains(start):
+                self._seen_token = token
                 return  # no time at or after `start` is complete yet
             state, parts = backend.read_parts(shard_id, overlapping_from=start, up_to=None)
             self._check_since(state.since, start)
@@ -263,6 +276,7 @@ class Listener:
                 tile_batches(start, state.upper, parts, empty_updates(self.shard.desc), shard_id)
             )
             self._frontier = state.upper
+            self._seen_token = token
             if self._lease is not None:  # delivered before upper: hold only its last time
                 last = state.upper.step_back()
                 if last is not None:

@@ -17,6 +17,7 @@ power loss, not only against a crash of the process.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
@@ -81,6 +82,8 @@ class SqliteBackend:
         self._connections: list[sqlite3.Connection] = []
         self._closed = False
         self._schemas: dict[str, pa.Schema] = {}
+        self._serials = itertools.count()  # numbers this handle's connections (`change_token`)
+        self._commits = 0  # writes this handle committed, from any thread (`change_token`)
         try:
             self._initialise()
         except BaseException:
@@ -100,6 +103,7 @@ class SqliteBackend:
             except sqlite3.Error as e:
                 raise StorageError(f"cannot open {self.path!r}: {e}") from None
             self._connections.append(conn)
+            self._local.serial = next(self._serials)
         with self._errors("configuring the connection"):
             conn.execute("PRAGMA busy_timeout = 60000")
             conn.execute("PRAGMA synchronous = FULL")
@@ -134,11 +138,15 @@ class SqliteBackend:
             cur = conn.cursor()
             cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
-                yield cur
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
-            cur.execute("COMMIT")
+                try:
+                    yield cur
+                except BaseException:
+                    cur.execute("ROLLBACK")
+                    raise
+                cur.execute("COMMIT")
+            finally:
+                if write:
+                    self._wrote()
 
     def _initialise(self) -> None:
         conn = self._conn()
@@ -190,6 +198,34 @@ class SqliteBackend:
         with self._errors("reading the data version"):
             row = self._conn().execute("PRAGMA data_version").fetchone()
         return int(row[0])
+
+    def _wrote(self) -> None:
+        """Count a write of this handle (after it ended, committed or not: counting one that
+        changed nothing only costs a poll its skip)."""
+        with self._lock:
+            self._commits += 1
+
+    def change_token(self) -> tuple[int, int, int]:
+        """A value that moves whenever any shard of this file may have changed since this
+        thread last took it: this thread's connection, the writes this handle committed, and
+        that connection's `data_version` (which every other connection's commit moves — other
+        threads', other handles', other processes' — but not its own, hence the count). Equal
+        tokens from one thread mean nothing was committed between them, so a poll that saw
+        the first may skip its reads (`Listener`). Taken before those reads: a commit after it
+        moves the next token. ~2 µs: the pragma runs on a cursor kept per thread."""
+        commits = self._commits  # before the pragma: a write ending after it moves the next
+        local = self._local
+        cur: sqlite3.Cursor | None = getattr(local, "probe", None)
+        if cur is None or self._closed:
+            conn = self._conn()
+            with self._errors("reading the data version"):
+                cur = local.probe = conn.cursor()
+        with self._errors("reading the data version"):
+            cur.execute("PRAGMA data_version")
+            row = cur.fetchone()
+        if row is None:
+            raise StorageError(f"{self.path!r}: PRAGMA data_version returned no row")
+        return local.serial, commits, int(row[0])
 
     def shard_ids(self) -> list[str]:
         with self._transaction("listing shards", write=False) as cur:
@@ -272,9 +308,12 @@ class SqliteBackend:
         end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
         with self._errors("advancing uppers"):
             conn = self._conn()
-            moved = conn.execute(
-                "UPDATE shards SET upper = ?1 WHERE upper < ?1 AND shard_id >= ?2 "
-                "AND shard_id < ?3", (target, prefix, end)).rowcount
+            try:
+                moved = conn.execute(
+                    "UPDATE shards SET upper = ?1 WHERE upper < ?1 AND shard_id >= ?2 "
+                    "AND shard_id < ?3", (target, prefix, end)).rowcount
+            finally:
+                self._wrote()
             if moved <= 0:
                 return
             (ids,) = conn.execute(
