@@ -194,9 +194,27 @@ class SqliteBackend:
         """SQLite's `PRAGMA data_version` on this thread's connection: it moves whenever
         another connection (another thread's, another process's) commits to the file — a
         cheap check that nothing changed since the last read (this thread's own commits do
-        not move it; the notifier tells of those)."""
+        not move it; the notifier tells of those). ~2 us: the pragma runs on a cursor kept
+        per thread; any trouble with it (closed, an error) goes through a fresh one, which
+        raises the typed errors."""
+        local = self._local
+        cur: sqlite3.Cursor | None = getattr(local, "probe", None)
+        if cur is not None and not self._closed:
+            try:
+                cur.execute("PRAGMA data_version")
+                row = cur.fetchone()
+                if row is not None:
+                    return int(row[0])
+            except sqlite3.Error:
+                pass
+        local.probe = None
         with self._errors("reading the data version"):
-            row = self._conn().execute("PRAGMA data_version").fetchone()
+            cur = self._conn().cursor()
+            cur.execute("PRAGMA data_version")
+            row = cur.fetchone()
+        if row is None:
+            raise StorageError(f"{self.path!r}: PRAGMA data_version returned no row")
+        local.probe = cur
         return int(row[0])
 
     def _wrote(self) -> None:
@@ -212,20 +230,10 @@ class SqliteBackend:
         threads', other handles', other processes' — but not its own, hence the count). Equal
         tokens from one thread mean nothing was committed between them, so a poll that saw
         the first may skip its reads (`Listener`). Taken before those reads: a commit after it
-        moves the next token. ~2 µs: the pragma runs on a cursor kept per thread."""
+        moves the next token. ~2 µs (`data_version`'s kept cursor)."""
         commits = self._commits  # before the pragma: a write ending after it moves the next
-        local = self._local
-        cur: sqlite3.Cursor | None = getattr(local, "probe", None)
-        if cur is None or self._closed:
-            conn = self._conn()
-            with self._errors("reading the data version"):
-                cur = local.probe = conn.cursor()
-        with self._errors("reading the data version"):
-            cur.execute("PRAGMA data_version")
-            row = cur.fetchone()
-        if row is None:
-            raise StorageError(f"{self.path!r}: PRAGMA data_version returned no row")
-        return local.serial, commits, int(row[0])
+        version = self.data_version()  # may open this thread's connection, numbering it
+        return self._local.serial, commits, version
 
     def shard_ids(self) -> list[str]:
         with self._transaction("listing shards", write=False) as cur:
