@@ -6,6 +6,10 @@ each candidate pair exactly (codes only nominate candidates, so a hash
 collision can never merge distinct rows) and sums runs with `np.add.reduceat`. On this machine
 that is several times faster than a hash group-by over all columns, and for inputs made of
 already-sorted runs (a spine merge) the sort itself is near-linear.
+
+"Identical" is by stored value, not SQL equality: floats compare (and hash, `bits=True`) by
+their bits with NaN payloads canonicalised, so -0.0 and 0.0 stay separate records — merging
+them would keep the first's bits and turn one value into the other.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from twofold.engine.frames import DIFF
-from twofold.engine.hashing import mix, row_hash
+from twofold.engine.hashing import canonical_float_bits, mix, row_hash
 
 _NUMPY_EXACT = (pl.Int64, pl.UInt64, pl.Boolean)
 
@@ -27,13 +31,21 @@ def take_rows(frame: pl.DataFrame, idx: np.ndarray) -> pl.DataFrame:
     return frame[pl.Series(idx.astype(np.uint32, copy=False))]
 
 
-def _equal_at(col: pl.Series, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Whether `col[a[i]]` equals `col[b[i]]` (NULL equal to NULL), per `i`."""
-    if col.dtype in _NUMPY_EXACT and col.null_count() == 0:
-        values = col.to_numpy()
-        eq: np.ndarray = values.take(a) == values.take(b)
+def equal_pairs(a: pl.Series, ia: np.ndarray, b: pl.Series, ib: np.ndarray) -> np.ndarray:
+    """Whether `a[ia[i]]` is the same stored value as `b[ib[i]]`, per `i`: NULL equal to NULL,
+    floats by their bits with every NaN one value (so -0.0 and 0.0 differ: consolidation must
+    never turn one stored value into another), everything else by equality."""
+    if a.dtype == pl.Float64:
+        sa, sb = a.gather(pl.Series(ia)), b.gather(pl.Series(ib))
+        na, nb = sa.is_null().to_numpy(), sb.is_null().to_numpy()
+        va = canonical_float_bits(sa.fill_null(0.0).to_numpy() if a.null_count() else sa.to_numpy())
+        vb = canonical_float_bits(sb.fill_null(0.0).to_numpy() if b.null_count() else sb.to_numpy())
+        same: np.ndarray = (na == nb) & (na | (va == vb))
+        return same
+    if a.dtype in _NUMPY_EXACT and a.null_count() == 0 and b.null_count() == 0:
+        eq: np.ndarray = a.to_numpy()[ia] == b.to_numpy()[ib]
         return eq
-    return col.gather(pl.Series(a)).eq_missing(col.gather(pl.Series(b))).to_numpy()
+    return a.gather(pl.Series(ia)).eq_missing(b.gather(pl.Series(ib))).to_numpy()
 
 
 def consolidate_sorted(
@@ -76,7 +88,8 @@ def consolidate_sorted(
             same = np.ones(len(cand), dtype=bool)
             for c in frame.columns:
                 if c != DIFF:
-                    same &= _equal_at(frame.get_column(c), a, b)
+                    col = frame.get_column(c)
+                    same &= equal_pairs(col, a, col, b)
             starts_mask = np.ones(n, dtype=bool)
             starts_mask[cand[same]] = False
             starts = np.flatnonzero(starts_mask)
@@ -100,7 +113,7 @@ def consolidate(frame: pl.DataFrame, cols: Sequence[str]) -> pl.DataFrame:
     frame = frame.select([*cols, DIFF])
     if frame.height <= 1:
         return frame.filter(pl.col(DIFF) != 0)
-    hashes = row_hash(frame, cols)
+    hashes = row_hash(frame, cols, bits=True)
     # Every column that matters (time included, when given) is compared: order is free.
     out, _, _ = consolidate_sorted(frame, mix(hashes), hashes, stable=False)
     return out

@@ -10,7 +10,10 @@ whole row in the low bits. Sorting by (code, time) groups each key's rows into o
 range (found by binary search between `key & KEY_MASK` and `key | ROW_MASK`) and makes identical
 `(row, time)` updates adjacent, so consolidation is one linear pass. Codes do not depend on
 time, so advancing times (compaction) never reorders a batch and a merge of batches in time
-order is a merge of sorted runs. Distinct
+order is a merge of sorted runs. The key hash is by SQL equality (-0.0 = 0.0, one NaN) so key
+lookups and matching find both zeros; the row hash is by bits (NaNs canonicalised), because
+consolidation must keep -0.0 and 0.0 apart, and identical rows must stay adjacent (one code and
+one row hash) for it to merge them. Distinct
 keys or rows may share bits: every reader filters by exact equality, so a collision costs time,
 never correctness.
 """
@@ -47,23 +50,29 @@ def mix(x: np.ndarray) -> np.ndarray:
         return out
 
 
-def column_hash(series: pl.Series) -> np.ndarray:
-    """A u64 hash of each value of `series` (NULL hashes to a constant)."""
+def column_hash(series: pl.Series, *, bits: bool = False) -> np.ndarray:
+    """A u64 hash of each value of `series` (NULL hashes to a constant).
+
+    By SQL equality (-0.0 hashes as 0.0, every NaN alike) unless `bits`: then floats hash by
+    their bits after NaN canonicalisation, so -0.0 and 0.0 hash apart — the identity
+    consolidation keeps (it never merges two stored values into one)."""
     nulls = series.null_count()
     dtype = series.dtype
     if dtype in _FIXED and dtype != pl.Int128:
         # polars' fill_null copies even when there is nothing to fill: only call it if needed.
         if dtype == pl.Boolean:
-            bits = (series.fill_null(False) if nulls else series).to_numpy().astype(np.uint64)
+            raw = (series.fill_null(False) if nulls else series).to_numpy().astype(np.uint64)
         elif dtype == pl.Float64:
-            # SQL equality: -0.0 = 0.0 (adding 0.0 turns -0.0 into 0.0), and one NaN.
-            with np.errstate(invalid="ignore"):  # a signalling NaN is still just NaN here
-                floats = (series.fill_null(0.0) if nulls else series).to_numpy() + 0.0
-            floats[np.isnan(floats)] = np.nan
-            bits = floats.view(np.uint64)
+            floats = (series.fill_null(0.0) if nulls else series).to_numpy()
+            if bits:
+                raw = canonical_float_bits(floats)
+            else:
+                # SQL equality: -0.0 = 0.0 (adding 0.0 turns -0.0 into 0.0), and one NaN.
+                with np.errstate(invalid="ignore"):  # a signalling NaN is still just NaN here
+                    raw = canonical_float_bits(floats + 0.0)
         else:
-            bits = (series.fill_null(0) if nulls else series).to_numpy().view(np.uint64)
-        out = mix(bits ^ _GOLDEN)
+            raw = (series.fill_null(0) if nulls else series).to_numpy().view(np.uint64)
+        out = mix(raw ^ _GOLDEN)
     else:
         out = series.hash(seed=_SEED).to_numpy()
     if nulls:
@@ -71,31 +80,44 @@ def column_hash(series: pl.Series) -> np.ndarray:
     return out
 
 
-def row_hash(frame: pl.DataFrame, cols: Sequence[str]) -> np.ndarray:
-    """A u64 per row of the values in `cols` (in order); zeros when `cols` is empty."""
+def canonical_float_bits(floats: np.ndarray) -> np.ndarray:
+    """The u64 bits of float64 `floats`, every NaN (any payload or sign) as numpy's one NaN;
+    -0.0 and 0.0 keep their distinct bits."""
+    return np.where(np.isnan(floats), np.nan, floats).view(np.uint64)
+
+
+def row_hash(frame: pl.DataFrame, cols: Sequence[str], *, bits: bool = False) -> np.ndarray:
+    """A u64 per row of the values in `cols` (in order); zeros when `cols` is empty.
+
+    Value hash (SQL equality) for matching keys; `bits=True` for consolidation's row identity
+    (`column_hash`)."""
     h = np.zeros(frame.height, dtype=np.uint64)
     with np.errstate(over="ignore"):
         for c in cols:
-            h = mix(h * _M1 + column_hash(frame.get_column(c)))
+            h = mix(h * _M1 + column_hash(frame.get_column(c), bits=bits))
     return h
 
 
 def row_and_key_hash(
     frame: pl.DataFrame, cols: Sequence[str], key_cols: Sequence[str]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """`(row_hash(frame, cols), row_hash(frame, key_cols))`, hashing each column once."""
-    per_col: dict[str, np.ndarray] = {}
+    """`(row_hash(frame, cols, bits=True), row_hash(frame, key_cols))`, hashing each column
+    once per kind (only float columns differ between the two): the row hash identifies stored
+    values for consolidation, the key hash matches keys by SQL equality."""
+    per_col: dict[tuple[str, bool], np.ndarray] = {}
 
-    def fold(names: Sequence[str]) -> np.ndarray:
+    def fold(names: Sequence[str], bits: bool) -> np.ndarray:
         h = np.zeros(frame.height, dtype=np.uint64)
         with np.errstate(over="ignore"):
             for c in names:
-                if c not in per_col:
-                    per_col[c] = column_hash(frame.get_column(c))
-                h = mix(h * _M1 + per_col[c])
+                col = frame.get_column(c)
+                kind = (c, bits and col.dtype == pl.Float64)
+                if kind not in per_col:
+                    per_col[kind] = column_hash(col, bits=kind[1])
+                h = mix(h * _M1 + per_col[kind])
         return h
 
-    return fold(cols), fold(key_cols)
+    return fold(cols, True), fold(key_cols, False)
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:

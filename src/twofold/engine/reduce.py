@@ -26,6 +26,7 @@ from twofold.engine.consolidation import consolidate
 from twofold.engine.expr import OUT_OF_RANGE
 from twofold.engine.frames import DIFF, ERROR
 from twofold.engine.functions import OVERFLOW
+from twofold.engine.hashing import canonical_float_bits
 from twofold.engine.operator import (
     EMPTY_ERRORS,
     Delta,
@@ -346,12 +347,30 @@ class GlobalReduceOp(Operator):
         return pl.concat([out, row], how="vertical") if out.height else row, errs
 
 
+def sum_equal_rows(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` (`c*`, `diff`, consolidated by bits) with rows equal by SQL equality (-0.0 =
+    0.0) summed into one: the row whose float columns have the smallest bits (unsigned, NaNs
+    canonical), lexicographically — so +0.0 whenever the class holds one, a deterministic
+    function of the multiset. Other dtypes consolidate by equality already."""
+    cols = [c for c in frame.columns if c != DIFF]
+    floats = [c for c in cols if frame.schema[c] == pl.Float64]
+    if not floats or frame.height <= 1:
+        return frame
+    bits = [
+        pl.Series(f"_bits{j}", canonical_float_bits(
+            frame.get_column(c).fill_null(0.0).to_numpy()))
+        for j, c in enumerate(floats)
+    ]
+    ordered = frame.with_columns(bits).sort([b.name for b in bits])
+    return ordered.group_by(cols, maintain_order=True).agg(pl.col(DIFF).sum()).select(frame.columns)
+
+
 class DistinctOp(KeyedOp):
     def __init__(self, child: Operator) -> None:
         super().__init__(child, range(len(child.types)), child.types)
 
     def evaluate(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-        return frame.filter(pl.col(DIFF) > 0).with_columns(
+        return sum_equal_rows(frame).filter(pl.col(DIFF) > 0).with_columns(
             pl.lit(1, pl.Int64).alias(DIFF)
         ), EMPTY_ERRORS
 
@@ -361,7 +380,8 @@ class ThresholdOp(KeyedOp):
         super().__init__(child, range(len(child.types)), child.types)
 
     def evaluate(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-        return frame.filter(pl.col(DIFF) > 0), EMPTY_ERRORS
+        # By SQL equality: -0.0 EXCEPT ALL 0.0 is empty, as in PostgreSQL.
+        return sum_equal_rows(frame).filter(pl.col(DIFF) > 0), EMPTY_ERRORS
 
 
 def order_frame(

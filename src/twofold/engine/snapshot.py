@@ -11,6 +11,7 @@ codes (`hashing`) and then filter by exact key equality.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from twofold.engine.batch import Batch, filter_time, gather_hashes
-from twofold.engine.consolidation import consolidate, consolidate_sorted
+from twofold.engine.consolidation import consolidate, consolidate_sorted, equal_pairs
 from twofold.engine.errors import EvalError, InputError, NotReadableError
 from twofold.engine.frames import DIFF, ERROR, TIME, empty, names, schema
 from twofold.engine.hashing import (
@@ -40,6 +41,18 @@ _ROW_MASK = int(ROW_MASK)
 _NUMPY_EXACT = (pl.Int64, pl.UInt64, pl.Boolean)
 _FEW_KEYS = 16  # up to this many keys, a lookup walks batches in Python: no frame overheads
 _NAN = object()  # stands for every NaN in a row's identity (NaN != NaN in Python)
+# Stands for -0.0 in a row's identity: Python's dict holds -0.0 and 0.0 as one key (keeping the
+# first's bits), and consolidation keeps them apart.
+_NEG_ZERO = object()
+_copysign = math.copysign
+
+
+def _identity_of(v: object) -> object:
+    if v != v:  # NaN
+        return _NAN
+    if v == 0 and v.__class__ is float and math.copysign(1.0, v) < 0:
+        return _NEG_ZERO
+    return v
 
 
 def _collect(
@@ -93,8 +106,8 @@ def _batch_collection(batch: Batch, cols: Sequence[str], t: int) -> _Acc:
 
 
 def _equal_pairs(a: pl.Series, ia: np.ndarray, b: pl.Series, ib: np.ndarray) -> np.ndarray:
-    """Whether `a[ia[i]]` equals `b[ib[i]]` (NULL equal to NULL), per `i` — the equality
-    consolidation uses."""
+    """Whether `a[ia[i]]` equals `b[ib[i]]` (NULL equal to NULL), per `i`, by SQL equality
+    (-0.0 = 0.0): the key match of lookups. Consolidation uses `equal_pairs` (by bits)."""
     if a.dtype in _NUMPY_EXACT and a.null_count() == 0 and b.null_count() == 0:
         eq: np.ndarray = a.to_numpy()[ia] == b.to_numpy()[ib]
         return eq
@@ -120,7 +133,7 @@ def _fold(base: _Acc, rest: _Acc, cols: Sequence[str]) -> _Acc:
         for c in cols:
             if not len(in_rest):
                 break
-            same = _equal_pairs(
+            same = equal_pairs(
                 base.frame.get_column(c), in_base, rest.frame.get_column(c), in_rest
             )
             in_rest, in_base = in_rest[same], in_base[same]
@@ -352,23 +365,24 @@ class ArrangementSnapshot:
                 )
         if len(distinct) > _FEW_KEYS:
             frame = self.lookup([list(k) for k in distinct], t)
-            found = {tuple(r[:-1]): int(r[-1]) for r in frame.iter_rows()}
+            # Pairs, not a dict: a dict holds -0.0 and 0.0 as one key.
+            found = [(tuple(r[:-1]), int(r[-1])) for r in frame.iter_rows()]
         else:
             found = self._lookup_few(distinct, t)
         if len(found) == 1:  # nothing to sort
-            ((r, d),) = found.items()
+            ((r, d),) = found
             return [(list(r), d)] if d else []
         # NULLs last, and NaN after every other value (as PostgreSQL orders floats): a total
         # order, so the rows come in the same order whatever order the batches held them in.
         return sorted(
-            ((list(r), d) for r, d in found.items() if d),
+            ((list(r), d) for r, d in found if d),
             key=lambda rd: [(v is None, v != v, v) for v in rd[0]],
         )
 
-    def _lookup_few(self, keys: set[tuple[Any, ...]], t: int) -> dict[tuple[Any, ...], int]:
+    def _lookup_few(self, keys: set[tuple[Any, ...]], t: int) -> list[tuple[tuple[Any, ...], int]]:
         hashers = _key_hashers(tuple(self.desc.types), self.key)
         acc: dict[tuple[Any, ...], int] = {}
-        reps: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # NaN-free identity -> a row
+        reps: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # NaN/-0.0-free identity -> a row
         single = self.key[0] if len(self.key) == 1 else None
         positions = list(enumerate(self.key))
         for key in keys:
@@ -406,14 +420,15 @@ class ArrangementSnapshot:
                         continue
                     ident = row[:-2]
                     for v in ident:  # a plain loop: no generator per row
-                        if v != v:  # NaN: equal to NaN, as consolidation
-                            ident = tuple(_NAN if x != x else x for x in ident)
+                        # NaN: equal to NaN, and -0.0 apart from 0.0, as consolidation
+                        if v != v or (v == 0 and v.__class__ is float and _copysign(1.0, v) < 0):
+                            ident = tuple(_identity_of(x) for x in ident)
                             reps.setdefault(ident, row[:-2])
                             break
                     acc[ident] = acc.get(ident, 0) + row[-1]
-        if not reps:  # no NaN: every identity is its row
-            return acc
-        return {reps.get(r, r): d for r, d in acc.items()}
+        if not reps:  # no NaN, no -0.0: every identity is its row
+            return list(acc.items())
+        return [(reps.get(r, r), d) for r, d in acc.items()]
 
     def _probe(self, keys: Sequence[Sequence[Any]] | pl.DataFrame) -> pl.DataFrame:
         sch = {f"k{j}": schema(self.desc.types)[f"c{i}"] for j, i in enumerate(self.key)}

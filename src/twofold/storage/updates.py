@@ -313,8 +313,8 @@ def _group_sum(table: pa.Table) -> pa.Table:
     occurs once are unique and pass through untouched; that is most rows of a snapshot, and all
     of them for a consolidated collection. Runs of equal hashes are checked column by column
     against their neighbours, so a hash collision is detected, never trusted; the runs are then
-    summed with `np.add.reduceat`. Only if a collision (or a NaN, which never equals itself) is
-    found do the repeated rows go through polars' group-by, which compares values.
+    summed with `np.add.reduceat`. Only if a collision is found do the repeated rows go through
+    polars' group-by. Floats are hashed and compared by their bits (`_identity_frame`).
     """
     if table.num_rows == 0:
         return table
@@ -323,8 +323,7 @@ def _group_sum(table: pa.Table) -> pa.Table:
         total = int(pc.sum(table.column(DIFF)).as_py())
         return table.slice(0, 0) if total == 0 else pa.Table.from_arrays(
             [pa.array([total], pa.int64())], schema=table.schema)
-    frame = pl.from_arrow(table.select(keys))
-    assert isinstance(frame, pl.DataFrame)
+    frame = _identity_frame(table, keys)
     hashes = frame.hash_rows().to_numpy()
     ordered = np.sort(hashes)  # cheaper than argsort, and enough to learn that rows are unique
     if not (ordered[1:] == ordered[:-1]).any():
@@ -341,10 +340,11 @@ def _group_sum(table: pa.Table) -> pa.Table:
     repeated = table.take(pa.array(order[in_run])).combine_chunks()
     run_hashes = ordered[in_run]
     continues = run_hashes[1:] == run_hashes[:-1]  # row i + 1 is in row i's run
+    ident = frame[pl.Series(order[in_run].astype(np.uint32))]
     for name in keys:
-        column = repeated.column(name)
-        if not _equal_neighbours(column)[continues].all():
-            return pa.concat_tables([once, _polars_group_sum(repeated, keys)])
+        column = ident.get_column(name).to_arrow()
+        if not _equal_neighbours(pa.chunked_array([column]))[continues].all():
+            return pa.concat_tables([once, _polars_group_sum(repeated, ident, keys)])
     starts = np.flatnonzero(np.concatenate([[True], ~continues]))
     sums = np.add.reduceat(repeated.column(DIFF).to_numpy(), starts)
     firsts = repeated.take(pa.array(starts))
@@ -367,11 +367,39 @@ def _equal_neighbours(column: pa.ChunkedArray) -> np.ndarray:
     return np.asarray(pc.or_(equal, both_null).to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _polars_group_sum(table: pa.Table, keys: list[str]) -> pa.Table:
-    frame = pl.from_arrow(table)
+def _identity_frame(table: pa.Table, keys: list[str]) -> pl.DataFrame:
+    """`table`'s `keys` columns as polars, each float column replaced by its bits (UInt64,
+    NULLs kept) with every NaN as one NaN: the identity consolidation merges by, so -0.0 and
+    0.0 stay separate rows (merging them would turn one stored value into the other)."""
+    frame = pl.from_arrow(table.select(keys))
     assert isinstance(frame, pl.DataFrame)
-    summed = frame.group_by(keys).agg(pl.col(DIFF).sum()).filter(pl.col(DIFF) != 0)
-    return _conform(summed.to_arrow(), table.schema)
+    floats = [c for c in keys if frame.schema[c] == pl.Float64]
+    if not floats:
+        return frame
+    replaced = []
+    for c in floats:
+        col = frame.get_column(c)
+        values = (col.fill_null(0.0) if col.null_count() else col).to_numpy()
+        bits = pl.Series(c, np.where(np.isnan(values), np.nan, values).view(np.uint64))
+        if col.null_count():
+            bits = pl.select(pl.when(col.is_null()).then(None).otherwise(bits).alias(c)).to_series()
+        replaced.append(bits)
+    return frame.with_columns(replaced)
+
+
+def _polars_group_sum(table: pa.Table, ident: pl.DataFrame, keys: list[str]) -> pa.Table:
+    """Sum `table`'s diffs over equal rows of `ident` (its `_identity_frame`, row aligned),
+    keeping each group's first row."""
+    frame = ident.with_columns(
+        pl.Series(DIFF, table.column(DIFF).to_numpy(), pl.Int64),
+        pl.int_range(pl.len(), dtype=pl.UInt32).alias("_row"),
+    )
+    summed = frame.group_by(keys).agg(pl.col(DIFF).sum(), pl.col("_row").first())
+    summed = summed.filter(pl.col(DIFF) != 0)
+    firsts = table.take(pa.array(summed.get_column("_row").to_numpy()))
+    index = firsts.schema.get_field_index(DIFF)
+    sums = pa.array(summed.get_column(DIFF).to_numpy(), pa.int64())
+    return _conform(firsts.set_column(index, firsts.schema.field(DIFF), sums), table.schema)
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
