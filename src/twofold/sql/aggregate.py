@@ -51,10 +51,14 @@ def aggregate_calls(nodes: list[exp.Expr]) -> list[exp.Expr]:
     def walk(n: exp.Expr) -> None:
         if isinstance(n, exp.Subquery | exp.Exists | exp.Select):
             return
+        if isinstance(n, exp.Window):
+            # `sum(x) OVER (...)` holds an aggregate call but is no aggregate of the query:
+            # refused here, before the grouping checks would misreport it.
+            raise FeatureNotSupported("window functions are not supported")
         if isinstance(n, exp.Filter) and isinstance(n.this, AGGREGATES):
             out.setdefault(node_key(n), n)
             return
-        if isinstance(n, AGGREGATES) and not isinstance(n, exp.Window):
+        if isinstance(n, AGGREGATES):
             out.setdefault(node_key(n), n)
             return
         for child in n.iter_expressions():
