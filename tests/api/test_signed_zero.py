@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import math
 import struct
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import twofold
 from twofold import col, count
+from twofold.storage import to_tuples
 from twofold.testing.profiles import examples
 
 _ODD_NAN = float(np.array([0x7FF8DEADBEEF0001], dtype=np.uint64).view(np.float64)[0])
@@ -110,3 +114,116 @@ def test_distinct_of_zeros_is_one_row_and_a_function_of_the_multiset(
     assert signs(idx.lookup(0.0).rows) == signs(view.collect().rows) == [1.0]  # one row, 0.0
     t.insert([(-0.0,)])
     assert signs(idx.lookup(0.0).rows) == signs(view.collect().rows) == [1.0]
+
+
+def signed(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Rows with each float zero written as '+0' or '-0' (== cannot tell them apart)."""
+    return sorted((tuple(("-0" if math.copysign(1.0, v) < 0 else "+0")
+                         if isinstance(v, float) and v == 0 else v for v in r) for r in rows),
+                  key=repr)
+
+
+def test_a_subscribe_delivers_a_change_between_the_zeros(db: twofold.Database) -> None:
+    # One write retracts -0.0 and inserts 0.0 at one time: two updates, not one that sums to
+    # nothing (the subscriber would go on holding -0.0).
+    t = db.create_table("t", {"x": float})
+    t.insert([(-0.0,)])
+    start = t.collect().timestamp
+    with db.subscribe(t, as_of=start) as sub:
+        first = sub.next(timeout=20)
+        assert signed([r for _, r, _ in first.updates]) == [("-0",)]
+        ts = t.update([(-0.0,)], [(0.0,)]).timestamp
+        changes: list[tuple[int, tuple[Any, ...], int]] = []
+        while not any(time == ts for time, _, _ in changes):
+            changes.extend(sub.next(timeout=20).updates)
+        at_ts = [(r, d) for time, r, d in changes if time == ts]
+        assert sorted((signed([r])[0], d) for r, d in at_ts) == [(("+0",), 1), (("-0",), -1)]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_copy_to_writes_each_zero_as_stored(db: twofold.Database, tmp_path: Path,
+                                            fmt: str) -> None:
+    t = db.create_table("t", {"x": float})
+    t.insert([(-0.0,), (0.0,), (0.0,), (math.nan,)])
+    path = tmp_path / f"out.{fmt}"
+    assert db.copy_to(t, path) == 4
+    frame = pl.read_parquet(path) if fmt == "parquet" else pl.read_csv(
+        path, schema={"x": pl.Float64})
+    got = frame["x"].to_list()
+    assert signed([(v,) for v in got if v == 0]) == [("+0",), ("+0",), ("-0",)]
+    assert sum(1 for v in got if math.isnan(v)) == 1
+
+
+def test_a_point_lookup_of_nan_finds_the_nan_rows(db: twofold.Database) -> None:
+    # PostgreSQL: NaN = NaN. Few keys walk the batches in Python, many go through frames;
+    # every NaN (any payload) is one key, looked up once however often it is named.
+    t = db.create_table("t", {"k": int, "x": float})
+    by_x = db.create_index("by_x", t, key="x")
+    by_kx = db.create_index("by_kx", t, key=["k", "x"])
+    t.insert([(1, math.nan), (2, _ODD_NAN), (3, 0.0), (4, 1.5)])
+    t.insert([(1, math.nan)])  # a second batch
+    nans = by_bits([(1, math.nan), (1, math.nan), (2, math.nan)])
+    assert by_bits(by_x.lookup(math.nan).rows) == nans
+    assert by_bits(by_x.lookup(float("nan")).rows) == nans
+    assert by_bits(by_x.lookup(math.nan, float("nan"), _ODD_NAN).rows) == nans
+    many = [float(i) + 0.25 for i in range(20)]
+    assert by_bits(by_x.lookup(*many, math.nan, float("nan")).rows) == nans
+    assert by_bits(by_kx.lookup((2, float("nan"))).rows) == by_bits([(2, math.nan)])
+    assert by_bits(by_kx.lookup((1, math.nan), (1, float("nan")), (2, math.nan)).rows) == nans
+    assert by_bits(by_kx.lookup(*[(i, float("nan")) for i in range(20)]).rows) == nans
+
+
+def stored_bits(t: twofold.Table) -> dict[Any, int]:
+    """The shard's multiplicities by stored identity (a negative one would show here)."""
+    out: dict[Any, int] = {}
+    for r, _, d in to_tuples(t._table.snapshot()):
+        k = tuple(bits(v) for v in r)
+        out[k] = out.get(k, 0) + d
+    return {k: n for k, n in out.items() if n}
+
+
+def test_delete_by_row_removes_an_exact_copy(db: twofold.Database) -> None:
+    # `delete(rows)` names stored rows: -0.0 deletes a -0.0 copy, never the 0.0 one; a
+    # predicate is SQL (x = 0 matches both zeros, as PostgreSQL's DELETE ... WHERE x = -0.0).
+    t = db.create_table("t", {"x": float})
+    t.insert([(0.0,), (-0.0,)])
+    assert t.delete([(-0.0,)]).count == 1
+    assert signed(t.collect().rows) == [("+0",)]
+    assert t.delete([(-0.0,)]).count == 0  # no -0.0 held: nothing removed
+    t.insert([(-0.0,)])
+    assert t.delete([(0.0,), (0.0,)]).count == 1  # one 0.0 held
+    assert signed(t.collect().rows) == [("-0",)]
+    t.insert([(0.0,), (0.0,)])
+    assert t.update([(-0.0,)], [(1.0,)]).count == 1
+    assert signed(t.collect().rows) == [("+0",), ("+0",), (1.0,)]
+    t.insert([(-0.0,)])
+    assert t.delete(where=col("x") == -0.0).count == 3
+    assert t.collect().rows == [(1.0,)]
+    assert stored_bits(t) == {(bits(1.0),): 1}  # nothing negative left behind
+
+
+def test_predicate_writes_over_both_zeros_leave_no_negative_copies(db: twofold.Database) -> None:
+    t = db.create_table("t", {"x": float, "s": str})
+    t.insert([(0.0, "a"), (-0.0, "a"), (-0.0, "a")])
+    assert t.update(set={"s": "b"}, where=col("x") == 0.0).count == 3
+    assert signed(t.collect().rows) == [("+0", "b"), ("-0", "b"), ("-0", "b")]
+    assert stored_bits(t) == {(bits(0.0), "b"): 1, (bits(-0.0), "b"): 2}
+
+
+def test_primary_key_tables_match_keys_by_sql_equality_and_rows_exactly(
+    db: twofold.Database,
+) -> None:
+    t = db.create_table("t", {"id": int, "x": float}, primary_key="id")
+    t.insert([(1, -0.0)])
+    assert t.delete([(1, 0.0)]).count == 0  # the row held for key 1 is (1, -0.0)
+    assert t.update([(1, 0.0)], [(1, 2.0)]).count == 0
+    assert t.delete([(1, -0.0)]).count == 1
+    f = db.create_table("f", {"x": float}, primary_key="x")
+    f.insert([(-0.0,)])
+    with pytest.raises(twofold.UniqueViolation):
+        f.insert([(0.0,)])  # -0.0 = 0.0: one key, as in a PostgreSQL unique index
+    f.insert([(math.nan,)])
+    with pytest.raises(twofold.UniqueViolation):
+        f.insert([(float("nan"),)])  # NaN = NaN
+    assert f.delete(keys=[0.0]).count == 1
+    assert by_bits(f.collect().rows) == by_bits([(math.nan,)])

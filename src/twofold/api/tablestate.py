@@ -11,8 +11,12 @@ Rows are indexed by their *key* — the primary key's columns, or every column f
 without one — in a `GroupTable` (the engine's vectorised hash map from key tuples to dense ids):
 `ids(keys)` costs time in proportion to the keys asked for. Per id the state keeps the net
 multiplicity (`counts`) and where its row is stored (`row_at`, into an append-only `RowStore`),
-so a write can retract the row exactly as stored. Key equality is SQL's, as in consolidation:
-NULL equals NULL for grouping, -0.0 equals 0.0, one NaN.
+so a write can retract the row exactly as stored. A primary key's equality is SQL's, as in
+grouping: NULL equals NULL, -0.0 equals 0.0, one NaN (so `-0.0` and `0.0` are one key, as in a
+PostgreSQL unique index). Without a primary key a row is its own key, by *stored identity*, as
+in consolidation: floats by their bits with every NaN one value, so `0.0` and `-0.0` are two rows
+(each id then holds copies of exactly one stored value, and retracting `n` copies of it cancels
+exactly what is there). `same_rows` compares rows by that identity.
 
 Ids of keys that are no longer (or never were) in the table, and rows no id points at, are
 garbage; the state compacts itself when garbage outweighs what is live (amortised O(1) per row).
@@ -30,6 +34,7 @@ import pyarrow as pa
 
 from twofold.engine.frames import DTYPES
 from twofold.engine.groups import GroupTable
+from twofold.engine.hashing import stored_identity
 from twofold.protocol import Frontier
 from twofold.storage import DIFF, TIME, InvalidUpdates, Listener, SinceViolation
 from twofold.storage import Table as StorageTable
@@ -75,6 +80,9 @@ class TableState:
         self.schema: dict[str, pl.DataType] = {
             n: DTYPES[t.scalar] for n, t in zip(desc.names, desc.types, strict=True)}
         self.key: list[str] = list(key) if key else list(self.names)
+        self._by_identity = not key
+        """No primary key: rows are keyed by stored identity (`stored_identity`), not SQL
+        equality."""
         self.frontier = Frontier.minimum()
         self.version = 0
         """Bumped whenever the contents change: a plan made at one version holds while it
@@ -83,7 +91,10 @@ class TableState:
         self._reset()
 
     def _reset(self) -> None:
-        self._groups = GroupTable({k: self.schema[k] for k in self.key})
+        key_sch = {k: self.schema[k] for k in self.key}
+        if self._by_identity:
+            key_sch = {k: pl.UInt64() if dt == pl.Float64 else dt for k, dt in key_sch.items()}
+        self._groups = GroupTable(key_sch)
         self.counts = np.zeros(1024, np.int64)
         self.row_at = np.full(1024, -1, np.int64)
         self.rows = RowStore(self.schema)
@@ -146,7 +157,8 @@ class TableState:
 
     def ids(self, frame: pl.DataFrame) -> np.ndarray:
         """The id of each row's key (columns named like the table's; others are ignored)."""
-        ids = self._groups.ids(frame.select(self.key))
+        keys = frame.select(self.key)
+        ids = self._groups.ids(stored_identity(keys) if self._by_identity else keys)
         need = self._groups.count
         if need > len(self.counts):
             size = max(need, 2 * len(self.counts))
@@ -155,6 +167,17 @@ class TableState:
             self.row_at = np.concatenate([self.row_at, np.full(size - len(self.row_at), -1,
                                                                np.int64)])
         return ids
+
+    def same_rows(self, rows: pl.DataFrame, ids: np.ndarray) -> np.ndarray:
+        """Whether each of `rows` is the stored row of the id beside it (every id with a
+        positive count), by stored identity: floats by their bits, every NaN one value, NULL
+        equal to NULL."""
+        probe = stored_identity(rows.select(self.names))
+        held = stored_identity(self.stored(ids))
+        same = np.ones(len(ids), dtype=bool)
+        for c in self.names:
+            same &= probe.get_column(c).eq_missing(held.get_column(c)).to_numpy()
+        return same
 
     def stored(self, ids: np.ndarray) -> pl.DataFrame:
         """The stored row of each id (every id must have a positive count)."""

@@ -234,11 +234,7 @@ class TableWriter:
         candidate = state.counts[ids] > 0
         if self.primary_key is not None and candidate.any():
             at = np.flatnonzero(candidate)
-            probe = rows[pl.Series(at, dtype=pl.UInt32)]
-            stored = state.stored(ids[at])
-            same = np.ones(len(at), dtype=bool)
-            for c in state.names:
-                same &= probe.get_column(c).eq_missing(stored.get_column(c)).to_numpy()
+            same = state.same_rows(rows[pl.Series(at, dtype=pl.UInt32)], ids[at])
             candidate[at[~same]] = False
         at = np.flatnonzero(candidate)
         cids = ids[at]

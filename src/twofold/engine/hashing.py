@@ -86,6 +86,24 @@ def canonical_float_bits(floats: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(floats), np.nan, floats).view(np.uint64)
 
 
+def stored_identity(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with each Float64 column replaced by its `canonical_float_bits` (UInt64, NULLs
+    kept): equality of the result's rows is identity of stored values — -0.0 and 0.0 differ,
+    every NaN is one value — where `frame`'s own equality is SQL's. Other columns as they are."""
+    floats = [c for c, dt in frame.schema.items() if dt == pl.Float64]
+    if not floats:
+        return frame
+    replaced = []
+    for c in floats:
+        col = frame.get_column(c)
+        bits = pl.Series(c, canonical_float_bits(
+            (col.fill_null(0.0) if col.null_count() else col).to_numpy()), pl.UInt64)
+        if col.null_count():
+            bits = pl.select(pl.when(col.is_null()).then(None).otherwise(bits).alias(c)).to_series()
+        replaced.append(bits)
+    return frame.with_columns(replaced)
+
+
 def row_hash(frame: pl.DataFrame, cols: Sequence[str], *, bits: bool = False) -> np.ndarray:
     """A u64 per row of the values in `cols` (in order); zeros when `cols` is empty.
 

@@ -41,6 +41,7 @@ _ROW_MASK = int(ROW_MASK)
 _NUMPY_EXACT = (pl.Int64, pl.UInt64, pl.Boolean)
 _FEW_KEYS = 16  # up to this many keys, a lookup walks batches in Python: no frame overheads
 _NAN = object()  # stands for every NaN in a row's identity (NaN != NaN in Python)
+_ONE_NAN = math.nan  # every NaN in a lookup key, so a set of keys holds NaN once
 # Stands for -0.0 in a row's identity: Python's dict holds -0.0 and 0.0 as one key (keeping the
 # first's bits), and consolidation keeps them apart.
 _NEG_ZERO = object()
@@ -357,7 +358,13 @@ class ArrangementSnapshot:
             k = keys[0]
             distinct = {k if type(k) is tuple else tuple(k)}
         else:
-            distinct = {tuple(k) for k in keys}
+            # Every NaN as one object: a set holds two NaN objects apart (NaN != NaN), and a
+            # NaN key must be looked up once (SQL equality: NaN = NaN).
+            distinct = {
+                tuple(_ONE_NAN if v != v else v for v in k) if any(v != v for v in k)
+                else tuple(k)
+                for k in keys
+            }
         for k in distinct:
             if len(k) != len(self.key):
                 raise InputError(
@@ -413,10 +420,15 @@ class ArrangementSnapshot:
                     # row is (*columns, time, diff)
                     if row[-2] > t:
                         continue
+                    # SQL equality, where NaN = NaN (as PostgreSQL's, and as the key hash)
                     if single is not None:
-                        if row[single] != key[0]:
+                        v = row[single]
+                        if v != key[0] and (v == v or key[0] == key[0]):
                             continue
-                    elif not all(row[i] == key[j] for j, i in positions):
+                    elif not all(
+                        row[i] == key[j] or (row[i] != row[i] and key[j] != key[j])
+                        for j, i in positions
+                    ):
                         continue
                     ident = row[:-2]
                     for v in ident:  # a plain loop: no generator per row

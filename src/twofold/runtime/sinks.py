@@ -26,6 +26,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from twofold.engine import SinkChunk
+from twofold.engine.consolidation import consolidate as consolidate_frame
 from twofold.engine.frames import DIFF, ERROR, TIME, to_arrow
 from twofold.protocol import (
     CopyToDropped,
@@ -79,10 +80,10 @@ class SubscribeState:
             else:
                 data = chunk.updates
                 cols = [c for c in data.columns if c not in (TIME, DIFF)]
-                data = (
-                    data.group_by([TIME, *cols]).agg(pl.col(DIFF).sum())
-                    .filter(pl.col(DIFF) != 0).sort([TIME, *cols], nulls_last=True)
-                )
+                # Consolidated as the engine's arrangements are, by stored identity (floats
+                # by bits): a retraction of -0.0 and an insertion of 0.0 are two updates.
+                data = consolidate_frame(data, [TIME, *cols]).sort(
+                    [TIME, *cols], nulls_last=True)
                 updates = [(int(r[0]), list(r[1:-1]), int(r[-1])) for r in data.iter_rows()]
                 batch = SubscribeBatch(self.lower, chunk.upper, updates=updates)
             out.append(SubscribeResponse(self.id, batch))
@@ -291,8 +292,8 @@ class CopyToState:
             data = pl.concat(self.frames, how="vertical")
         else:
             data = pl.DataFrame({c: [] for c in [*cols, TIME, DIFF]})
-        net = data.group_by(cols).agg(pl.col(DIFF).sum()) if cols else data.select(
-            pl.col(DIFF).sum())
+        # By stored identity, as the engine consolidates: -0.0 and 0.0 are written as they are.
+        net = consolidate_frame(data, cols) if cols else data.select(pl.col(DIFF).sum())
         if (net[DIFF] < 0).any():
             return self._finish(CopyToError("copy-to: collection has negative multiplicities"))
         rows = net.filter(pl.col(DIFF) > 0)
