@@ -222,7 +222,7 @@ _INT_RE = re.compile(r"\s*[+-]?[0-9]+\s*", re.ASCII)
 
 def _int_checked(v: int) -> int:
     if not INT64_MIN <= v <= INT64_MAX:
-        raise EvalError("integer out of range")
+        raise EvalError("bigint out of range")
     return v
 
 
@@ -293,7 +293,7 @@ def _cast(f: str, v: Any, src: str) -> Any:
             return v
         if src == "float":
             if math.isnan(v) or math.isinf(v):
-                raise EvalError("integer out of range")
+                raise EvalError("bigint out of range")
             return _int_checked(int(v))
         if not _INT_RE.fullmatch(v):
             raise EvalError("invalid input for int")

@@ -81,7 +81,7 @@ def model(updates: list[Update], t: int, key: list[int]) -> list[tuple[list[Any]
             nonnull = [(r[col], m) for r, m in members if r[col] is not None]
             total = sum(v * m for v, m in nonnull)
             if not I64_MIN <= total <= I64_MAX:
-                return "integer out of range"
+                return "bigint out of range"
             aggs.append(total if nonnull else None)
         # count(*), count(v), sum(v), sum(i): drop the helper counts.
         out.append(([*g, aggs[0], aggs[1], aggs[4], aggs[5]], 1))

@@ -146,7 +146,7 @@ def test_sum_overflow_is_an_error_that_retracts() -> None:
     inputs = {A: (DESC_A, [([1, big], 0, 1), ([2, big], 1, 1), ([2, big], 2, -1)])}
     plan = Reduce(Get(A), [], [Aggregate("sum", 1)])
     res = run_plan_at_times(plan, inputs, [0, 1, 2])
-    assert res == {0: [([big], 1)], 1: "integer out of range", 2: [([big], 1)]}
+    assert res == {0: [([big], 1)], 1: "bigint out of range", 2: [([big], 1)]}
 
 
 def test_sum_overflow_in_recomputing_reduce() -> None:
@@ -155,7 +155,7 @@ def test_sum_overflow_in_recomputing_reduce() -> None:
     # `min` forces the recompute-touched-keys path rather than accumulation.
     plan = Reduce(Get(A), [0], [Aggregate("sum", 1), Aggregate("min", 1)])
     res = run_plan_at_times(plan, inputs, [0, 1, 2])
-    assert res == {0: [([1, big, big], 1)], 1: "integer out of range", 2: [([1, big, big], 1)]}
+    assert res == {0: [([1, big, big], 1)], 1: "bigint out of range", 2: [([1, big, big], 1)]}
 
 
 def test_multi_time_step_processes_times_in_order() -> None:

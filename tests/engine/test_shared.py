@@ -192,7 +192,7 @@ def test_fusion_keeps_errors_and_the_rows_they_drop(outer_filter: bool) -> None:
         results.append(fused)
     assert not isinstance(results[0][1], str)
     assert results[1][1] == "division by zero" and results[1][2] == results[1][0]
-    assert results[2][1] == "integer out of range"
+    assert results[2][1] == "bigint out of range"
 
 
 def test_an_inner_filter_stops_fusion_under_a_map() -> None:

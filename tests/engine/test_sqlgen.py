@@ -119,7 +119,7 @@ def test_evaluation_errors_are_reported_by_the_reference() -> None:
     with pytest.raises(EvalError, match="invalid input for int"):
         evaluate(plan, {U1: (["str"], {("1.5",): 1})})
     plan = Mfp(Get(U1), map=[call("mul", Column(0), Literal(2**62))])
-    with pytest.raises(EvalError, match="integer out of range"):
+    with pytest.raises(EvalError, match="bigint out of range"):
         evaluate(plan, {U1: (["int"], {(4,): 1})})
 
 

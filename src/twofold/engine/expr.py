@@ -43,7 +43,7 @@ from twofold.protocol.codec import encode
 Compiled = tuple[pl.Expr, pl.Expr | None]
 
 DIV_ZERO: Final = "division by zero"
-OUT_OF_RANGE: Final = "integer out of range"
+OUT_OF_RANGE: Final = "bigint out of range"
 BAD_INT: Final = "invalid input for int"
 _I64_MIN: Final = -(2**63)
 _I64_MAX: Final = 2**63 - 1

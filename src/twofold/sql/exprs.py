@@ -39,9 +39,17 @@ from twofold.sql.errors import (
     UndefinedFunction,
 )
 from twofold.sql.functions import FunctionBinders
-from twofold.sql.pgtypes import Typed, arith_pg, fits_int4, narrow, narrow_literal, pg_of
+from twofold.sql.pgtypes import (
+    Typed,
+    arith_pg,
+    base,
+    fits_int4,
+    narrow,
+    narrow_literal,
+    pg_of,
+)
 from twofold.sql.scope import NULL, Scope
-from twofold.sql.types import type_name
+from twofold.sql.types import DECLARED_NAMES, type_name
 
 if TYPE_CHECKING:
     from twofold.sql.planner import Planner
@@ -204,12 +212,12 @@ class Binder(FunctionBinders, BuiltinBinders):
         return self.retype_pg(lit, other[1], pg_of(other))
 
     def retype_pg(self, lit: exp.Literal, scalar: str, pg: str | None) -> B:
-        e, s, n = self._retype(lit, scalar)
+        e, s, n = self._retype(lit, scalar, pg)
         if isinstance(e, PLiteral):
             e = PLiteral(value=narrow_literal(e.value, pg, str(lit.this).strip()))
         return Typed(e, s, n, pg)
 
-    def _retype(self, lit: exp.Literal, scalar: str) -> B:
+    def _retype(self, lit: exp.Literal, scalar: str, pg: str | None = None) -> B:
         if scalar == "bytes":
             data = _bytea_input(str(lit.this))
             if data is not None:
@@ -218,7 +226,8 @@ class Binder(FunctionBinders, BuiltinBinders):
         if scalar == "int" and _INT_TEXT.fullmatch(text):
             value = int(text)
             if not -(2**63) <= value < 2**63:
-                raise NumericValueOutOfRange(f'value "{text}" is out of range for type bigint')
+                name = DECLARED_NAMES.get(base(pg) or "", "bigint")
+                raise NumericValueOutOfRange(f'value "{text}" is out of range for type {name}')
             return PLiteral(value=value), "int", False
         if scalar == "float":
             try:
@@ -229,8 +238,8 @@ class Binder(FunctionBinders, BuiltinBinders):
                 pass
         if scalar == "bool" and (b := parse_bool(str(lit.this))) is not None:
             return PLiteral(value=b), "bool", False  # PostgreSQL's: 'yes', 'on', 't', '1' ...
-        raise InvalidTextRepresentation(
-            f"invalid input syntax for type {type_name(scalar)}: {text!r}")
+        name = DECLARED_NAMES.get(base(pg) or "", type_name(scalar))
+        raise InvalidTextRepresentation(f'invalid input syntax for type {name}: "{lit.this}"')
 
     def _operator_error(self, op: str, a: str, b: str | None = None) -> UndefinedFunction:
         if b is None:
@@ -257,6 +266,11 @@ class Binder(FunctionBinders, BuiltinBinders):
         if s not in _NUMERIC:
             raise self._operator_error("-", s)
         pg = pg_of(b) if s != NULL else None
+        if (isinstance(node.this, exp.Literal) and not node.this.is_string
+                and _INT_TEXT.fullmatch(str(node.this.this))
+                and int(node.this.this) == 2**63):
+            # PostgreSQL folds the sign into the constant: -9223372036854775808 is a bigint.
+            return Typed(PLiteral(value=-(2**63)), "int", False, "int8")
         if isinstance(e, PLiteral) and e.value is not None:
             v = -e.value
             if type(v) is int and isinstance(node.this, exp.Literal):

@@ -20,7 +20,7 @@ from twofold.api.joins import typed_null
 from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
 from twofold.sql.errors import FeatureNotSupported, UndefinedFunction
-from twofold.sql.pgtypes import Typed, base, fits, narrow, pg_of
+from twofold.sql.pgtypes import Typed, base, clamp_float, fits, narrow, pg_of
 from twofold.sql.scope import NULL
 from twofold.sql.types import (
     FUNCTIONS_UNSUPPORTED,
@@ -119,6 +119,8 @@ class FunctionBinders:
             return Typed(self.text_of(b), target, n, pg)
         if pg == "float4" and s == "int":
             return Typed(narrow(e, pg), target, n, pg)  # rounded once, from the integer
+        if s == "float":
+            e = clamp_float(e, pg)  # named as the target's overflow, not bigint's
         out = self.planner.cast_expr(e, s, target)
         if s != NULL and not fits(pg_of(b), pg):
             out = narrow(out, pg)

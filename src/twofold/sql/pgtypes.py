@@ -96,6 +96,21 @@ def narrow(e: PExpr, pg: str | None) -> PExpr:
     return call(func, e)
 
 
+def clamp_float(e: PExpr, pg: str | None) -> PExpr:
+    """Double `e` about to be converted to PostgreSQL integer type `pg` (then `narrow`ed):
+    beyond 2^40 — NaN and infinities too, NaN sorting above every number — it is clamped to
+    2^40, out of the int2/int4 range anyway, so that the check names the target type
+    (`1e19::float8::integer` is `integer out of range`, as in PostgreSQL) and not the 64-bit
+    conversion's `bigint`. Other types: `e`."""
+    if base(pg) not in ("int2", "int4"):
+        return e
+    from twofold.protocol import Literal as PLiteral
+    from twofold.sql.exprs import call
+
+    big = PLiteral(value=2.0**40)
+    return call("if", call("ge", call("abs", e), big), big, e)
+
+
 def narrow_literal(value: Any, pg: str | None, text: str) -> Any:
     """A constant `value` (read from the quoted literal `text`) as type `pg` stores it:
     `NumericValueOutOfRange` (22003, PostgreSQL's message) outside an int2/int4 range, a
@@ -122,5 +137,5 @@ def fits_int4(value: Any) -> bool:
     return type(value) is int and INT_RANGES["int4"][0] <= value <= INT_RANGES["int4"][1]
 
 
-__all__ = ["Typed", "arith_pg", "base", "col_pg", "fits", "fits_int4", "narrow",
+__all__ = ["Typed", "arith_pg", "base", "clamp_float", "col_pg", "fits", "fits_int4", "narrow",
            "narrow_literal", "pg_of", "typed"]

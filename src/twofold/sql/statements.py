@@ -40,7 +40,7 @@ from twofold.sql.errors import (
     WrongObjectType,
 )
 from twofold.sql.exprs import Binder
-from twofold.sql.pgtypes import fits, narrow, pg_of
+from twofold.sql.pgtypes import clamp_float, fits, narrow, pg_of
 from twofold.sql.planner import Planner
 from twofold.sql.scope import NULL, Col, Rel, Scope
 from twofold.sql.types import (
@@ -281,8 +281,10 @@ async def insert(db: AsyncDatabase, node: exp.Insert, params: Any) -> int:
     positions = [names.index(c) for c in cols_given]
     if isinstance(source, exp.Values) and all(isinstance(r, exp.Tuple) for r in
                                               source.expressions):
+        declared = declared_types(db, table)
         rows = _literal_rows(planner, source,
-                             [table.schema.types[p].scalar for p in positions])
+                             [table.schema.types[p].scalar for p in positions],
+                             [declared[p] for p in positions] if declared else None)
     else:
         from twofold.sql import run_query
 
@@ -367,14 +369,18 @@ def check_declared_rows(db: AsyncDatabase, table: Any, rows: Any) -> Any:
     return rows
 
 
-def _literal_rows(planner: Planner, values: exp.Values,
-                  targets: list[str]) -> list[list[Any]]:
+def _literal_rows(planner: Planner, values: exp.Values, targets: list[str],
+                  pgs: list[str] | None = None) -> list[list[Any]]:
     """The constant rows of `VALUES`; a quoted literal written into a number, boolean or bytea
-    column takes the column's type, as PostgreSQL's untyped literals do (`'x'` into bigint is
-    22P02)."""
+    column takes the column's type (its declared PostgreSQL type `pgs`), as PostgreSQL's
+    untyped literals do (`'x'` into bigint is 22P02, `'40000'` into smallint 22003 `value
+    "40000" is out of range for type smallint`); an integer literal beyond the 64-bit range
+    (PostgreSQL's `numeric`) into an integer column is 22003 `bigint out of range` (`integer`
+    / `smallint` for those columns)."""
     from twofold.sql.planner import one_row
 
     width = len(targets)
+    declared: list[str | None] = list(pgs) if pgs else [None] * width
     binder = Binder(planner, Scope(one_row()), clause="VALUES")
     rows = []
     for r in values.expressions:
@@ -382,10 +388,13 @@ def _literal_rows(planner: Planner, values: exp.Values,
             raise SqlSyntaxError(f"INSERT has {len(r.expressions)} expressions but {width} "
                                  "target columns")
         row = []
-        for v, want in zip(r.expressions, targets, strict=True):
+        for v, want, pg in zip(r.expressions, targets, declared, strict=True):
             if (want in ("int", "float", "bool", "bytes") and isinstance(v, exp.Literal)
                     and v.is_string):
-                e, _, _ = binder._retype(v, want)
+                e, _, _ = binder.retype_pg(v, want, pg)
+            elif want == "int" and _huge_integer(v):
+                name = INT_RANGES[pg][2] if pg in INT_RANGES else "bigint"
+                raise NumericValueOutOfRange(f"{name} out of range")
             else:
                 e, _, _ = binder.bind(v)
             if not isinstance(e, PLiteral):
@@ -394,6 +403,18 @@ def _literal_rows(planner: Planner, values: exp.Values,
             row.append(e.value)
         rows.append(row)
     return rows
+
+
+def _huge_integer(v: exp.Expr) -> bool:
+    """Whether `v` is an integer literal (signed) outside the 64-bit range."""
+    sign = 1
+    while isinstance(v, exp.Neg | exp.Paren):
+        sign = -sign if isinstance(v, exp.Neg) else sign
+        v = v.this
+    if not isinstance(v, exp.Literal) or v.is_string or not (
+            str(v.this).isascii() and str(v.this).isdigit()):
+        return False
+    return not -(2**63) <= sign * int(v.this) < 2**63
 
 
 def _check_types(table: Any, positions: list[int], scalars: list[str]) -> None:
@@ -427,7 +448,7 @@ def _bound(planner: Planner, table: Any, node: exp.Expr, label: str,
             e = planner.coerce((e, s, True), "float")
         elif (s, want) == ("float", "int") and pg is not None:
             # PostgreSQL's assignment cast into an integer column: rounded (rint), checked.
-            e = planner.cast_expr(e, s, want)
+            e = planner.cast_expr(clamp_float(e, pg), s, want)
             b = (e, want, True)
         else:
             raise DatatypeMismatch(f"{label} is of type {type_name(s)}, expected "
