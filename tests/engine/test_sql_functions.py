@@ -1,9 +1,14 @@
-"""The scalar functions SQL needs beyond the DSL's (`round`, `floor`, `ceil`, `substr`, `trim`,
-`ltrim`, `rtrim`, `error`), evaluated by the engine against DuckDB over random values."""
+"""The scalar functions SQL needs beyond the DSL's (`round`, `rint`, `floor`, `ceil`, `substr`,
+`trim`, `ltrim`, `rtrim`, `error`), evaluated by the engine against DuckDB over random values."""
 
 from __future__ import annotations
 
+import math
+import struct
+from decimal import ROUND_HALF_UP, Decimal, localcontext
+
 import duckdb
+import numpy as np
 import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -80,3 +85,37 @@ def test_error_is_an_evaluation_error_only_where_evaluated() -> None:
     out, errors = CompiledMfp(MapFilterProject(map=[expr]), types).apply(frame)
     assert out["c1"].to_list() == [0, 1]
     assert errors is not None and errors["error"].to_list() == ["boom"]
+
+
+EDGE_FLOATS = [0.5, -0.5, 1.5, 2.5, -2.5, 0.49999999999999994, -0.49999999999999994,
+               4503599627370497.0, -4503599627370497.0, 2.0**53 + 2, 1e300, -0.0, 0.0, -0.4,
+               math.inf, -math.inf, math.nan]
+
+
+def _bits(v: object) -> object:
+    if not isinstance(v, float):
+        return v
+    return "nan" if math.isnan(v) else struct.pack("<d", v)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.lists(st.one_of(st.none(), st.floats(), st.sampled_from(EDGE_FLOATS)), min_size=1,
+                max_size=30))
+def test_rint_is_ties_to_even_and_round_half_away(values: list[float | None]) -> None:
+    """`rint` is C's rint bit for bit (ties to even, a zero's sign kept: PostgreSQL's
+    round(double precision)); `round(x, 0)` is the exact double rounded half away from zero
+    (no `floor(x + 0.5)` error at 0.49999999999999994 or odd integers beyond 2^53)."""
+    types = [ColumnType("float")]
+    rint = _eval(Call(func="rint", args=[Column(index=0)]), types, [(v,) for v in values])
+    assert [_bits(g) for g in rint] == [
+        _bits(None if v is None else float(np.rint(v))) for v in values]
+    rounded = _eval(Call(func="round", args=[Column(index=0), Literal(value=0)]), types,
+                    [(v,) for v in values])
+    for v, g in zip(values, rounded, strict=True):
+        if v is None or not math.isfinite(v):
+            assert _bits(g) == _bits(v)
+            continue
+        with localcontext() as ctx:
+            ctx.prec = 400  # every double's integer part exactly
+            want = float(Decimal(v).quantize(Decimal(1), rounding=ROUND_HALF_UP))
+        assert g == want, (v, g, want)

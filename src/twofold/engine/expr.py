@@ -254,7 +254,8 @@ class _Compiler:
 
     def sql_function(self, func: str, args: list[Expr], vals: list[pl.Expr],
                      errs: list[pl.Expr | None], scalars: list[str]) -> Compiled:
-        """`round` (half away from zero, to `digits` places), `floor`, `ceil`, `substr`
+        """`round` (half away from zero, to `digits` places: PostgreSQL's `numeric` rule;
+        `rint` is double precision's ties to even), `floor`, `ceil`, `substr`
         (1-based start, SQL's clipping), `trim`/`ltrim`/`rtrim` (spaces) and `error` (the
         message as an evaluation error wherever it is evaluated)."""
         if func == "error":
@@ -269,9 +270,17 @@ class _Compiler:
         if func == "round":
             f = vals[0].cast(pl.Float64)
             scale = pl.lit(10.0) ** vals[1].cast(pl.Float64)
-            rounded = float_div((f.abs() * scale + 0.5).floor(), scale)
+            # The whole part, and one more where the fraction is at least a half: exact where
+            # `floor(x + 0.5)` is not (0.49999999999999994 + 0.5 rounds to 1.0, and an odd
+            # integer beyond 2^52 plus 0.5 to the even one above it).
+            scaled = f.abs() * scale
+            whole = scaled.floor()
+            up = pl.when(scaled - whole >= 0.5).then(whole + 1.0).otherwise(whole)
+            rounded = float_div(up, scale)
             out = pl.when(f < 0).then(-rounded).otherwise(rounded)
-            return pl.when(f.is_infinite() | f.is_nan()).then(f).otherwise(out), _first(*errs)
+            # (a finite value whose scaled one overflows has no digits to round there)
+            keep = f.is_infinite() | f.is_nan() | scaled.is_infinite()
+            return pl.when(keep).then(f).otherwise(out), _first(*errs)
         s = vals[0].cast(pl.String)
         if func in ("trim", "ltrim", "rtrim"):
             strip = {"trim": s.str.strip_chars(" "), "ltrim": s.str.strip_chars_start(" "),

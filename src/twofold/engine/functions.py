@@ -56,9 +56,9 @@ MAX_LENGTH: Final = 1 << 26
 """The longest text `repeat`, `lpad` and `rpad` build, in characters."""
 
 MATH_FUNCTIONS: Final = frozenset({"sqrt", "cbrt", "power", "ln", "log10", "exp", "sign",
-                                   "trunc", "sin", "cos", "tan", "cot", "asin", "acos", "atan",
-                                   "atan2", "sind", "cosd", "tand", "cotd", "asind", "acosd",
-                                   "atand", "atan2d", "sinh", "cosh", "tanh", "asinh",
+                                   "trunc", "rint", "sin", "cos", "tan", "cot", "asin", "acos",
+                                   "atan", "atan2", "sind", "cosd", "tand", "cotd", "asind",
+                                   "acosd", "atand", "atan2d", "sinh", "cosh", "tanh", "asinh",
                                    "acosh", "atanh"})
 """Functions of ints or floats giving a float."""
 
@@ -134,6 +134,8 @@ def _math(func: str, f: list[pl.Expr]) -> tuple[pl.Expr, pl.Expr | None]:
             x.is_not_null()).then(0.0).otherwise(None), None
     if func == "trunc":
         return pl.when(x < 0).then(x.ceil()).otherwise(x.floor()), None
+    if func == "rint":  # the nearest integer, ties to even, keeping a zero's sign (C's rint)
+        return x.round(0, mode="half_to_even"), None
     if func in _TRIG:
         out = _numpy(x, _TRIG[func])
         if func in ("asin", "acos", "asind", "acosd"):
