@@ -115,7 +115,14 @@ class ReadBeforeSince(TwofoldError, ValueError):
 
 
 class QueryFailed(TwofoldError):
-    """The replica could not compute the answer (e.g. a division by zero in the data)."""
+    """The replica could not compute the answer (e.g. a division by zero in the data).
+    `primary` is the evaluation error's own message (`division by zero`, PostgreSQL's), which
+    the message puts after what was read; the pgwire server sends that alone, as PostgreSQL
+    does."""
+
+    def __init__(self, message: str, primary: str | None = None) -> None:
+        super().__init__(message)
+        self.primary = primary
 
 
 class QueryTimeout(TwofoldError, TimeoutError):

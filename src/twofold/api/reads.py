@@ -62,7 +62,7 @@ def translate(name: str) -> Iterator[None]:
     except PeekTimeout as e:
         raise QueryTimeout(f"reading {name}: no answer within {e.timeout} s") from e
     except (PeekFailed, CopyToFailed) as e:
-        raise QueryFailed(f"reading {name} failed: {e.message}") from e
+        raise QueryFailed(f"reading {name} failed: {e.message}", e.message) from e
     except PeekCancelled as e:
         raise QueryFailed(f"reading {name} was cancelled: {e}") from e
     except SubscribeFailed as e:

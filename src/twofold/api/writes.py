@@ -269,7 +269,7 @@ def _evaluate(rows: pl.DataFrame, exprs: dict[str, Compiled], what: str) -> pl.D
         errors = out.get_column(f"e{i}").drop_nulls()
         if errors.len():
             raise QueryFailed(f"{what}: {e.label}: {errors[0]} (in {errors.len()} rows); "
-                              "nothing was written")
+                              "nothing was written", str(errors[0]))
     return out.select(
         [out.get_column(f"v{i}").alias(name) for i, name in enumerate(exprs)])
 

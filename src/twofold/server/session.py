@@ -62,7 +62,8 @@ class Session:
 
     def error(self, e: BaseException) -> None:
         code = state_of(e)
-        msg = str(e) or type(e).__name__
+        # an evaluation error is PostgreSQL's message alone, without what was being read
+        msg = getattr(e, "primary", None) or str(e) or type(e).__name__
         if not isinstance(e, TwofoldError | SessionError):
             log.exception("unexpected error in a session", exc_info=e)
             msg = f"internal error: {type(e).__name__}: {msg}"

@@ -1,0 +1,73 @@
+"""Errors over pgwire carry PostgreSQL 15's SQLSTATE and primary message (and HINT where
+PostgreSQL gives one with it): an error found while computing a query is the evaluation
+error's message alone (`division by zero`, not the Python API's `reading query failed: ...`),
+a DROP others depend on is `cannot drop table t because other objects depend on it` with
+`Use DROP ... CASCADE to drop the dependent objects too.`, and names are quoted as
+PostgreSQL quotes them (`relation "nope" does not exist`). Each statement runs in turn against
+a real PostgreSQL (`servers` fixture) and the twofold server, over psycopg."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from tests.sql.pgcompare import fresh_database
+
+from twofold.testing.pgwire import ServerHandle
+
+SETUP = [
+    "CREATE TABLE t (a integer, b text, f double precision)",
+    "INSERT INTO t VALUES (0, 'x', -1)",
+    "CREATE VIEW v AS SELECT a, b FROM t",
+    "CREATE VIEW v2 AS SELECT a FROM v",
+    "CREATE TABLE u (k integer NOT NULL, s text)",
+    "CREATE MATERIALIZED VIEW mu AS SELECT k FROM u",
+]
+
+CASES = [
+    # computing a query
+    "SELECT 1/0", "SELECT 1/a FROM t", "SELECT a % 0 FROM t", "SELECT sqrt(f) FROM t",
+    "SELECT ln(a::float8) FROM t", "SELECT (a + 1000)::smallint * 1000::smallint FROM t",
+    "SELECT 2147483647 + 1 + a FROM t", "SELECT 1/a FROM v", "INSERT INTO u SELECT 1/a, b FROM t",
+    "UPDATE t SET a = 1/a", "DELETE FROM t WHERE 1/a = 1",
+]
+
+
+@pytest.fixture(scope="module")
+def pg(servers: Any) -> Iterator[Any]:
+    with fresh_database(servers, "msg") as con:
+        for sql in SETUP:
+            con.execute(sql)
+        yield con
+
+
+@pytest.fixture(scope="module")
+def tf(server: ServerHandle) -> Iterator[Any]:
+    import psycopg
+
+    with psycopg.connect(server.dsn(), autocommit=True) as con:
+        for sql in SETUP:
+            con.execute(sql)
+        yield con
+
+
+def _error(con: Any, sql: str) -> tuple[str | None, str | None, str | None] | None:
+    import psycopg
+
+    try:
+        con.execute(sql)
+    except psycopg.Error as e:
+        return e.sqlstate, e.diag.message_primary, e.diag.message_hint
+    return None
+
+
+@pytest.mark.parametrize("sql", CASES)
+def test_error_equals_postgres(pg: Any, tf: Any, sql: str) -> None:
+    want = _error(pg, sql)
+    assert want is not None, f"{sql}: PostgreSQL accepts it (the case is wrong)"
+    got = _error(tf, sql)
+    assert got is not None, f"{sql}: PostgreSQL fails with {want}, twofold accepts it"
+    assert got[:2] == want[:2], f"{sql}: twofold {got}; PostgreSQL {want}"
+    if want[2] is not None:
+        assert got[2] == want[2], f"{sql}: hint {got[2]!r}; PostgreSQL {want[2]!r}"
