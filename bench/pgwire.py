@@ -15,6 +15,13 @@ still timed). Before each timed window both servers get `--warmup` seconds (defa
 same lookups, untimed: the steady state is measured, not the first second after the load
 (twofold's maintenance process is still merging the batches COPY wrote then: 0.181 ms p50 in
 the first 2.5 s against 0.157-0.165 in the next three windows, one connection, load 1.0).
+
+The client is the same for both servers: its connections (one thread each) are spread over one
+process per core, so one interpreter lock does not serialize them (a single client process
+with 16 or 64 threads took ~80 us of CPU per lookup under its lock, which capped PostgreSQL's
+rate and added its own queueing to both servers' latencies). Each arm prints the client's CPU
+per lookup beside the server's (twofold's serve process and maintenance child; PostgreSQL's
+postmaster and backends): on two cores the client's share is the servers' to lose alike.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import multiprocessing
 import os
 import random
 import re
@@ -64,6 +72,28 @@ def twofold_serve() -> Iterator[tuple[str, int]]:
             proc.wait()
 
 
+class ServerCpu:
+    """A server's CPU seconds over a window: `pid`'s own (all its threads) and its children's
+    (those alive when the window opens: a PostgreSQL backend per client connection, twofold's
+    maintenance process), from `/proc`."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.own = 0.0
+        self.children = 0.0
+
+    @contextlib.contextmanager
+    def window(self) -> Iterator[None]:
+        kids = children(self.pid)
+        t0 = cpu_ticks(self.pid) or 0
+        k0 = sum(cpu_ticks(k) or 0 for k in kids)
+        yield
+        t1 = cpu_ticks(self.pid) or 0
+        k1 = sum(cpu_ticks(k) or 0 for k in kids)
+        self.own = (t1 - t0) / _TICK
+        self.children = (k1 - k0) / _TICK
+
+
 def pct(xs: list[float], p: float) -> float:
     if not xs:
         return float("nan")
@@ -87,9 +117,12 @@ def copy_in(dsn: str, table: str, rows: int) -> float:
     return rows / elapsed
 
 
-def lookups(dsn: str, table: str, rows: int, conns: int, seconds: float
-            ) -> tuple[list[float], int, int]:
-    """(latencies in ms, operations, failures) of `conns` clients for `seconds`."""
+def _client_process(dsn: str, table: str, rows: int, conns: int, seed: int,
+                    seconds: float, ready: Any, start: Any, done: Any, out: Any) -> None:
+    """One client process: `conns` connections, one thread each, a closed loop of lookups for
+    `seconds` once `start` is set; sends (latencies in ms, failures, its CPU seconds over the
+    window) back on `out`, and closes its connections once `done` is set (a PostgreSQL
+    backend's CPU is read while it lives)."""
     lat: list[list[float]] = [[] for _ in range(conns)]
     failed = [0] * conns
     connections = [psycopg.connect(dsn, autocommit=True) for _ in range(conns)]
@@ -97,13 +130,14 @@ def lookups(dsn: str, table: str, rows: int, conns: int, seconds: float
     for c in connections:  # prepare on the server before timing
         for _ in range(3):
             c.execute(sql, [0], prepare=True).fetchall()
+    ready.set()
+    start.wait()
     stop = time.perf_counter() + seconds
-    barrier = threading.Barrier(conns)
+    cpu0 = time.process_time()
 
     def client(i: int) -> None:
-        rnd = random.Random(i)
+        rnd = random.Random(seed * 1000 + i)
         c = connections[i]
-        barrier.wait()
         while time.perf_counter() < stop:
             k = rnd.randrange(rows)
             t0 = time.perf_counter()
@@ -120,10 +154,56 @@ def lookups(dsn: str, table: str, rows: int, conns: int, seconds: float
         t.start()
     for t in threads:
         t.join()
+    cpu = time.process_time() - cpu0
+    out.send(([x for xs in lat for x in xs], sum(failed), cpu))
+    out.close()
+    done.wait(60)
     for c in connections:
         c.close()
-    flat = [x for xs in lat for x in xs]
-    return flat, len(flat), sum(failed)
+
+
+def client_processes(conns: int) -> int:
+    """How many processes the `conns` client connections are spread over: one per core (at
+    most one per connection), so the client's interpreter lock does not serialize its threads
+    and cap the servers' rate; the same for both servers."""
+    return max(1, min(conns, os.cpu_count() or 1))
+
+
+def lookups(dsn: str, table: str, rows: int, conns: int, seconds: float,
+            window: Any = None) -> tuple[list[float], int, int, float]:
+    """(latencies in ms, operations, failures, client CPU seconds) of `conns` clients for
+    `seconds`, spread over `client_processes(conns)` processes; `window` (a context manager
+    factory) is entered for exactly the timed window, once every client is connected."""
+    ctx = multiprocessing.get_context("fork")
+    procs = client_processes(conns)
+    start, done = ctx.Event(), ctx.Event()
+    workers = []
+    for p in range(procs):
+        n = conns // procs + (p < conns % procs)
+        ready = ctx.Event()
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_client_process,
+                           args=(dsn, table, rows, n, p, seconds, ready, start, done, send))
+        proc.start()
+        send.close()
+        workers.append((proc, ready, recv))
+    for _, ready, _ in workers:
+        if not ready.wait(60):
+            raise RuntimeError("a client process did not connect")
+    flat: list[float] = []
+    bad = 0
+    cpu = 0.0
+    with window() if window is not None else contextlib.nullcontext():
+        start.set()
+        results = [recv.recv() for _, _, recv in workers]
+    done.set()
+    for proc, _, _ in workers:
+        proc.join(30)
+    for lat, failed, used in results:
+        flat += lat
+        bad += failed
+        cpu += used
+    return flat, len(flat), bad, cpu
 
 
 def subscribe_latency(dsn: str, samples: int) -> tuple[list[float], int]:
@@ -187,6 +267,10 @@ def main() -> int:
     # The serve process's CPU (utime + stime, all threads, from /proc) per lookup served, and
     # its maintenance child's: unlike p50 it holds while other work shares the cores.
     cpu_us: dict[int, tuple[float, float]] = {}
+    pg_cpu_us: dict[int, float] = {}  # PostgreSQL's postmaster and all its children
+    # The client processes' CPU per lookup (the same client for both servers): it shares the
+    # machine's cores with the server measured, so it is printed beside the server's.
+    client_us: dict[str, dict[int, float]] = {"twofold": {}, "postgres": {}}
     with twofold_serve() as (dsn, serve_pid):
         with psycopg.connect(dsn, autocommit=True) as c:
             c.execute("CREATE TABLE kv (k bigint PRIMARY KEY, v double precision, s text)")
@@ -204,16 +288,13 @@ def main() -> int:
             c.execute("SELECT * FROM kv WHERE k = 1").fetchall()
         for n in levels:
             lookups(dsn, "kv", rows, n, args.warmup)
-            kids = children(serve_pid)
-            t0 = cpu_ticks(serve_pid) or 0
-            k0 = sum(cpu_ticks(k) or 0 for k in kids)
-            lat, ops, bad = lookups(dsn, "kv", rows, n, seconds)
-            t1 = cpu_ticks(serve_pid) or 0
-            k1 = sum(cpu_ticks(k) or 0 for k in kids)
+            meter = ServerCpu(serve_pid)
+            lat, ops, bad, client_cpu = lookups(dsn, "kv", rows, n, seconds, meter.window)
             verdicts.ok(f"twofold lookups at {n} connections", bad, ops)
             results["twofold"][n] = (pct(lat, 50), pct(lat, 99), ops / seconds)
-            per = 1e6 / _TICK / max(ops, 1)
-            cpu_us[n] = ((t1 - t0) * per, (k1 - k0) * per)
+            per = 1e6 / max(ops, 1)
+            cpu_us[n] = (meter.own * per, meter.children * per)
+            client_us["twofold"][n] = client_cpu * per
         if not args.lookups_only:
             sub = subscribe_latency(dsn, 20 if args.quick else 100)
             verdicts.ok("SUBSCRIBE rows delivered", sub[1], sub[1] + len(sub[0]))
@@ -230,11 +311,16 @@ def main() -> int:
             copy_rate["postgres"] = copy_in(dsn, "kv", rows)
             with psycopg.connect(dsn, autocommit=True) as c:
                 c.execute("VACUUM ANALYZE kv")
+            postmaster = int((pg.data / "postmaster.pid").read_text().split()[0])
             for n in levels:
                 lookups(dsn, "kv", rows, n, args.warmup)
-                lat, ops, bad = lookups(dsn, "kv", rows, n, seconds)
+                meter = ServerCpu(postmaster)
+                lat, ops, bad, client_cpu = lookups(dsn, "kv", rows, n, seconds, meter.window)
                 verdicts.ok(f"postgres lookups at {n} connections", bad, ops)
                 results["postgres"][n] = (pct(lat, 50), pct(lat, 99), ops / seconds)
+                per = 1e6 / max(ops, 1)
+                pg_cpu_us[n] = (meter.own + meter.children) * per
+                client_us["postgres"][n] = client_cpu * per
     for n in levels:
         tw = results["twofold"][n]
         line = (f"lookup {n:>2} conn: twofold p50 {tw[0]:.3f} ms p99 {tw[1]:.3f} ms "
@@ -247,6 +333,13 @@ def main() -> int:
         if n in cpu_us:
             print(f"lookup {n:>2} conn: twofold serve process CPU {cpu_us[n][0]:.0f} us/lookup"
                   f" (its maintenance child {cpu_us[n][1]:.0f} us/lookup)")
+        if n in client_us["twofold"]:
+            line = (f"lookup {n:>2} conn: client CPU ({client_processes(n)} processes) "
+                    f"{client_us['twofold'][n]:.0f} us/lookup with twofold")
+            if n in client_us["postgres"]:
+                line += (f", {client_us['postgres'][n]:.0f} with postgres (whose processes "
+                         f"took {pg_cpu_us[n]:.0f} us/lookup)")
+            print(line)
         if pgr is not None:
             verdicts.at_most(f"twofold p50 / postgres p50 at {n} connections",
                              tw[0] / pgr[0], 2.0)
