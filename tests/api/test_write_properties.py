@@ -212,7 +212,7 @@ def test_checked_writes_match_a_model_and_duckdb(mdb: twofold.Database, history:
             hit = [(r, n) for r, n in model.live() if fn(r)]
             assert t.delete(where=expr).count == builtin_sum(n for _, n in hit)
             for r, n in hit:
-                model.remove(norm(r), n)
+                model.remove(ident(r), n)
             assert con.execute(f"DELETE FROM t WHERE {sql}").fetchone() == (
                 builtin_sum(n for _, n in hit),)
         else:
@@ -222,7 +222,7 @@ def test_checked_writes_match_a_model_and_duckdb(mdb: twofold.Database, history:
             hit = [(r, n) for r, n in model.live() if fn(r)]
             assert t.update(set=sets, where=expr).count == builtin_sum(n for _, n in hit)
             for r, n in hit:
-                model.remove(norm(r), n)
+                model.remove(ident(r), n)
             for r, n in hit:
                 model.add(change(r), n)
             con.execute(f"UPDATE t SET {set_sql} WHERE {sql}")
