@@ -21,7 +21,8 @@ from twofold.engine.consolidation import consolidate
 from twofold.engine.errors import EvalError, PlanError, ResultTooLarge
 from twofold.engine.expr import CompiledMfp
 from twofold.engine.frames import DIFF, ERROR
-from twofold.engine.reduce import order_frame, rank_window
+from twofold.engine.ordering import order_frame
+from twofold.engine.reduce import rank_window
 from twofold.engine.snapshot import ArrangementSnapshot
 from twofold.engine.typecheck import typecheck_plan
 from twofold.protocol import (

@@ -34,6 +34,7 @@ from twofold.engine.operator import (
     concat_errors,
     empty_delta,
 )
+from twofold.engine.ordering import order_frame
 from twofold.engine.state import KeyedState, consolidated_union, distinct_keys
 from twofold.protocol import Aggregate, ColumnType, GlobalId, OrderKey
 
@@ -382,34 +383,6 @@ class ThresholdOp(KeyedOp):
     def evaluate(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         # By SQL equality: -0.0 EXCEPT ALL 0.0 is empty, as in PostgreSQL.
         return sum_equal_rows(frame).filter(pl.col(DIFF) > 0), EMPTY_ERRORS
-
-
-def order_frame(
-    frame: pl.DataFrame, order_by: Sequence[OrderKey], arity: int, first: Sequence[str] = ()
-) -> pl.DataFrame:
-    """`frame` sorted by `first` columns, then the order keys, then every column ascending
-    with NULLs last (the deterministic order of `docs/semantics.md`)."""
-    by = [*first]
-    desc = [False] * len(first)
-    nulls_last = [True] * len(first)
-    for o in order_by:
-        by.append(f"c{o.column}")
-        desc.append(o.desc)
-        nulls_last.append(o.nulls_last)
-    for c in range(arity):
-        by.append(f"c{c}")
-        desc.append(False)
-        nulls_last.append(True)
-    if not by:
-        return frame
-    # polars sorts a column once per mention; repeated columns keep the first mention's order.
-    sort_exprs = [pl.col(c).alias(f"_s{j}") for j, c in enumerate(by)]
-    keys = [f"_s{j}" for j in range(len(by))]
-    return (
-        frame.with_columns(sort_exprs)
-        .sort(keys, descending=desc, nulls_last=nulls_last, maintain_order=True)
-        .drop(keys)
-    )
 
 
 def rank_window(

@@ -34,6 +34,7 @@ from twofold.engine.hashing import (
     scalar_row_hash_with,
     sorted_unique,
 )
+from twofold.engine.ordering import order_frame, row_key
 from twofold.protocol import ColumnType, Frontier, RelationDesc
 
 _KEY_MASK = int(KEY_MASK)
@@ -328,9 +329,8 @@ class ArrangementSnapshot:
     def read_rows(self, t: int) -> list[tuple[list[Any], int]]:
         """The collection at `t` as `(row, count)` pairs sorted by row."""
         frame = self.read(t)
-        cols = self.columns
-        if cols:
-            frame = frame.sort(cols, nulls_last=True)
+        if self.columns:
+            frame = order_frame(frame, (), len(self.columns))
         return [(list(r[:-1]), int(r[-1])) for r in frame.iter_rows()]
 
     def lookup(self, keys: Sequence[Sequence[Any]] | pl.DataFrame, t: int) -> pl.DataFrame:
@@ -379,12 +379,8 @@ class ArrangementSnapshot:
         if len(found) == 1:  # nothing to sort
             ((r, d),) = found
             return [(list(r), d)] if d else []
-        # NULLs last, and NaN after every other value (as PostgreSQL orders floats): a total
-        # order, so the rows come in the same order whatever order the batches held them in.
-        return sorted(
-            ((list(r), d) for r, d in found if d),
-            key=lambda rd: [(v is None, v != v, v) for v in rd[0]],
-        )
+        # The rows' total order (`ordering`): the same whatever order the batches held them in.
+        return sorted(((list(r), d) for r, d in found if d), key=lambda rd: row_key(rd[0]))
 
     def _lookup_few(self, keys: set[tuple[Any, ...]], t: int) -> list[tuple[tuple[Any, ...], int]]:
         hashers = _key_hashers(tuple(self.desc.types), self.key)

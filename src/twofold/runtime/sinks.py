@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from twofold.engine import SinkChunk
 from twofold.engine.consolidation import consolidate as consolidate_frame
 from twofold.engine.frames import DIFF, ERROR, TIME, to_arrow
+from twofold.engine.ordering import order_frame
 from twofold.protocol import (
     CopyToDropped,
     CopyToError,
@@ -82,8 +83,8 @@ class SubscribeState:
                 cols = [c for c in data.columns if c not in (TIME, DIFF)]
                 # Consolidated as the engine's arrangements are, by stored identity (floats
                 # by bits): a retraction of -0.0 and an insertion of 0.0 are two updates.
-                data = consolidate_frame(data, [TIME, *cols]).sort(
-                    [TIME, *cols], nulls_last=True)
+                data = order_frame(consolidate_frame(data, [TIME, *cols]), (), len(cols),
+                                   first=[TIME])
                 updates = [(int(r[0]), list(r[1:-1]), int(r[-1])) for r in data.iter_rows()]
                 batch = SubscribeBatch(self.lower, chunk.upper, updates=updates)
             out.append(SubscribeResponse(self.id, batch))
