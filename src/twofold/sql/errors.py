@@ -160,6 +160,13 @@ class NumericValueOutOfRange(SqlError):
     sqlstate = "22003"
 
 
+class StringDataRightTruncation(SqlError):
+    """A text longer than the `varchar(n)`/`char(n)` column it is written into, past trailing
+    spaces (`22001`, `value too long for type character varying(n)`)."""
+
+    sqlstate = "22001"
+
+
 class InternalError(SqlError):
     """A statement the planner could not handle (`XX000`); the message names it. Reaching this
     is a bug in twofold, reported as an error instead of a traceback."""
@@ -172,6 +179,7 @@ SUBQUERY_ROWS = "more than one row returned by a subquery used as an expression"
 # Messages of evaluation errors (docs/semantics.md) and their SQLSTATEs.
 _EVAL_STATES = (
     ("division by zero", "22012"),
+    ("value too long for type", "22001"),
     ("out of range", "22003"),
     ("invalid input", "22P02"),
     ("square root of a negative number", "2201F"),

@@ -204,6 +204,13 @@ class Binder(FunctionBinders, BuiltinBinders):
             ba = self.retype_as(a, bb)
         elif bb[1] == "str" and ba[1] not in ("str", NULL) and isinstance(b, exp.Literal):
             bb = self.retype_as(b, ba)
+        elif ba[1] == bb[1] == "str" and op == "=":
+            # A quoted literal with a char(n) value is a char(n): its trailing spaces do not
+            # count (`c = 'a  '` is `c = 'a'`; char(n) values are kept without them).
+            if base(pg_of(bb)) == "bpchar" and isinstance(a, exp.Literal) and a.is_string:
+                ba = Typed(PLiteral(value=str(a.this).rstrip(" ")), "str", False, pg_of(bb))
+            elif base(pg_of(ba)) == "bpchar" and isinstance(b, exp.Literal) and b.is_string:
+                bb = Typed(PLiteral(value=str(b.this).rstrip(" ")), "str", False, pg_of(ba))
         return ba, bb
 
     def retype_as(self, lit: exp.Literal, other: B) -> B:

@@ -20,7 +20,16 @@ from twofold.api.joins import typed_null
 from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
 from twofold.sql.errors import FeatureNotSupported, UndefinedFunction
-from twofold.sql.pgtypes import Typed, base, clamp_float, fits, narrow, pg_of
+from twofold.sql.pgtypes import (
+    Typed,
+    base,
+    char_cast,
+    char_limit,
+    clamp_float,
+    fits,
+    narrow,
+    pg_of,
+)
 from twofold.sql.scope import NULL
 from twofold.sql.types import (
     FUNCTIONS_UNSUPPORTED,
@@ -108,15 +117,17 @@ class FunctionBinders:
         to = node.args["to"]
         target = sql_type(to)
         pg: str | None = declared_type(to)
-        if target == "str":
-            # varchar(n)/char(n) lengths are not enforced, so only a plain varchar is one.
-            pg = "varchar" if pg == "varchar" or (
-                base(pg) == "varchar" and base(pg_of(b)) == "varchar" and pg == pg_of(b)) \
-                else "text"
+        if target == "str" and pg not in ("varchar", "text") and char_limit(pg) is None:
+            pg = "text"  # a char/varchar without a length
         if s == "str" and isinstance(node.this, exp.Literal) and target != "str":
             return self.retype_pg(node.this, target, pg)
         if target == "str" and s != NULL:
-            return Typed(self.text_of(b), target, n, pg)
+            # to varchar(n) the first n characters, to char(n) without trailing spaces
+            # (PostgreSQL's explicit cast: never an error); the same type again is as it is
+            same = pg_of(b) == pg or (base(pg) == "varchar" and base(pg_of(b)) == "varchar"
+                                      and char_limit(pg) is None)
+            text = self.text_of(b)
+            return Typed(text if same else char_cast(text, pg), target, n, pg)
         if pg == "float4" and s == "int":
             return Typed(narrow(e, pg), target, n, pg)  # rounded once, from the integer
         if s == "float":

@@ -111,6 +111,84 @@ def clamp_float(e: PExpr, pg: str | None) -> PExpr:
     return call("if", call("ge", call("abs", e), big), big, e)
 
 
+_CHAR_NAMES: Final = {"varchar": "character varying", "bpchar": "character"}
+
+
+def char_limit(pg: str | None) -> tuple[str, int] | None:
+    """`("varchar", n)` / `("bpchar", n)` for PostgreSQL type `varchar(n)` / `bpchar(n)`,
+    else None (`text`, a `varchar` without a length, anything else)."""
+    if pg is None or "(" not in pg:
+        return None
+    kind, _, rest = pg.partition("(")
+    length = rest.rstrip(")")
+    if kind not in _CHAR_NAMES or not length.isdigit():
+        return None
+    return kind, int(length)
+
+
+def too_long(kind: str, n: int) -> str:
+    return f"value too long for type {_CHAR_NAMES[kind]}({n})"
+
+
+def char_assign(e: PExpr, pg: str | None) -> PExpr:
+    """Text `e` as it is written into a column of type `pg`, PostgreSQL's assignment to a
+    `varchar(n)`/`char(n)`: at most `n` characters, else its first `n` where the rest are all
+    spaces, else the evaluation error `value too long for type character varying(n)` (22001);
+    a `char(n)` value without its trailing spaces (PostgreSQL ignores them: `docs/sql.md`).
+    Other types: `e`. Built of the engine's `length`, `rtrim`, `substr` and a lazy `if`
+    around `error`, so whole columns at a time."""
+    limit = char_limit(pg)
+    if limit is None:
+        return e
+    from twofold.protocol import Literal as PLiteral
+    from twofold.sql.exprs import call
+
+    kind, n = limit
+    if isinstance(e, PLiteral):
+        return PLiteral(value=check_chars([e.value], pg)[0])
+    longer = call("gt", call("length", call("rtrim", e)), PLiteral(value=n))
+    return call("if", longer, call("error", PLiteral(value=too_long(kind, n))),
+                char_cast(e, pg))
+
+
+def char_cast(e: PExpr, pg: str | None) -> PExpr:
+    """Text `e` cast explicitly to `pg`: to `varchar(n)` its first `n` characters (never an
+    error, as in PostgreSQL), to `char(n)` those without trailing spaces; else `e`."""
+    limit = char_limit(pg)
+    if limit is None:
+        return e
+    from twofold.protocol import Literal as PLiteral
+    from twofold.sql.exprs import call
+
+    kind, n = limit
+    if isinstance(e, PLiteral):
+        v = e.value if e.value is None else e.value[:n]
+        return PLiteral(value=v.rstrip(" ") if kind == "bpchar" and v is not None else v)
+    kept = call("substr", e, PLiteral(value=1), PLiteral(value=n))
+    return call("rtrim", kept) if kind == "bpchar" else kept
+
+
+def check_chars(values: list[Any], pg: str | None) -> list[Any]:
+    """`values` (texts or None) as a column of type `pg` (`varchar(n)`/`bpchar(n)`) stores
+    them (`char_assign`'s rule, over the whole list in polars): `StringDataRightTruncation`
+    (22001) if one is too long."""
+    limit = char_limit(pg)
+    if limit is None or not values:
+        return values
+    import polars as pl
+
+    from twofold.sql.errors import StringDataRightTruncation
+
+    kind, n = limit
+    col = pl.Series(values, dtype=pl.String)
+    if (col.str.strip_chars_end(" ").str.len_chars() > n).any():
+        raise StringDataRightTruncation(too_long(kind, n))
+    kept = col.str.slice(0, n)
+    if kind == "bpchar":
+        kept = kept.str.strip_chars_end(" ")
+    return kept.to_list()
+
+
 def narrow_literal(value: Any, pg: str | None, text: str) -> Any:
     """A constant `value` (read from the quoted literal `text`) as type `pg` stores it:
     `NumericValueOutOfRange` (22003, PostgreSQL's message) outside an int2/int4 range, a
@@ -137,5 +215,6 @@ def fits_int4(value: Any) -> bool:
     return type(value) is int and INT_RANGES["int4"][0] <= value <= INT_RANGES["int4"][1]
 
 
-__all__ = ["Typed", "arith_pg", "base", "clamp_float", "col_pg", "fits", "fits_int4", "narrow",
+__all__ = ["Typed", "arith_pg", "base", "char_assign", "char_cast", "char_limit",
+           "check_chars", "clamp_float", "col_pg", "fits", "fits_int4", "narrow",
            "narrow_literal", "pg_of", "typed"]

@@ -40,7 +40,15 @@ from twofold.sql.errors import (
     WrongObjectType,
 )
 from twofold.sql.exprs import Binder
-from twofold.sql.pgtypes import clamp_float, fits, narrow, pg_of
+from twofold.sql.pgtypes import (
+    char_assign,
+    char_limit,
+    check_chars,
+    clamp_float,
+    fits,
+    narrow,
+    pg_of,
+)
 from twofold.sql.planner import Planner
 from twofold.sql.scope import NULL, Col, Rel, Scope
 from twofold.sql.types import (
@@ -325,7 +333,7 @@ def _check_declared(db: AsyncDatabase, table: Any, rows: list[list[Any]]) -> Non
     anything is written: a value out of range fails the whole statement; float4 values are
     rounded to single precision (`check_declared`)."""
     for j, pg in enumerate(declared_types(db, table)):
-        if pg in ("int2", "int4", "float4"):
+        if pg in ("int2", "int4", "float4") or char_limit(pg) is not None:
             column = check_declared([r[j] for r in rows], pg)
             for r, v in zip(rows, column, strict=True):
                 r[j] = v
@@ -337,7 +345,7 @@ def check_declared_rows(db: AsyncDatabase, table: Any, rows: Any) -> Any:
     range-checked (`NumericValueOutOfRange`, 22003, nothing written), float4 rounded to
     single precision — as INSERT stores them (`_check_declared`)."""
     pgs = declared_types(db, table)
-    if not any(pg in ("int2", "int4", "float4") for pg in pgs):
+    if not any(pg in ("int2", "int4", "float4") or char_limit(pg) for pg in pgs):
         return rows
     import pyarrow as pa
 
@@ -366,6 +374,11 @@ def check_declared_rows(db: AsyncDatabase, table: Any, rows: Any) -> Any:
                 raise NumericValueOutOfRange("value out of range: underflow")
             single = pc.cast(pc.cast(col, pa.float32(), safe=False), col.type, safe=False)
             rows = rows.set_column(j, rows.schema.field(j), single)
+        elif char_limit(pg) is not None:
+            import polars as pl
+
+            kept = check_chars(pl.from_arrow(col).to_list(), pg)  # type: ignore[union-attr]
+            rows = rows.set_column(j, rows.schema.field(j), pa.array(kept, col.type))
     return rows
 
 
@@ -455,6 +468,8 @@ def _bound(planner: Planner, table: Any, node: exp.Expr, label: str,
                                    f"{type_name(want)}")
     if pg is not None and s != NULL and not fits(pg_of(b), pg):
         e = narrow(e, pg)
+    if s == "str" and char_limit(pg) is not None and pg_of(b) != pg:
+        e = char_assign(e, pg)  # 22001 when too long, as PostgreSQL's assignment
     return e
 
 

@@ -29,7 +29,6 @@ PostgreSQL's result type of a set operation (or COALESCE/CASE) of declared colum
 
 from __future__ import annotations
 
-import math
 from typing import ClassVar, Final
 
 from sqlglot import exp
@@ -100,31 +99,41 @@ def check_declared(values: list[object], pg: str) -> list[object]:
     """`values` as a column declared `pg` stores them: `NumericValueOutOfRange` (22003) for an
     int2/int4 value outside its range, or a float4 value that overflows or underflows single
     precision; a float4 value rounded to the nearest single-precision float (as PostgreSQL's
-    float4in: NaN and infinities kept)."""
+    float4in: NaN and infinities kept); a `varchar(n)`/`char(n)` value checked and trimmed
+    (`pgtypes.check_chars`, 22001). Over the whole column in numpy/polars, no Python per
+    value."""
+    if not values:
+        return values
+    import polars as pl
+
     bounds = INT_RANGES.get(pg)
     if bounds is not None:
         lo, hi, name = bounds
-        for v in values:
-            if v is not None and not lo <= v <= hi:  # type: ignore[operator]
-                raise NumericValueOutOfRange(f"{name} out of range")
+        try:
+            ints = pl.Series(values, dtype=pl.Int64, strict=True)
+        except (OverflowError, TypeError, pl.exceptions.PolarsError):
+            raise NumericValueOutOfRange(f"{name} out of range") from None
+        low, high = ints.min(), ints.max()
+        if low is not None and (low < lo or high > hi):  # type: ignore[operator]
+            raise NumericValueOutOfRange(f"{name} out of range")
         return values
     if pg == "float4":
         import numpy as np
 
-        out: list[object] = []
+        col = pl.Series(values, dtype=pl.Float64, strict=False)
+        doubles = col.fill_null(0.0).to_numpy()
         with np.errstate(over="ignore", under="ignore"):
-            for v in values:
-                if v is None:
-                    out.append(None)
-                    continue
-                r = float(np.float32(v))  # type: ignore[arg-type]
-                if math.isinf(r) and not math.isinf(v):  # type: ignore[arg-type]
-                    raise NumericValueOutOfRange("value out of range: overflow")
-                if r == 0.0 and v != 0.0:
-                    raise NumericValueOutOfRange("value out of range: underflow")
-                out.append(r)
-        return out
-    return values
+            rounded = doubles.astype(np.float32).astype(np.float64)
+        if (np.isinf(rounded) & ~np.isinf(doubles)).any():
+            raise NumericValueOutOfRange("value out of range: overflow")
+        if ((rounded == 0.0) & (doubles != 0.0) & ~np.isnan(doubles)).any():
+            raise NumericValueOutOfRange("value out of range: underflow")
+        kept = pl.DataFrame({"v": rounded, "null": col.is_null()}).select(
+            pl.when(pl.col("null")).then(None).otherwise(pl.col("v")))
+        return kept.to_series().to_list()
+    from twofold.sql.pgtypes import check_chars
+
+    return check_chars(values, pg)
 
 
 def sql_type(dt: exp.DataType) -> str:
