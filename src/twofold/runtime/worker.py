@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Literal
 
 from twofold.engine import Arrangement, ArrangementSnapshot
@@ -83,6 +83,11 @@ StorageOpener = Callable[[str | None], Storage]
 POLL_INTERVAL = 0.005
 """How often a runtime with live source imports re-reads its shards' uppers (seconds)."""
 
+IDLE_SKIP_MAX = 0.1
+"""The longest a runtime skips steps for (`ComputeWorker.skip_idle_step`): past it, it steps
+anyway. Only a bound on a skip that should not have been (a step's inputs the skip check does
+not see); nothing known needs it."""
+
 INLINE_LOOKUP_KEYS = 64
 """`answer_now` answers index lookups of at most this many keys (cheap enough to answer on the
 thread that received them); anything larger goes to the runtime's thread."""
@@ -119,6 +124,11 @@ class ComputeWorker:
         self.last_step_seconds = 0.0
         self.polled_at = -float("inf")  # time.monotonic() at the last step's start (its poll)
         self._dirty: deque[GlobalId] = deque()
+        # `skip_idle_step`: the storage's change token taken before the last step, if that step
+        # changed nothing (else None), and when that step started.
+        self._quiet_token: Hashable | None = None
+        self._stepped_at = 0.0
+        self._publishes = 0  # publications and tombstones made, ever
         self._activate: Callable[[], None] = lambda: None
         if registry is not None and role == "interactive":
             registry.add_reader_waker(self._on_published)
@@ -144,6 +154,7 @@ class ComputeWorker:
     # -- commands ----------------------------------------------------------------------------------
 
     def handle(self, command: ComputeCommand) -> None:
+        self._quiet_token = None  # any command may give the next step work
         match command:
             case Hello():
                 self._reset()
@@ -381,9 +392,44 @@ class ComputeWorker:
 
     # -- the work loop -----------------------------------------------------------------------------
 
+    def _change_token(self) -> Hashable | None:
+        """The storage's change token (`SqliteBackend.change_token`), if it has one."""
+        backend = getattr(self.storage, "backend", None)
+        token = getattr(backend, "change_token", None)
+        return None if token is None else token()
+
+    def skip_idle_step(self) -> bool:
+        """True if a `step` (and `maintain`) now would provably change nothing, in which case
+        this counts as the poll `wait_timeout` schedules from; False: step.
+
+        A step is a function of the commands handled, the registry's wakers, the clock (the
+        introspection's deadline) and what the storage holds; the engine's steps run every
+        complete time, so one that found nothing to do finds nothing again on the same inputs.
+        So a step may be skipped when the last one changed nothing (no frontier advanced, no
+        response, no publication, no merge), no command or waker came since, no peek is
+        pending, the introspection is not due, no materialized view is hosted (its writes may
+        retry), and the storage's change token equals the one taken before the last step's
+        polls: no commit ended since, so every shard's upper, since and contents are what that
+        step read (as `Listener` skips its reads). Storage without a token never skips."""
+        token = self._quiet_token
+        if token is None or self._dirty or len(self.peeks):
+            return False
+        if self.introspection is not None and self.introspection.due():
+            return False
+        if time.monotonic() - self._stepped_at >= IDLE_SKIP_MAX:
+            return False
+        if any(h.mvs for h in self.order):
+            return False
+        if self._change_token() != token:
+            return False
+        self.polled_at = time.monotonic()
+        return True
+
     def step(self) -> None:
         started = time.perf_counter()
         self.polled_at = time.monotonic()  # `feed` below polls the shards
+        token = self._change_token()  # before the polls: a commit during them moves the next
+        responses, publishes = len(self.out), self._publishes
         while self._dirty:
             self._dirty.popleft()  # any change may unblock a peek or a compaction: re-check all
         did_work = False
@@ -405,6 +451,9 @@ class ComputeWorker:
             for pp in self.peeks.pending():
                 self._try_peek(pp)
         self.last_step_seconds = time.perf_counter() - started
+        quiet = not did_work and len(self.out) == responses and self._publishes == publishes
+        self._quiet_token = token if quiet else None
+        self._stepped_at = self.polled_at
         if did_work:
             self.step_count += 1
             self.metrics.step_durations.record(self.role, self.last_step_seconds)
@@ -419,6 +468,7 @@ class ComputeWorker:
         for hosted in list(self.order):
             for gid in hosted.maintain():
                 merged = True
+                self._quiet_token = None
                 arr = hosted.export(gid)
                 if arr is not None:
                     self.published.pop(gid, None)  # same (since, upper), new batches
@@ -509,6 +559,7 @@ class ComputeWorker:
             return
         if gid not in self.failed_published:
             self.failed_published.add(gid)
+            self._publishes += 1
             self.registry.close(gid, reason)
 
     def _publish(self, gid: GlobalId, arr: Arrangement) -> None:
@@ -517,6 +568,7 @@ class ComputeWorker:
         state = (arr.since, arr.upper)
         if self.published.get(gid) != state:
             self.published[gid] = state
+            self._publishes += 1
             taken = arr.snapshot()
             published = self.registry.publish(gid, taken)
             if published is not taken:
