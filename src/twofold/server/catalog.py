@@ -32,6 +32,7 @@ from twofold.server.catalog_ddl import TYPES as _TYPES
 from twofold.server.shims import DEFAULTS
 from twofold.server.types import OIDS
 from twofold.sql.errors import FeatureNotSupported
+from twofold.sql.pgtypes import char_limit
 
 _CATALOG = re.compile(r"\b(pg_catalog\.|information_schema\.|pg_(class|type|namespace|attribute|"
                       r"index|indexes|database|settings|am|proc|description|attrdef|constraint|"
@@ -186,9 +187,9 @@ class _Snapshot:
                 "attnum, attndims, attcacheoff, atttypmod, attbyval, attalign, attstorage, "
                 "attcompression, attnotnull, atthasdef, atthasmissing, attidentity, "
                 "attgenerated, attisdropped, attislocal, attinhcount, attcollation) VALUES "
-                "(?, ?, ?, -1, -1, ?, 0, -1, -1, false, 'i', 'p', '', ?, false, false, '', '', "
+                "(?, ?, ?, -1, -1, ?, 0, -1, ?, false, 'i', 'p', '', ?, false, false, '', '', "
                 "false, true, 0, 0)",
-                [(oid, c, OIDS.get(s, 25), i, not nullable)
+                [(oid, c, _oid(s), i, _typmod(s), not nullable)
                  for i, (c, s, nullable) in enumerate(cols, 1)])
             if kind != "index":
                 con.execute("INSERT INTO information_schema_tables VALUES "
@@ -196,13 +197,13 @@ class _Snapshot:
                             [name, ttype[kind], "YES" if kind == "table" else "NO"])
                 con.executemany(
                     "INSERT INTO information_schema_columns VALUES ('twofold', 'public', ?, ?, "
-                    "?, NULL, ?, ?, NULL, NULL, ?)",
+                    "?, NULL, ?, ?, ?, NULL, ?)",
                     [(name, c, i, "YES" if nullable else "NO",
-                      _FORMAT.get(OIDS.get(s, 25), "text"), _typname(OIDS.get(s, 25)))
+                      _FORMAT.get(_oid(s), "text"), _length(s), _typname(_oid(s)))
                      for i, (c, s, nullable) in enumerate(cols, 1)])
             con.execute("INSERT INTO twofold_objects VALUES (?, ?, ?)", [name, kind, oid])
             con.executemany("INSERT INTO twofold_columns VALUES (?, ?, ?, ?, ?)",
-                            [(name, c, i, _FORMAT.get(OIDS.get(s, 25), "text"), nullable)
+                            [(name, c, i, _format(s), nullable)
                              for i, (c, s, nullable) in enumerate(cols, 1)])
         for name, (on, key) in info["indexes"].items():
             cols = [c for c, _, _ in info["columns"].get(on, [])]
@@ -268,13 +269,37 @@ def _query_of(text: str) -> str:
 
 def _declared(db: Any, name: str, cols: list[tuple[str, str, bool]]
               ) -> list[tuple[str, str, bool]]:
-    """A table's columns typed as declared (`int4`, `varchar`; `Entry.pg_types`), where the
-    catalog recorded them; the engine scalars otherwise (API tables, older catalogs)."""
+    """A table's columns typed as declared (`int4`, `varchar(10)`; `Entry.pg_types`), where
+    the catalog recorded them; the engine scalars otherwise (API tables, older catalogs)."""
     entry = getattr(db, "_entries", {}).get(name)
     declared = list(getattr(entry, "pg_types", None) or [])
     if len(declared) != len(cols):
         return cols
-    return [(c, t.split("(")[0], n) for (c, _, n), t in zip(cols, declared, strict=True)]
+    return [(c, t, n) for (c, _, n), t in zip(cols, declared, strict=True)]
+
+
+def _oid(t: str) -> int:
+    """The type OID of a column typed `t` (an engine scalar or a declared type)."""
+    return OIDS.get(t.split("(")[0], 25)
+
+
+def _length(t: str) -> int | None:
+    """The declared length `n` of a `varchar(n)`/`bpchar(n)` column, else None."""
+    limit = char_limit(t)
+    return None if limit is None else limit[1]
+
+
+def _typmod(t: str) -> int:
+    """PostgreSQL's `atttypmod`: a `varchar(n)`/`char(n)` column's `n + 4`, else -1."""
+    n = _length(t)
+    return -1 if n is None else n + 4
+
+
+def _format(t: str) -> str:
+    """`format_type(oid, typmod)` of a column typed `t`: `character varying(10)`."""
+    n = _length(t)
+    name = _FORMAT.get(_oid(t), "text")
+    return name if n is None else f"{name}({n})"
 
 
 def _typname(oid: int) -> str:

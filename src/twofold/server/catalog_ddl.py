@@ -159,7 +159,9 @@ CREATE VIEW pg_indexes AS SELECT 'public' AS schemaname, t.relname AS tablename,
   JOIN _indexdef d ON d.oid = i.indexrelid;
 CREATE VIEW pg_user AS SELECT rolname AS usename, oid AS usesysid, rolcreatedb AS usecreatedb,
   rolsuper AS usesuper FROM pg_roles;
-CREATE MACRO format_type(t, m) AS CASE t @FORMAT@ ELSE 'text' END;
+CREATE MACRO format_type(t, m) AS CASE WHEN t IN (1042, 1043) AND m >= 4 THEN
+  (CASE t WHEN 1042 THEN 'character' ELSE 'character varying' END) || '(' || (m - 4) || ')'
+  ELSE CASE t @FORMAT@ ELSE 'text' END END;
 CREATE TABLE _settings (name VARCHAR, setting VARCHAR);
 CREATE MACRO _current_setting(x) AS (SELECT min(setting) FROM _settings
   WHERE lower(name) = lower(x)), (x, y) AS (SELECT min(setting) FROM _settings
