@@ -39,40 +39,82 @@ def bucket_us(seconds: float) -> int:
     return 1 << (us - 1).bit_length()
 
 
+_RECENT_MAX, _RECENT_KEEP = 4096, 2048
+"""The recent samples kept per runtime: past `_RECENT_MAX`, the latest `_RECENT_KEEP`."""
+_FOLD_AT = 256
+"""Samples `record` leaves unfolded per runtime before it folds them itself."""
+
+
+def _kept_after(n: int) -> int:
+    """How many samples a recent list of `n` keeps when each one is appended in turn and the
+    list is cut to its latest `_RECENT_KEEP` whenever it grows past `_RECENT_MAX`."""
+    if n <= _RECENT_MAX:
+        return n
+    return _RECENT_KEEP + (n - _RECENT_MAX - 1) % (_RECENT_MAX - _RECENT_KEEP + 1)
+
+
 class Histogram:
-    """Counts per (runtime, bucket); thread-safe."""
+    """Counts per (runtime, bucket); thread-safe.
+
+    `record` is on the read path (once per point lookup), so it only appends the sample to its
+    runtime's pending list — no lock, no bucket, no counter: `list.append` is atomic under the
+    interpreter lock. Every reader folds the pending samples into the counts first, under the
+    lock (and `record` does once `_FOLD_AT` are pending, so they stay bounded), taking each
+    list's first `n` with one slice and one `del` — both atomic, so a sample appended by
+    another thread meanwhile stays for the next fold. What a reader sees is what recording
+    each sample in turn would have left."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: Counter[tuple[str, int]] = Counter()
         self._recent: dict[str, list[float]] = {}
         self._total: Counter[str] = Counter()  # samples ever recorded, per runtime
+        self._pending: dict[str, list[float]] = {}  # recorded, not yet folded
 
     def record(self, runtime: str, seconds: float) -> None:
-        # Once per point lookup on the front's read path: no list or method call per sample.
-        key = (runtime, bucket_us(seconds))
-        with self._lock:
-            counts = self._counts
-            counts[key] = counts.get(key, 0) + 1
+        pending = self._pending.get(runtime)
+        if pending is None:
+            with self._lock:
+                pending = self._pending.setdefault(runtime, [])
+        pending.append(seconds)
+        if len(pending) >= _FOLD_AT:
+            with self._lock:
+                self._fold()
+
+    def _fold(self) -> None:
+        """Fold the pending samples into counts, totals and recent lists (lock held)."""
+        counts = self._counts
+        for runtime, pending in self._pending.items():
+            n = len(pending)
+            if not n:
+                continue
+            samples = pending[:n]
+            del pending[:n]
+            # `bucket_us` per distinct whole microsecond (what it depends on), not per sample.
+            for us, k in Counter([int(x * 1e6) for x in samples]).items():
+                key = (runtime, 1 << (max(1, us) - 1).bit_length())
+                counts[key] = counts.get(key, 0) + k
+            self._total[runtime] += n
             recent = self._recent.get(runtime)
             if recent is None:
                 recent = self._recent[runtime] = []
-            recent.append(seconds)
-            self._total[runtime] += 1
-            if len(recent) > 4096:
-                del recent[: len(recent) - 2048]
+            recent.extend(samples)  # it held at most _RECENT_MAX: as if appended in turn
+            cut = len(recent) - _kept_after(len(recent))
+            if cut:
+                del recent[:cut]
 
     def _keep(self, runtime: str, samples: list[float]) -> None:
         recent = self._recent.setdefault(runtime, [])
         recent.extend(samples)
         self._total[runtime] += len(samples)
-        if len(recent) > 4096:
-            del recent[: len(recent) - 2048]
+        if len(recent) > _RECENT_MAX:
+            del recent[: len(recent) - _RECENT_KEEP]
 
     def export(self, runtime: str, since: int) -> tuple[list[tuple[int, int]], list[float], int]:
         """One runtime's bucket counts, the samples recorded after the first `since` of them
         (as far as they are kept), and the new total — for another process's copy."""
         with self._lock:
+            self._fold()
             counts = sorted((le, n) for (rt, le), n in self._counts.items() if rt == runtime)
             total = self._total[runtime]
             recent = self._recent.get(runtime, [])
@@ -81,6 +123,7 @@ class Histogram:
     def absorb(self, runtime: str, counts: list[tuple[int, int]], samples: list[float]) -> None:
         """Replace one runtime's counts by another process's (`export`), adding its samples."""
         with self._lock:
+            self._fold()
             for key in [k for k in self._counts if k[0] == runtime]:
                 del self._counts[key]
             for le, n in counts:
@@ -89,11 +132,13 @@ class Histogram:
 
     def counts(self) -> dict[tuple[str, int], int]:
         with self._lock:
+            self._fold()
             return dict(self._counts)
 
     def recent(self, runtime: str) -> list[float]:
         """The latest samples (up to a few thousand) of one runtime, oldest first."""
         with self._lock:
+            self._fold()
             return list(self._recent.get(runtime, []))
 
 
