@@ -115,22 +115,43 @@ def test_ddl_between_executions_gives_the_session_paths_answer(
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(writes=st.lists(st.integers(0, 3), min_size=1, max_size=6))
 def test_index_time_is_choose_time(server: ServerHandle, writes: list[int]) -> None:
-    """`_index_time` (the kept lookup's read time) is `db._choose_time(index, None)` after
-    every write: the index's latest complete time, never before the latest write."""
+    """The kept lookup's read time (`Controller.peek_now_latest`, as `rows_now` calls it) is
+    `db._choose_time(index, None)` after every write: the index's latest complete time, never
+    before the latest write — also right after a write the index has not reached yet (the
+    read then declines, waiting being the session path's)."""
     db = server.db
     if db._catalog.get("itime") is None:
         server.call(db.sql("CREATE TABLE itime (k bigint)"))
         server.call(db.sql("CREATE INDEX itime_k ON itime (k)"))
     idx = db.get("itime_k")
+    ps = prepared.statement(db, "SELECT k FROM itime WHERE k = $1")
+    server.call(ps.execute([1]))  # planned: the kept lookup
+    ctl = db._ctl
+    asked: list[int] = []
 
-    async def both() -> tuple[int | None, int]:
-        return prepared._index_time(db, idx.id), db._choose_time(idx, None)
+    async def both() -> tuple[list[int], int, int | None]:
+        del asked[:]
+        real = dict(ctl._local_reads)
+
+        def spy(read: Any) -> Any:
+            def read_at(gid: Any, t: int, *rest: Any) -> Any:
+                asked.append(t)
+                return read(gid, t, *rest)
+            return read_at
+
+        ctl._local_reads = {r: spy(f) for r, f in real.items()}
+        try:
+            got = ps.rows_now([1])
+        finally:
+            ctl._local_reads = real
+        return list(asked), db._choose_time(idx, None), None if got is None else got[1]
 
     for n in writes:
         for _ in range(n):
             server.call(db.sql("INSERT INTO itime VALUES (1)"))
-        got, want = server.call(both())
-        assert got == want
+        times, want, answered = server.call(both())
+        assert times == [want]
+        assert answered in (None, want)
 
 
 def _commit_elsewhere(path: str) -> None:

@@ -103,11 +103,49 @@ class Controller(InstanceDriver):
             ts = self.state.choose_timestamp(target, timestamp)
         except SinceViolation:
             return None
+        return self._read_local(reads, target, ts, literal_constraints, mfp, finishing)
+
+    def peek_now_latest(
+        self,
+        target: GlobalId,
+        *,
+        not_before: int,
+        literal_constraints: list[Row],
+        mfp: MapFilterProject | None = None,
+        finishing: RowSetFinishing | None = None,
+    ) -> tuple[int, list[tuple[Row, int]]] | None:
+        """`peek_now` at the latest time `target` is readable, but never before `not_before`
+        (a reader's own latest write): `(time, rows)`, or None as `peek_now` (and when that
+        time is not yet published: the read must wait for it). The time is the one
+        `choose_timestamp(target)` gives, raised to `not_before` — the index's write frontier
+        minus one, not before its since — chosen in the same pass over the collection as
+        `peek_now`'s checks (a kept point lookup's whole read: `PreparedStatement.rows_now`)."""
+        reads = self._local_reads
+        if not reads or self._closed or not self._started or self._watchdog.down:
+            return None
+        if target in self.failed:
+            return None
+        c = self.state.collections.get(target)
+        if c is None or c.kind is not CollectionKind.INDEX or c.dropped:
+            return None
+        s = c.since.time
+        if s is None:
+            return None  # closed: nothing is readable
+        latest = c.write_frontier.step_back()
+        ts = s if latest is None or latest < s else latest
+        if not_before > ts:
+            ts = not_before
+        rows = self._read_local(reads, target, ts, literal_constraints, mfp, finishing)
+        return None if rows is None else (ts, rows)
+
+    def _read_local(self, reads: dict[ReplicaId, LocalReads], target: GlobalId, ts: int,
+                    keys: list[Row], mfp: MapFilterProject | None,
+                    finishing: RowSetFinishing | None) -> list[tuple[Row, int]] | None:
         for replica, read in reads.items():
             conn = self.connections.get(replica)
             if conn is None or not conn.connected:
                 continue
-            rows = read(target, ts, literal_constraints, mfp, finishing)
+            rows = read(target, ts, keys, mfp, finishing)
             if rows is not None:
                 return rows
         return None

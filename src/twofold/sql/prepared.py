@@ -263,28 +263,6 @@ class _NowLookup:
         return self.template.now_mfp(params)
 
 
-def _index_time(db: Any, gid: GlobalId) -> int | None:
-    """`db._choose_time(index, None)` for an index (its one input is itself): its latest
-    complete time, not before its since, with read-your-writes never before the database's
-    latest write; None where that raises (failed, dropped, no since: the caller's slow path
-    says so)."""
-    ctl = db._ctl
-    if gid in ctl.failed:
-        return None
-    since, upper = ctl.since(gid), ctl.frontier(gid)
-    s = since.time
-    if s is None:
-        return None
-    latest = upper.step_back()
-    t = s if latest is None or latest < s else latest
-    if db.consistency == "read-your-writes":
-        with db._write_lock:
-            last = db._last_write
-        if last > t:
-            t = last
-    return int(t)
-
-
 def _key_parts(a: Any, b: Any, sa: Sequence[Any], sb: Sequence[Any]) -> list[_KeyPart] | None:
     parts = []
     for va, vb in zip(a.key, b.key, strict=True):
@@ -554,14 +532,19 @@ class PreparedStatement:
             key = now.key(params)
             if key is None:
                 return None
-            t = _index_time(db, now.index)
-            if t is None:
+            # The read time and the read in one call: the index's latest complete time, not
+            # before its since, with read-your-writes never before the latest write
+            # (`db._choose_time` for an index; a test checks the two agree).
+            last = -1
+            if db.consistency == "read-your-writes":
+                with db._write_lock:
+                    last = db._last_write
+            got = db._ctl.peek_now_latest(
+                now.index, not_before=last, literal_constraints=[key],
+                mfp=now.mfp(params) if now.holes else now.plain_mfp, finishing=now.finishing)
+            if got is None:
                 return None
-            rows = db._ctl.peek_now(now.index, timestamp=t, literal_constraints=[key],
-                                    mfp=now.mfp(params) if now.holes else now.plain_mfp,
-                                    finishing=now.finishing)
-            if rows is None:
-                return None
+            t, rows = got
             # A unique key's one row: `expand` of it, inline.
             out = ([tuple(rows[0][0])] if len(rows) == 1 and rows[0][1] == 1
                    else expand(rows))
