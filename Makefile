@@ -35,10 +35,19 @@ $(STAMP): pyproject.toml | $(BIN)/uv
 # SERIAL: their tests place runtimes in processes with 10 s waits and check machine-wide state
 # (/dev/shm, child processes), which another worker's replicas would disturb, or (the
 # transactions) give compaction a fixed 0.2 s beyond the retained history.
+#
+# Bytecode is cached under the venv ($(PYCACHE), `PYTHONPYCACHEPREFIX`), even where the
+# environment sets PYTHONDONTWRITEBYTECODE (this machine does) and whatever installed the venv
+# compiled nothing (uv does not): otherwise every interpreter the suite starts - each xdist
+# worker, the serial part, and every maintenance process `twofold.open()` spawns - compiles
+# polars, numpy, pyarrow and twofold from source again (~0.8 s of CPU each), and pytest
+# re-rewrites every test module's asserts (collection: ~13 s of CPU per process, ~4 s cached).
 WORKERS ?= 2
 SERIAL := tests/replica tests/runtime tests/server/test_transactions.py
-PYTEST_PARTS = $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile --durations=15 \
-	  $(addprefix --ignore=,$(SERIAL)) && $(BIN)/python -m pytest --durations=15 $(SERIAL)
+PYCACHE := $(abspath $(VENV))/pycache
+PYTEST := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(PYCACHE) $(BIN)/python -m pytest
+PYTEST_PARTS = $(PYTEST) -n $(WORKERS) --dist loadfile --durations=15 \
+	  $(addprefix --ignore=,$(SERIAL)) && $(PYTEST) --durations=15 $(SERIAL)
 
 test: $(STAMP)
 	$(BIN)/python -m twofold.testing.pgcluster ensure
