@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from tests.server.wire import Raw, msg, query, startup
 
 from twofold.server import fastpath
-from twofold.sql import prepared
 from twofold.testing.pgwire import ServerHandle
 from twofold.testing.profiles import examples
 
@@ -441,9 +440,21 @@ def test_a_read_before_the_since_is_not_answered_at_once(
     real = db._choose_time
     monkeypatch.setattr(db, "_choose_time", lambda rel, as_of, **kw: since - 1
                         if rel is idx else real(rel, as_of, **kw))
-    real_now = prepared._index_time  # the kept lookup's own form of the same choice
-    monkeypatch.setattr(prepared, "_index_time", lambda d, gid: since - 1
-                        if gid == idx.id else real_now(d, gid))
+    ctl = db._ctl
+    real_now = ctl.peek_now_latest  # the kept lookup's own form of the same choice
+
+    def before_since(target: Any, *, not_before: int, literal_constraints: Any,
+                     mfp: Any = None, finishing: Any = None) -> Any:
+        if target != idx.id:
+            return real_now(target, not_before=not_before,
+                            literal_constraints=literal_constraints, mfp=mfp,
+                            finishing=finishing)
+        assert ctl._local_reads is not None
+        rows = ctl._read_local(ctl._local_reads, target, since - 1, literal_constraints, mfp,
+                               finishing)
+        return None if rows is None else (since - 1, rows)
+
+    monkeypatch.setattr(ctl, "peek_now_latest", before_since)
     hits = switch.hits
     for name, raw in (("slow", slow), ("fast", fast)):
         raw.send(_bind("q", [b"3"], (), (), True))

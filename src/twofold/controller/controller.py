@@ -135,8 +135,15 @@ class Controller(InstanceDriver):
         ts = s if latest is None or latest < s else latest
         if not_before > ts:
             ts = not_before
-        rows = self._read_local(reads, target, ts, literal_constraints, mfp, finishing)
-        return None if rows is None else (ts, rows)
+        connections = self.connections
+        for replica, read in reads.items():  # `_read_local`, inline: once per lookup
+            conn = connections.get(replica)
+            if conn is None or not conn.connected:
+                continue
+            rows = read(target, ts, literal_constraints, mfp, finishing)
+            if rows is not None:
+                return ts, rows
+        return None
 
     def _read_local(self, reads: dict[ReplicaId, LocalReads], target: GlobalId, ts: int,
                     keys: list[Row], mfp: MapFilterProject | None,

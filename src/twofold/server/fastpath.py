@@ -25,7 +25,7 @@ the row encoder (`output.RowEncoder`, the same one DataRows are written with eve
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from twofold.server import messages as m
 from twofold.server import run as run_module
@@ -139,10 +139,14 @@ def _answer(s: Session, data: bytes, start: int) -> tuple[bytes, int] | None:
     stmt = s.extended.statements.get(data[start + 6:name_end].decode("utf-8"))
     if stmt is None or stmt.columns is None:
         return None  # no such statement, or not run yet: the session's path
-    found = _formats(data, name_end + 1)
-    if found is None:
-        return None
-    param_formats, pos = found
+    if data.startswith(_NO_CODES, name_end + 1):  # `_formats`' commonest case, inline
+        param_formats: tuple[int, ...] = ()
+        pos = name_end + 3
+    else:
+        found = _formats(data, name_end + 1)
+        if found is None:
+            return None
+        param_formats, pos = found
     (count,) = _I16.unpack_from(data, pos)
     pos += 2
     if count != len(stmt.param_oids):
@@ -179,8 +183,12 @@ def _answer(s: Session, data: bytes, start: int) -> tuple[bytes, int] | None:
         if len(fast) > 8:
             fast.pop(next(iter(fast)))
     # A parameter that does not parse raises: 22P02, which the session's path reports.
-    params = [None if raw is None else parse(raw)
-              for raw, parse in zip(raws, plan.decoders, strict=True)]
+    if count == 1:  # a point lookup's one key: no comprehension
+        raw = raws[0]
+        params: list[Any] = [None if raw is None else plan.decoders[0](raw)]
+    else:
+        params = [None if raw is None else parse(raw)
+                  for raw, parse in zip(raws, plan.decoders, strict=True)]
     db = s.db
     prepared = plan.prepared
     if prepared is None or prepared.db is not db:

@@ -534,12 +534,15 @@ class PreparedStatement:
                 return None
             # The read time and the read in one call: the index's latest complete time, not
             # before its since, with read-your-writes never before the latest write
-            # (`db._choose_time` for an index; a test checks the two agree).
-            last = -1
-            if db.consistency == "read-your-writes":
-                with db._write_lock:
-                    last = db._last_write
-            got = db._ctl.peek_now_latest(
+            # (`db._choose_time` for an index; a test checks the two agree). The latest write
+            # is read without the write lock: one attribute read sees the value before or
+            # after a concurrent `_observe_write`, and every write that completed before this
+            # read began has stored its time (what read-your-writes promises).
+            ctl = db.controller
+            if ctl is None:
+                return None
+            last = db._last_write if db.consistency == "read-your-writes" else -1
+            got = ctl.peek_now_latest(
                 now.index, not_before=last, literal_constraints=[key],
                 mfp=now.mfp(params) if now.holes else now.plain_mfp, finishing=now.finishing)
             if got is None:
