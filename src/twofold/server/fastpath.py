@@ -91,7 +91,8 @@ class _Plan:
 
 
 _NO_CODES = b"\0\0"  # the format-code lists drivers send most: none (all text) ...
-_ONE_CODE = {b"\0\1\0\0": (0,), b"\0\1\0\1": (1,)}  # ... and one for all
+# ... and one for all
+_ONE_CODE: dict[bytes, tuple[int, ...]] = {b"\0\1\0\0": (0,), b"\0\1\0\1": (1,)}
 
 
 def _formats(data: bytes, pos: int) -> tuple[tuple[int, ...], int] | None:
@@ -139,11 +140,15 @@ def _answer(s: Session, data: bytes, start: int) -> tuple[bytes, int] | None:
     stmt = s.extended.statements.get(data[start + 6:name_end].decode("utf-8"))
     if stmt is None or stmt.columns is None:
         return None  # no such statement, or not run yet: the session's path
-    if data.startswith(_NO_CODES, name_end + 1):  # `_formats`' commonest case, inline
-        param_formats: tuple[int, ...] = ()
-        pos = name_end + 3
+    pos = name_end + 1
+    # `_formats`' common cases inline: one code for all (psycopg's), none (asyncpg's text)
+    param_formats: tuple[int, ...] | None = _ONE_CODE.get(data[pos:pos + 4])
+    if param_formats is not None:
+        pos += 4
+    elif data.startswith(_NO_CODES, pos):
+        param_formats, pos = (), pos + 2
     else:
-        found = _formats(data, name_end + 1)
+        found = _formats(data, pos)
         if found is None:
             return None
         param_formats, pos = found
@@ -162,10 +167,14 @@ def _answer(s: Session, data: bytes, start: int) -> tuple[bytes, int] | None:
             return None
         raws.append(data[pos:pos + n])
         pos += n
-    found = _formats(data, pos)
-    if found is None:
-        return None
-    result_formats, pos = found
+    result_formats: tuple[int, ...] | None = _ONE_CODE.get(data[pos:pos + 4])
+    if result_formats is not None:
+        pos += 4
+    else:
+        found = _formats(data, pos)
+        if found is None:
+            return None
+        result_formats, pos = found
     if pos != end:
         return None
     portals = s.extended.portals
