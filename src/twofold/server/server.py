@@ -119,8 +119,11 @@ class _Conn:
                     transport.write(reply)
                     return True
                 self.out(reply)
-                data = data[at:]
-        data = self._answer_at_once(data)
+                data = self._answer_at_once(data[at:])
+            # else not a request it answers: the machine's (`_answer_at_once` would only
+            # ask the fast path the same question again)
+        else:
+            data = self._answer_at_once(data)
         if not data:
             self.flush()
             return True
