@@ -44,6 +44,7 @@ from twofold.runtime import worker as worker_module
 from twofold.runtime.registry import PublicationRegistry
 from twofold.runtime.worker import ComputeWorker
 from twofold.storage import Storage, Table, open_storage
+from twofold.testing.profiles import examples
 
 SRC, IDX = GlobalId.user(1), GlobalId.user(2)
 
@@ -221,7 +222,7 @@ OPS = st.lists(st.one_of(
 ), max_size=25)
 
 
-@settings(max_examples=25, deadline=None,
+@settings(max_examples=examples(25), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=OPS)
 def test_a_skipping_worker_publishes_what_a_stepping_one_does(
