@@ -27,7 +27,7 @@ from twofold.protocol import Literal as PLiteral
 from twofold.sql.errors import FeatureNotSupported, SqlSyntaxError
 from twofold.sql.exprs import AGGREGATES, AggContext, B, Binder, call, node_key
 from twofold.sql.names import output_name
-from twofold.sql.pgtypes import col_pg, narrow
+from twofold.sql.pgtypes import col_pg, is_numeric, narrow
 from twofold.sql.scope import NULL, Col, Outer, Rel, Scope
 
 if TYPE_CHECKING:
@@ -175,6 +175,7 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
         key_nodes.append(g)
     agg_specs: list[tuple[str, int | None, bool, str, bool]] = []
     extra: dict[int, tuple[str, bool]] = {}  # string_agg's (separator, descending)
+    numeric_avgs: set[int] = set()  # the avgs PostgreSQL types numeric (of integers)
     for a0 in aggs:
         a = _fold_filter(a0)
         arg, distinct = _agg_input(binder, a)
@@ -204,6 +205,8 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
             from twofold.sql.types import type_name
 
             raise UndefinedFunction(f"function {name}({type_name(s)}) does not exist")
+        if isinstance(a, exp.Avg) and (s == "int" or is_numeric(b)):
+            numeric_avgs.add(len(agg_specs))  # PostgreSQL's avg of them is numeric
         if isinstance(a, exp.Avg) and s == "int" and not distinct:
             # PostgreSQL averages integers in numeric, so no sum is out of range: average
             # them as doubles (exact sums; each value exact below 2^53). DISTINCT keeps the
@@ -260,14 +263,18 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
     padded = not group_nodes and corr is not None  # rows where a binding had no input
     finish: list[PExpr] = []
     out_cols = [replace(cols[k], hidden=cols[k].hidden) for k in key_pos]
-    for (func, src_pos, _, s, _), slot, a in zip(agg_specs, slots, aggs, strict=True):
+    for i, ((func, src_pos, _, s, _), slot, a) in enumerate(zip(agg_specs, slots, aggs,
+                                                               strict=True)):
         src_pg = cols[src_pos].pg if src_pos is not None else None
         if func == "avg":
             total = call("cast_float", Column(index=nk + slot[0]))
             n: PExpr = Column(index=nk + slot[1])
             finish.append(call("if", call("eq", n, PLiteral(value=0)), PLiteral(value=None),
                                call("fdiv", total, call("cast_float", n))))
-            out_cols.append(Col(output_name(a), "float", True, hidden=True))
+            # numeric only inside this query's expressions (round(avg(k)) rounds as numeric);
+            # the result column is a double (`pgtypes.col_pg`)
+            out_cols.append(Col(output_name(a), "float", True, hidden=True,
+                                pg="numeric" if i in numeric_avgs else None))
         elif func in _VARIANCE_FUNCS:
             v: PExpr = Column(index=nk + slot[0])
             finish.append(call("sqrt", v) if func.startswith("stddev") else v)

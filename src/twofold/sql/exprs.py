@@ -170,7 +170,8 @@ class Binder(FunctionBinders, BuiltinBinders):
         if isinstance(value, int):  # integer if it fits, else bigint (PostgreSQL's rule)
             return Typed(PLiteral(value=value), "int", False,
                          "int4" if fits_int4(value) else "int8")
-        return PLiteral(value=value), _PY[type(value)], False
+        # a decimal literal is PostgreSQL's numeric: a double here that rounds as numeric does
+        return Typed(PLiteral(value=value), "float", False, "numeric")
 
     def _Null(self, node: exp.Null) -> B:
         return PLiteral(value=None), NULL, True
@@ -282,6 +283,8 @@ class Binder(FunctionBinders, BuiltinBinders):
             v = -e.value
             if type(v) is int and isinstance(node.this, exp.Literal):
                 pg = "int4" if fits_int4(v) else "int8"  # -2147483648 is an integer
+            if base(pg) == "numeric" and v == 0:
+                v = 0.0  # numeric has no negative zero: -0.0 is 0
             return Typed(PLiteral(value=v), s, n, pg)
         return Typed(narrow(call("neg", e), pg), "int" if s == NULL else s, n, pg)
 

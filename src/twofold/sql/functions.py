@@ -5,7 +5,9 @@ nullable)` or raises a typed `SqlError`. PostgreSQL's rules: CASE branches unify
 float makes float, a NULL takes the others' type); COALESCE/NULLIF/GREATEST/LEAST unify their
 arguments, GREATEST/LEAST ignore NULLs and `concat()`/`concat_ws()` skip them; `abs` keeps an
 integer's type, `floor`/`ceil`/`round` work on doubles (of an integer: the integer as a
-double, as PostgreSQL's resolve to the double precision forms);
+double, as PostgreSQL's resolve to the double precision forms); `round` of a double rounds
+ties to even (`rint`), of a `numeric` expression (`pgtypes.is_numeric`: a decimal literal and
+arithmetic over it) and to `d` places away from zero, as PostgreSQL's numeric round;
 string functions take text; `left`/`right`/`starts_with` are spelled with `substr`/`length`
 (a negative count drops that many characters from the other end, as in PostgreSQL).
 """
@@ -27,6 +29,7 @@ from twofold.sql.pgtypes import (
     char_limit,
     clamp_float,
     fits,
+    is_numeric,
     narrow,
     pg_of,
 )
@@ -66,6 +69,10 @@ class FunctionBinders:
         made real is rounded to single precision, as PostgreSQL's cast does."""
         pg = unify_declared([pg_of(b) if b[1] != NULL else None for b in bs],
                             [b[1] for b in bs])
+        known = [b for b in bs if b[1] != NULL]
+        if pg is None and any(is_numeric(b) for b in known) and all(
+                is_numeric(b) or b[1] == "int" for b in known):
+            pg = "numeric"  # numeric with integers is numeric (COALESCE(2.5, 1)::int is 3)
         out = []
         for b in bs:
             e = self.planner.coerce(b, scalar)
@@ -132,7 +139,7 @@ class FunctionBinders:
             return Typed(narrow(e, pg), target, n, pg)  # rounded once, from the integer
         if s == "float":
             e = clamp_float(e, pg)  # named as the target's overflow, not bigint's
-        out = self.planner.cast_expr(e, s, target)
+        out = self.planner.cast_expr(e, s, target, numeric=is_numeric(b))
         if s != NULL and not fits(pg_of(b), pg):
             out = narrow(out, pg)
         return Typed(out, target, n, pg)
@@ -197,8 +204,14 @@ class FunctionBinders:
                 raise UndefinedFunction(f"function {func}(.., {type_name(bs[1][1])}) does "
                                         "not exist")
         f = e if s == "float" else call("cast_float", e)
+        if func == "round" and len(bs) == 1 and not is_numeric(bs[0]):
+            # round(double precision) is rint's: ties to even, a zero's sign kept
+            return call("rint", f), "float", n
         if func == "round":
-            return call("round", f, digits), "float", n or any(b[2] for b in bs[1:])
+            # numeric's round: ties away from zero (PostgreSQL has no round(double, int);
+            # twofold rounds a double to `d` places as round(x::numeric, d) would)
+            nullable = n or any(b[2] for b in bs[1:])
+            return Typed(call("round", f, digits), "float", nullable, "numeric")
         return call(func, f), "float", n
 
     def _Abs(self, node: exp.Abs) -> B:

@@ -55,9 +55,19 @@ def pg_of(b: Any) -> str | None:
 
 
 def col_pg(b: Any) -> str | None:
-    """`pg_of(b)` as a `Col.pg`: None where it is the engine scalar's own type."""
+    """`pg_of(b)` as a `Col.pg`: None where it is the engine scalar's own type — and for
+    `numeric`, which only an expression carries (`is_numeric`): a column of it is a double."""
     pg = pg_of(b)
-    return None if pg == ENGINE_PG.get(b[1]) else pg
+    return None if pg == ENGINE_PG.get(b[1]) or pg == "numeric" else pg
+
+
+def is_numeric(b: Any) -> bool:
+    """Whether bound `b` is what PostgreSQL types `numeric`: a decimal literal (`2.5`, `1e3`),
+    its negation or `abs`, arithmetic of one with integers or another, `round(x, d)`. Its
+    value is the engine's double, but it rounds as numeric does — half away from zero in
+    `round` and casts to integers (`round(2.5)` and `2.5::integer` are 3), where a double
+    rounds ties to even (`round(2.5::float8)` is 2)."""
+    return base(pg_of(b)) == "numeric"
 
 
 def base(pg: str | None) -> str | None:
@@ -67,10 +77,12 @@ def base(pg: str | None) -> str | None:
 def arith_pg(a: str | None, b: str | None) -> str | None:
     """PostgreSQL's result type of `+ - * / %` over operands of types `a`, `b` (None: an
     untyped NULL, which takes the other's type); None where that is not int2/int4/int8/float4
-    (the engine's float8)."""
+    or numeric (the engine's float8)."""
     a, b = base(a) or base(b), base(b) or base(a)
     if a in _INTS and b in _INTS:
         return a if _INTS.index(a) >= _INTS.index(b) else b
+    if {a, b} <= {"numeric", *_INTS} and "numeric" in (a, b):
+        return "numeric"  # PostgreSQL's numeric with integer or numeric is numeric
     if a == b == "float4":
         return "float4"
     return None
@@ -216,5 +228,5 @@ def fits_int4(value: Any) -> bool:
 
 
 __all__ = ["Typed", "arith_pg", "base", "char_assign", "char_cast", "char_limit",
-           "check_chars", "clamp_float", "col_pg", "fits", "fits_int4", "narrow",
+           "check_chars", "clamp_float", "col_pg", "fits", "fits_int4", "is_numeric", "narrow",
            "narrow_literal", "pg_of", "typed"]

@@ -71,21 +71,17 @@ class Planner:
     def parameter(self, name: str) -> B:
         return parameter_value(self.params, name)
 
-    def cast_expr(self, e: PExpr, src: str, target: str) -> PExpr:
-        """`CAST(e AS target)` from scalar `src`, with PostgreSQL's conversions."""
+    def cast_expr(self, e: PExpr, src: str, target: str, numeric: bool = False) -> PExpr:
+        """`CAST(e AS target)` from scalar `src`, with PostgreSQL's conversions (a double to
+        an integer: the nearest, ties to even as rint does, or away from zero for a
+        `numeric` one, as PostgreSQL's numeric cast does)."""
         if src == target:
             return e
         if src == NULL:
             return typed_null(target)
         if target == "int":
             if src == "float":
-                # PostgreSQL rounds a double to the nearest integer, ties to even (rint).
-                fl = call("floor", e)
-                tie = call("eq", call("sub", e, fl), PLiteral(value=0.5))
-                even = call("eq", call("mod", fl, PLiteral(value=2.0)), PLiteral(value=0.0))
-                nearest = call("if", tie, call("if", even, fl, call("add", fl,
-                                                                      PLiteral(value=1.0))),
-                               call("round", e, PLiteral(value=0)))
+                nearest = call("round", e, PLiteral(value=0)) if numeric else call("rint", e)
                 return call("cast_int", nearest)
             if src in ("bool", "str"):
                 return call("cast_int", e)

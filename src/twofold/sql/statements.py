@@ -20,6 +20,7 @@ change, and the writes themselves are atomic.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -46,6 +47,7 @@ from twofold.sql.pgtypes import (
     check_chars,
     clamp_float,
     fits,
+    is_numeric,
     narrow,
     pg_of,
 )
@@ -409,13 +411,36 @@ def _literal_rows(planner: Planner, values: exp.Values, targets: list[str],
                 name = INT_RANGES[pg][2] if pg in INT_RANGES else "bigint"
                 raise NumericValueOutOfRange(f"{name} out of range")
             else:
-                e, _, _ = binder.bind(v)
+                b = binder.bind(v)
+                e = b[0]
+                if want == "int" and isinstance(e, PLiteral) and type(e.value) is float:
+                    e = PLiteral(value=_assigned_int(e.value, is_numeric(b), pg))
             if not isinstance(e, PLiteral):
                 raise FeatureNotSupported("INSERT ... VALUES takes constants; use INSERT ... "
                                           "SELECT for computed rows")
             row.append(e.value)
         rows.append(row)
     return rows
+
+
+def _assigned_int(value: float, numeric: bool, pg: str | None) -> int:
+    """A constant double written into an integer column of declared type `pg`, as
+    PostgreSQL's assignment cast: the nearest integer, ties away from zero for a `numeric`
+    one (the decimal literal `2.5` is 3), to even for a double (`2.5::float8` is 2); NaN,
+    infinities and values beyond `bigint` are 22003 `<type> out of range` (int2/int4 ranges
+    are checked with the column's other values, `_check_declared`)."""
+    name = INT_RANGES[pg][2] if pg in INT_RANGES else "bigint"
+    if not math.isfinite(value):
+        raise NumericValueOutOfRange(f"{name} out of range")
+    if numeric:
+        whole = math.floor(abs(value))
+        whole += abs(value) - whole >= 0.5
+        out = int(math.copysign(whole, value))
+    else:
+        out = round(value)  # Python's round of a float is ties to even, exactly
+    if not -(2**63) <= out < 2**63:
+        raise NumericValueOutOfRange(f"{name} out of range")
+    return out
 
 
 def _huge_integer(v: exp.Expr) -> bool:
@@ -461,7 +486,7 @@ def _bound(planner: Planner, table: Any, node: exp.Expr, label: str,
             e = planner.coerce((e, s, True), "float")
         elif (s, want) == ("float", "int") and pg is not None:
             # PostgreSQL's assignment cast into an integer column: rounded (rint), checked.
-            e = planner.cast_expr(clamp_float(e, pg), s, want)
+            e = planner.cast_expr(clamp_float(e, pg), s, want, numeric=is_numeric(b))
             b = (e, want, True)
         else:
             raise DatatypeMismatch(f"{label} is of type {type_name(s)}, expected "

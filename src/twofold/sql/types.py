@@ -76,7 +76,7 @@ INT_RANGES: Final = {"int2": (-(2**15), 2**15 - 1, "smallint"),
 DECLARED_NAMES: Final = {"int2": "smallint", "int4": "integer", "int8": "bigint",
                          "float4": "real", "float8": "double precision", "text": "text",
                          "bool": "boolean", "bytea": "bytea", "varchar": "character varying",
-                         "bpchar": "character"}
+                         "bpchar": "character", "numeric": "numeric"}
 
 
 def declared_type(dt: exp.DataType) -> str:
