@@ -50,7 +50,9 @@ def test_delete_then_insert_of_the_other_zero(db: twofold.Database) -> None:
 @given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(FLOATS)), max_size=12))
 def test_maintained_indexes_keep_float_bits(writes: list[tuple[int, float | None]]) -> None:
     # Primary key `id`: each write replaces or deletes one row, so the expected table is exact.
-    with twofold.open("memory://", tick_interval=0.01, timeout=20) as db:
+    # Every write's time is read back: keep the history (the 1 s default compacts past it when
+    # a loaded machine takes longer than that between a write and its reads: ReadBeforeSince).
+    with twofold.open("memory://", tick_interval=0.01, timeout=20, retain_history=600) as db:
         t = db.create_table("t", {"id": int, "x": float}, primary_key="id", nullable=["x"])
         by_id = db.create_index("by_id", t, key="id")
         by_x = db.create_index("by_x", t, key="x")
@@ -262,7 +264,7 @@ def test_maintained_relations_over_zeros_nan_and_nulls_equal_one_off_at_every_ti
     # No primary key, duplicates: the table, DISTINCT, GROUP BY, a filter and EXCEPT ALL over
     # a float column holding -0.0, 0.0, NaNs and NULLs, maintained (indexes, a materialized
     # view, a subscribe) and one-off, bit for bit at every write's time, and against a model.
-    with twofold.open("memory://", tick_interval=0.01, timeout=20) as db:
+    with twofold.open("memory://", tick_interval=0.01, timeout=20, retain_history=600) as db:
         t = db.create_table("t", {"k": int, "x": float}, nullable=["x"])
         rels = {
             "table": (t, "x"),
