@@ -34,7 +34,9 @@ def pg(servers: Any) -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def db() -> Iterator[twofold.Database]:
-    with twofold.open(tick_interval=0.005, timeout=60) as database:
+    # memory://: both runtimes on threads, no SQLite round trips or maintenance process
+    # (the default placement: tests/replica, tests/storage)
+    with twofold.open("memory://", tick_interval=0.005, timeout=60) as database:
         database.sql(f"CREATE TABLE t ({COLS})")
         yield database
 

@@ -41,7 +41,9 @@ def pg(servers: Any) -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def db() -> Iterator[twofold.Database]:
-    with twofold.open(tick_interval=0.005, timeout=60) as database:
+    # memory:// keeps both runtimes on threads: each write and read skips the SQLite round
+    # trips and the maintenance process (the default placement: tests/replica, tests/storage).
+    with twofold.open("memory://", tick_interval=0.005, timeout=60) as database:
         database.sql(f"CREATE TABLE n ({COLS})")
         yield database
 

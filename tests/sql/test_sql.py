@@ -23,7 +23,9 @@ from twofold.sql.errors import (
 
 @pytest.fixture
 def db() -> Iterator[twofold.Database]:
-    with twofold.open(tick_interval=0.005, timeout=30) as database:
+    # memory:// keeps both runtimes on threads: no maintenance process to start per test (the
+    # default placement is tested in tests/replica/test_embedded.py).
+    with twofold.open("memory://", tick_interval=0.005, timeout=30) as database:
         database.sql("CREATE TABLE t (k int PRIMARY KEY, v double precision, s text)")
         database.sql("INSERT INTO t VALUES (1, 2.5, 'a'), (2, NULL, 'b'), (3, -1.0, NULL)")
         yield database
