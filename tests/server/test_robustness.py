@@ -188,6 +188,27 @@ def test_slow_subscribe_reader_is_back_pressured(server: ServerHandle, name: str
         assert c.execute(f"SELECT count(*) FROM {name}").fetchone() == (40000,)
 
 
+def test_one_large_batch_is_back_pressured_piecewise(server: ServerHandle, name: str) -> None:
+    """One write of 13 MB reaches the subscriber as one batch: the server writes it in pieces,
+    each drained before the next, so a reader that never reads leaves one piece buffered, not
+    the batch (bounded by the rows per piece, whatever a batch covers)."""
+    with psycopg.connect(server.dsn(), autocommit=True) as c:
+        c.execute(f"CREATE TABLE {name} (k bigint, pad text)")
+        raw = Raw(server.host, server.port)
+        raw.login()
+        raw.send(query(f"SUBSCRIBE {name}"))
+        pad = "x" * 200
+        with c.cursor().copy(f"COPY {name} FROM STDIN") as copy:
+            copy.write("".join(f"{j}\t{pad}\n" for j in range(60000)))
+        assert c.execute(f"SELECT count(*) FROM {name}").fetchone() == (60000,)
+        buffered = 0
+        for _ in range(20):  # the batch arrives within a few steps; sample while it is written
+            buffered = max(buffered, on_loop(server, server.server.write_buffered))
+            time.sleep(0.05)
+        assert 0 < buffered < 1024 * 1024, buffered
+        raw.close()
+
+
 def test_many_connections(server: ServerHandle, name: str) -> None:
     with psycopg.connect(server.dsn(), autocommit=True) as c:
         c.execute(f"CREATE TABLE {name} (k bigint)")

@@ -34,6 +34,10 @@ from twofold.server.transaction import Transaction
 
 log = logging.getLogger(__name__)
 FLUSH_AT = 1 << 16  # replies buffered past this are sent even while more messages wait
+STREAM_CHUNK = 256
+"""A streaming session writes a subscription's rows this many at a time, each piece drained
+before the next: what a reader that stops reading leaves in the server's write buffer is one
+piece, however many writes one batch of the subscription covers."""
 
 
 class Session:
@@ -241,15 +245,16 @@ class Session:
 
     async def _stream(self, stream: Stream, write: Callable[[list[tuple[Any, ...]]], Any]
                       ) -> None:
-        """Write a subscription's rows as they come, one batch per socket drain, until it
-        ends; then close it."""
+        """Write a subscription's rows as they come, `STREAM_CHUNK` rows per socket drain,
+        until it ends; then close it."""
         try:
             while True:
                 if stream.pending:
                     rows = list(stream.pending)
                     stream.pending.clear()
-                    write(rows)
-                    await self.drain()
+                    for i in range(0, len(rows), STREAM_CHUNK):
+                        write(rows[i:i + STREAM_CHUNK])
+                        await self.drain()
                 if stream.done:
                     return
                 await stream.fill(None)
