@@ -18,8 +18,9 @@ the first 2.5 s against 0.157-0.165 in the next three windows, one connection, l
 
 The client is the same for both servers: its connections (one thread each) are spread over one
 process per core, so one interpreter lock does not serialize them (a single client process
-with 16 or 64 threads took ~80 us of CPU per lookup under its lock, which capped PostgreSQL's
-rate and added its own queueing to both servers' latencies). Each arm prints the client's CPU
+with 16 or 64 threads took ~70-90 us of CPU per lookup under its lock, which bounds the rate
+near 11-14k q/s whichever server answers and adds its own queueing to both servers'
+latencies). Each arm prints the client's CPU
 per lookup beside the server's (twofold's serve process and maintenance child; PostgreSQL's
 postmaster and backends): on two cores the client's share is the servers' to lose alike.
 Both servers are up at once and each connection count's twofold arm is followed by
