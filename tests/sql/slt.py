@@ -178,15 +178,21 @@ class DuckEngine:
 
 class PostgresEngine:
     """A fresh database in a throwaway PostgreSQL cluster (`twofold.testing.pgcluster`),
-    autocommit; SQLSTATEs are checked against PostgreSQL's own."""
+    autocommit; SQLSTATEs are checked against PostgreSQL's own. With `con` (an autocommit
+    connection to a fresh database, e.g. `pgcompare.fresh_database`'s in the session's
+    cluster) no cluster is started; the caller closes `con`."""
 
     name = "postgres"
 
-    def __init__(self) -> None:
+    def __init__(self, con: Any = None) -> None:
         import psycopg
 
         from twofold.testing.pgcluster import PgCluster
 
+        self.cluster: PgCluster | None = None
+        if con is not None:
+            self.con = con
+            return
         self.cluster = PgCluster(fsync=False)
         try:
             self.con = psycopg.connect(self.cluster.url, autocommit=True)
@@ -204,17 +210,21 @@ class PostgresEngine:
         return getattr(e, "sqlstate", None)
 
     def close(self) -> None:
-        self.con.close()
-        self.cluster.close()
+        if self.cluster is not None:
+            self.con.close()
+            self.cluster.close()
 
 
 ENGINES: dict[str, Callable[[], Any]] = {"twofold": TwofoldEngine, "duckdb": DuckEngine,
                                          "postgres": PostgresEngine}
 
 
-def run_file(path: Path | str, engine: str = "twofold") -> Report:
+def run_file(path: Path | str, engine: str = "twofold", *, postgres: Any = None) -> Report:
+    """`postgres`: for engine "postgres", a connection to run on instead of a cluster of
+    its own (`PostgresEngine`)."""
     report = Report(str(path), engine)
-    eng = ENGINES[engine]()
+    eng = PostgresEngine(postgres) if engine == "postgres" and postgres is not None else (
+        ENGINES[engine]())
     try:
         for rec in parse_file(Path(path).read_text()):
             if engine in rec.skip or (rec.only and engine not in rec.only):
