@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -25,16 +26,8 @@ def name() -> str:
 
 
 @pytest.fixture(scope="session")
-def postgres() -> Iterator[tuple[str, int]]:
+def postgres(servers: Any) -> tuple[str, int]:
     """(host, port) of a throwaway PostgreSQL 15 (trust, user and database `postgres`) to
-    compare replies with; skipped, saying why, where none can be started."""
-    from twofold.testing.pgcluster import PgCluster, ServerUnavailable
-
-    try:
-        cluster = PgCluster(fsync=False)
-    except ServerUnavailable as e:
-        pytest.skip(f"no PostgreSQL to compare with: {e}")
-    try:
-        yield "127.0.0.1", cluster.port
-    finally:
-        cluster.close()
+    compare replies with: the session's cluster (`servers`, which the storage and SQL tests
+    share; one initdb per session, not two); skipped, saying why, where none can be started."""
+    return "127.0.0.1", servers.pg().port
