@@ -298,10 +298,12 @@ class Binder(FunctionBinders, BuiltinBinders):
     def _NullSafeEQ(self, node: exp.Binary) -> B:
         (ea, sa, _), (eb, sb, _) = self._pair(node.this, node.expression, "=")
         unify(self, [sa, sb], "IS NOT DISTINCT FROM")
-        both_null = call("and", call("is_null", ea), call("is_null", eb))
-        neither = call("and", call("not", call("is_null", ea)),
-                       call("not", call("is_null", eb)))
-        return call("or", both_null, call("and", neither, call("eq", ea, eb))), "bool", False
+        # Built of `if`s, whose conditions are always evaluated: an error of either operand
+        # fails the row, as PostgreSQL's operator evaluates both (an `and` whose other side
+        # is false would drop it: `f::integer IS DISTINCT FROM 5` over an infinite f).
+        a_null, b_null = call("is_null", ea), call("is_null", eb)
+        return call("if", a_null, b_null, call("if", b_null, PLiteral(value=False),
+                                               call("eq", ea, eb))), "bool", False
 
     def _NullSafeNEQ(self, node: exp.Binary) -> B:
         e, _, _ = self._NullSafeEQ(node)
