@@ -136,11 +136,10 @@ def formatted(rec: Record, rows: list[tuple[Any, ...]]) -> list[str]:
 class TwofoldEngine:
     name = "twofold"
 
-    def __init__(self) -> None:
-        # memory:// keeps both runtimes on threads: the files check SQL answers, and each read
-        # skips the SQLite round trips and the maintenance process (select1: ~40% less time;
-        # the default placement is tested in tests/replica, tests/storage).
-        self.db = twofold.open("memory://", tick_interval=0.005, timeout=60)
+    def __init__(self, storage: str | None = None) -> None:
+        """`storage`: `twofold.open`'s (None: the default placement, a scratch SQLite file and
+        maintenance in a process of its own)."""
+        self.db = twofold.open(storage, tick_interval=0.005, timeout=60)
 
     def statement(self, sql: str) -> None:
         self.db.sql(sql)
@@ -219,12 +218,13 @@ ENGINES: dict[str, Callable[[], Any]] = {"twofold": TwofoldEngine, "duckdb": Duc
                                          "postgres": PostgresEngine}
 
 
-def run_file(path: Path | str, engine: str = "twofold", *, postgres: Any = None) -> Report:
-    """`postgres`: for engine "postgres", a connection to run on instead of a cluster of
-    its own (`PostgresEngine`)."""
+def run_file(path: Path | str, engine: str = "twofold", *,
+             make: Callable[[], Any] | None = None) -> Report:
+    """`make`: builds the engine instead of `ENGINES[engine]` (e.g. `TwofoldEngine` on other
+    storage, `PostgresEngine` on a given connection); `engine` still names it for `skipif` /
+    `onlyif`."""
     report = Report(str(path), engine)
-    eng = PostgresEngine(postgres) if engine == "postgres" and postgres is not None else (
-        ENGINES[engine]())
+    eng = (make or ENGINES[engine])()
     try:
         for rec in parse_file(Path(path).read_text()):
             if engine in rec.skip or (rec.only and engine not in rec.only):

@@ -9,11 +9,18 @@ from typing import Any
 
 import pytest
 from tests.sql.pgcompare import fresh_database
-from tests.sql.slt import run_file
+from tests.sql.slt import PostgresEngine, TwofoldEngine, run_file
 
 HERE = Path(__file__).parent / "slt"
 OURS = sorted(HERE.glob("*.slt"))
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "slt"
+
+
+def _twofold() -> TwofoldEngine:
+    # memory:// keeps both runtimes on threads: the files check SQL answers, and each read
+    # skips the SQLite round trips and the maintenance process (select1: ~40% less time; the
+    # default placement is tested in tests/replica, tests/storage; bench/sql.py times it).
+    return TwofoldEngine("memory://")
 
 
 @pytest.mark.parametrize("path", OURS, ids=[p.stem for p in OURS])
@@ -25,7 +32,7 @@ def test_ours_against_duckdb(path: Path) -> None:
 
 @pytest.mark.parametrize("path", OURS, ids=[p.stem for p in OURS])
 def test_ours(path: Path) -> None:
-    report = run_file(path, "twofold")
+    report = run_file(path, "twofold", make=_twofold)
     assert not report.failures, "\n".join(report.failures)
     assert report.passed > 0
 
@@ -36,7 +43,7 @@ def test_against_postgres(name: str, servers: Any) -> None:
     others depend on, 42809 for DROP VIEW of a table) — DuckDB reports none. Each in a fresh
     database of the session's cluster (skipped, saying why, where none can be started)."""
     with fresh_database(servers, "slt") as con:
-        report = run_file(HERE / f"{name}.slt", "postgres", postgres=con)
+        report = run_file(HERE / f"{name}.slt", "postgres", make=lambda: PostgresEngine(con))
     assert not report.failures, "\n".join(report.failures)
     assert report.passed > 20
 
@@ -46,7 +53,7 @@ def test_against_postgres(name: str, servers: Any) -> None:
                     reason="the shared sqllogictest corpus (../shared/slt) is not beside this "
                            "checkout")
 def test_select1() -> None:
-    report = run_file(SHARED / "select1.test", "twofold")
+    report = run_file(SHARED / "select1.test", "twofold", make=_twofold)
     assert not report.failures, f"{len(report.failures)} failures:\n" + "\n".join(
         report.failures[:20])
     assert report.passed > 1000
