@@ -31,6 +31,14 @@ CASES = [
     "SELECT ln(a::float8) FROM t", "SELECT (a + 1000)::smallint * 1000::smallint FROM t",
     "SELECT 2147483647 + 1 + a FROM t", "SELECT 1/a FROM v", "INSERT INTO u SELECT 1/a, b FROM t",
     "UPDATE t SET a = 1/a", "DELETE FROM t WHERE 1/a = 1",
+    # drops others depend on
+    "DROP TABLE t", "DROP VIEW v", "DROP TABLE u", "DROP TABLE t, u",
+    # names
+    "SELECT * FROM nope", "SELECT nope FROM t", "SELECT t.nope FROM t", "SELECT x.a FROM t",
+    "DROP TABLE nope", "DROP VIEW nope", "DROP INDEX nope", "DROP MATERIALIZED VIEW nope",
+    "CREATE TABLE t (a integer)", "CREATE VIEW v AS SELECT 1", "INSERT INTO nope VALUES (1)",
+    "INSERT INTO t (nope) VALUES (1)", "UPDATE t SET nope = 1", "INSERT INTO u (s) VALUES ('a')",
+    "SELECT * FROM t JOIN u USING (nope)", "DELETE FROM nope",
 ]
 
 

@@ -283,7 +283,7 @@ class Definitions(CatalogSync):
         try:
             _, state = self._cat.transact(lambda change: change.drop(name, cascade=cascade))
         except HasDependents as e:
-            raise DependencyError(f"drop: {e}") from None
+            raise DependencyError(f"drop: {e}", e.name, tuple(e.dependents)) from None
         except UnknownEntry:
             raise UnknownObject(name, "object (dropped by another process?)",
                                 sorted(self._catalog)) from None
@@ -315,7 +315,7 @@ class Definitions(CatalogSync):
         try:
             _, state = self._cat.transact(build)
         except HasDependents as e:
-            raise DependencyError(f"drop: {e}") from None
+            raise DependencyError(f"drop: {e}", e.name, tuple(e.dependents)) from None
         except UnknownEntry as e:
             raise UnknownObject(e.name, "object (dropped by another process?)",
                                 sorted(self._catalog)) from None

@@ -92,7 +92,14 @@ class ObjectExists(TwofoldError, ValueError):
 
 
 class DependencyError(TwofoldError):
-    """A drop would leave other objects reading a dropped one; drop those first."""
+    """A drop would leave other objects reading a dropped one; drop those first. `name` is
+    the object others read, `dependents` those that read it (directly or not)."""
+
+    def __init__(self, message: str, name: str | None = None,
+                 dependents: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.name = name
+        self.dependents = dependents
 
 
 class CatalogConflict(TwofoldError):

@@ -32,9 +32,14 @@ from twofold.api.errors import (
 
 
 class SqlError(TwofoldError):
-    """An error in a SQL statement; `sqlstate` is its PostgreSQL error code."""
+    """An error in a SQL statement; `sqlstate` is its PostgreSQL error code, `hint` what
+    PostgreSQL's HINT field says (pgwire sends it), if anything."""
 
     sqlstate: ClassVar[str] = "XX000"
+
+    def __init__(self, message: str = "", hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 class SqlSyntaxError(SqlError):
@@ -124,8 +129,9 @@ class NotNullViolation(SqlError):
     sqlstate = "23502"
 
 
-class DependentObjects(SqlError):
-    """`DROP` of an object others read, without `CASCADE` (`2BP01`)."""
+class DependentObjects(SqlError, DependencyError):
+    """`DROP` of an object others read, without `CASCADE` (`2BP01`): PostgreSQL's message
+    and HINT; a `DependencyError` whose `name` and `dependents` say which."""
 
     sqlstate = "2BP01"
 

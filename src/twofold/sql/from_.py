@@ -191,8 +191,10 @@ def _using(left: Rel, right: Rel, names: list[str], how: str) -> tuple[list[tupl
         li = [i for i, c in enumerate(left.cols) if c.name == n and not c.hidden]
         ri = [i for i, c in enumerate(right.cols) if c.name == n and not c.hidden]
         if len(li) != 1 or len(ri) != 1:
-            raise UndefinedColumn(f"column {n!r} specified in USING clause does not exist "
-                                  "on both sides exactly once")
+            side = "left" if len(li) != 1 else "right"
+            what = "does not exist in" if not (li if side == "left" else ri) else \
+                "appears more than once in"
+            raise UndefinedColumn(f'column "{n}" specified in USING clause {what} {side} table')
         pairs.append((li[0], ri[0]))
     return pairs, names
 

@@ -277,7 +277,7 @@ class Planner:
             try:
                 obj = self._objects[name] = self.db.get(name)
             except UnknownObject:
-                raise UndefinedTable(f"relation {name!r} does not exist") from None
+                raise UndefinedTable(f'relation "{name}" does not exist') from None
         self.views_read.update(obj.views)
         declared = declared_of(self.db, name, len(obj.schema))
         cols = [Col(n, t.scalar, t.nullable, qual=name, pg=pg)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from twofold.api.relation import Input
 from twofold.protocol import ColumnType, GlobalId, Plan
-from twofold.sql.errors import AmbiguousColumn, UndefinedColumn
+from twofold.sql.errors import AmbiguousColumn, UndefinedColumn, UndefinedTable
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -121,10 +121,12 @@ class Scope:
             label = f"{qual}.{name}" if qual else name
             known = sorted({(f"{c.qual}." if c.qual else "") + c.name
                             for c in self.rel.cols if not c.hidden})
+            hint = f"columns in scope: {', '.join(known)}" if known else None
             if qual is not None and not any(c.qual == qual for c in self.rel.cols):
-                raise UndefinedColumn(f"missing FROM-clause entry for table {qual!r} "
-                                      f"(column {label!r}); in scope: {known}")
-            raise UndefinedColumn(f"column {label!r} does not exist; in scope: {known}")
+                raise UndefinedTable(f'missing FROM-clause entry for table "{qual}"', hint)
+            # PostgreSQL quotes an unqualified name, not a qualified one
+            shown = label if qual else f'"{name}"'
+            raise UndefinedColumn(f"column {shown} does not exist", hint)
         return found
 
     def star(self, qual: str | None = None) -> list[int]:
@@ -132,5 +134,5 @@ class Scope:
         idx = [i for i, c in enumerate(self.rel.cols) if not c.hidden and c.corr is None
                and (qual is None or c.qual == qual)]
         if qual is not None and not idx:
-            raise UndefinedColumn(f"missing FROM-clause entry for table {qual!r}")
+            raise UndefinedTable(f'missing FROM-clause entry for table "{qual}"')
         return sorted(idx, key=lambda i: self.rel.cols[i].item)

@@ -75,7 +75,7 @@ def show(db: Any, node: Show) -> Result:
         planner = Planner(db)
         rel = planner.relation(name) if name in objects else None
         if rel is None:
-            raise UndefinedTable(f"relation {name!r} does not exist")
+            raise UndefinedTable(f'relation "{name}" does not exist')
         if what == "COLUMNS":
             return _result(db, ["name", "nullable", "type"], [
                 (c.name, "true" if c.nullable else "false", type_name(c.column_type.scalar))

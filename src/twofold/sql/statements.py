@@ -21,15 +21,16 @@ change, and the writes themselves are atomic.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from sqlglot import exp
 
-from twofold.api.errors import ObjectExists, TwofoldError, UnknownObject
+from twofold.api.errors import DependencyError, ObjectExists, TwofoldError, UnknownObject
 from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
 from twofold.sql.errors import (
     DatatypeMismatch,
+    DependentObjects,
     DuplicateColumnName,
     DuplicateObject,
     FeatureNotSupported,
@@ -37,6 +38,7 @@ from twofold.sql.errors import (
     NumericValueOutOfRange,
     SqlSyntaxError,
     UndefinedColumn,
+    UndefinedObject,
     UndefinedTable,
     WrongObjectType,
 )
@@ -125,7 +127,7 @@ def create_table(db: AsyncDatabase, node: exp.Create) -> Any:
         return db.create_table(name, cols, nullable=nullable, exist_ok=bool(node.args.get(
             "exists")), primary_key=pk or None, pg_types=declared)
     except ObjectExists as e:
-        raise DuplicateObject(f"relation {name!r} already exists") from e
+        raise DuplicateObject(f'relation "{name}" already exists') from e
 
 
 def _relation_of(planner: Planner, rel: Rel, visible: int, what: str) -> Any:
@@ -165,7 +167,7 @@ async def create_view(db: AsyncDatabase, node: exp.Create, text: str, params: An
         if node.args.get("replace"):
             raise FeatureNotSupported(f"CREATE OR REPLACE of an existing object ({name!r}) is "
                                       "not supported; DROP it, then CREATE it")
-        raise DuplicateObject(f"relation {name!r} already exists")
+        raise DuplicateObject(f'relation "{name}" already exists')
     alias_cols = None
     if isinstance(node.this, exp.Schema):
         alias_cols = [c.name for c in node.this.expressions]
@@ -181,7 +183,7 @@ async def create_view(db: AsyncDatabase, node: exp.Create, text: str, params: An
         return db.create_view(name, relation, sql=text.strip().rstrip(";").strip(),
                               pg_types=pgs)
     except ObjectExists as e:  # created by another session meanwhile
-        raise DuplicateObject(f"relation {name!r} already exists") from e
+        raise DuplicateObject(f'relation "{name}" already exists') from e
 
 
 def _exists(db: AsyncDatabase, name: str) -> bool:
@@ -210,7 +212,7 @@ async def create_index(db: AsyncDatabase, node: Any, params: Any) -> Any:
     if _exists(db, name):
         if node.args.get("exists"):
             return db.get(name)
-        raise DuplicateObject(f"relation {name!r} already exists")
+        raise DuplicateObject(f'relation "{name}" already exists')
     source = db.get(on) if _exists(db, on) else _relation_of(planner, rel, len(rel.cols), on)
     return await db.create_index(name, source, key=keys, pg_types=recorded_types(rel.cols))
 
@@ -237,8 +239,10 @@ async def drop(db: AsyncDatabase, node: exp.Drop) -> int:
         if not _exists(db, name):
             if node.args.get("exists"):
                 continue
-            kind_name = {"INDEX": "index"}.get(kind, "relation")
-            raise UndefinedTable(f"{kind_name} {name!r} does not exist")
+            if kind == "INDEX":  # PostgreSQL: an index is an object, not a relation here
+                raise UndefinedObject(f'index "{name}" does not exist')
+            kind_name = kind.lower() if kind else "relation"
+            raise UndefinedTable(f'{kind_name} "{name}" does not exist')
         obj = db.get(name)
         actual = {"Table": "TABLE", "Index": "INDEX", "MaterializedView": "MATERIALIZED VIEW",
                   "View": "VIEW"}.get(type(obj).__name__, "")
@@ -248,11 +252,36 @@ async def drop(db: AsyncDatabase, node: exp.Drop) -> int:
                                   f"{actual.lower()})")
         if name not in names:
             names.append(name)
-    if len(names) == 1:
-        await db.drop(names[0], cascade=cascade)
-    elif names:
-        await db.drop_all(names, cascade=cascade)
+    try:
+        if len(names) == 1:
+            await db.drop(names[0], cascade=cascade)
+        elif names:
+            await db.drop_all(names, cascade=cascade)
+    except DependencyError as e:
+        raise _dependents_error(db, names, e) from None
     return 0
+
+
+_KIND_NAMES: Final = {"Table": "table", "Index": "index", "MaterializedView": "materialized view",
+                      "View": "view"}
+
+
+def _dependents_error(db: AsyncDatabase, names: list[str], e: DependencyError
+                      ) -> DependentObjects:
+    """PostgreSQL's 2BP01 for a DROP others depend on, with its HINT (the Python API's
+    message names `cascade=True` instead); the dependents in the hint's place of DETAIL."""
+    hint = "Use DROP ... CASCADE to drop the dependent objects too."
+    name = e.name or names[0]
+    if len(names) > 1:
+        out = DependentObjects("cannot drop desired object(s) because other objects depend "
+                               "on them", hint)
+    else:
+        kind = _KIND_NAMES.get(type(db.get(name)).__name__, "relation") \
+            if _exists(db, name) else "relation"
+        out = DependentObjects(f"cannot drop {kind} {name} because other objects depend on "
+                               "it", hint)
+    out.name, out.dependents = name, e.dependents
+    return out
 
 
 def _table(db: AsyncDatabase, node: exp.Expr) -> Any:
@@ -260,7 +289,7 @@ def _table(db: AsyncDatabase, node: exp.Expr) -> Any:
 
     name = _name(node)
     if not _exists(db, name):
-        raise UndefinedTable(f"relation {name!r} does not exist")
+        raise UndefinedTable(f'relation "{name}" does not exist')
     t = db.get(name)
     if not isinstance(t, Table):
         raise WrongObjectType(f"cannot write {name!r}: it is not a table")
@@ -278,7 +307,7 @@ async def insert(db: AsyncDatabase, node: exp.Insert, params: Any) -> int:
     cols_given = cols_given or names
     for c in cols_given:
         if c not in names:
-            raise UndefinedColumn(f"column {c!r} of relation {table.name!r} does not exist")
+            raise UndefinedColumn(f'column "{c}" of relation "{table.name}" does not exist')
     if len(set(cols_given)) != len(cols_given):
         raise DuplicateColumnName("a column is named twice in INSERT")
     if node.args.get("conflict") or node.args.get("returning"):
@@ -313,7 +342,7 @@ async def insert(db: AsyncDatabase, node: exp.Insert, params: Any) -> int:
         full.append(row)
     for j, (n, t) in enumerate(table.schema):
         if not t.nullable and any(r[j] is None for r in full):
-            raise NotNullViolation(f"null value in column {n!r} of relation {table.name!r} "
+            raise NotNullViolation(f'null value in column "{n}" of relation "{table.name}" '
                                    "violates not-null constraint")
     if not full:
         return 0
@@ -509,7 +538,7 @@ async def update(db: AsyncDatabase, node: exp.Update, params: Any) -> int:
             raise SqlSyntaxError(f"expected column = expression in SET, got {a.sql()}")
         col = a.this.name
         if col not in table.schema.names:
-            raise UndefinedColumn(f"column {col!r} of relation {table.name!r} does not exist")
+            raise UndefinedColumn(f'column "{col}" of relation "{table.name}" does not exist')
         if col in sets:
             raise SqlSyntaxError(f"multiple assignments to same column {col!r}")
         want = table.schema.type_of(col, "update").scalar
