@@ -127,10 +127,14 @@ def churn_main(url: str, table: str, start: int, n: int) -> int:
 
 
 @contextlib.contextmanager
-def child_of(cmd: list[str], *, ready: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def child_of(cmd: list[str], *, ready: str, own_session: bool = False
+             ) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """Start `cmd`, wait for a stdout line starting with `ready`, and stop it (by its own pid)
-    on exit."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    on exit. `own_session`: in a session of its own (`setsid`), as a program started apart
+    from the benchmark would be - where the kernel groups processes by session for CPU shares
+    (`CONFIG_SCHED_AUTOGROUP`), a scheduling group of its own."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
+                            start_new_session=own_session)
     try:
         assert proc.stdout is not None
         while True:

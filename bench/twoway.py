@@ -43,6 +43,15 @@ reading), and the bar is the ratio of the per-arm **medians**; each round's rate
 ratios and the front's and client's CPU microseconds per lookup are printed beside it. Their
 table rows pool the rounds (reads, writes, lags; lookups/s is the median).
 
+Sessions: the replica process and the churn writer each run in a session of their own
+(`setsid`), as a replica and a writing application started apart from the client would; the
+maintenance child has its own already (`replica/start.py`). Where the kernel groups processes
+by session for CPU shares (`CONFIG_SCHED_AUTOGROUP`, on this machine), each is then a scheduling
+group: in one session with the client (`--one-session`, as the benchmark ran until 2026-12-03)
+the writer's bursts of a whole scheduler tick pre-empted the replica's front within its group
+and a light reader's read p99 under churn measured behind the writer's CPU, not the replica's
+work (`docs/architecture.md`).
+
 Run: `python bench/twoway.py` (`--quick` for a short smoke run). Not part of the test suite.
 The internal subcommand `churn` is the writer process it starts.
 """
@@ -65,15 +74,16 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import isolation
 from _lagbreak import STAGES, breakdown, cells, tracing
 from _plotting import pyplot
 from bars import Verdicts
+from harness import child_of
 from isolation import (
     Mode,
     Session,
     block,
     bucket_percentile,
-    child,
     diff_buckets,
     index_dataflow,
     session,
@@ -190,7 +200,7 @@ async def churning(arm: Arm, url: str, args: argparse.Namespace, compact: object
                    seconds: float) -> AsyncIterator[None]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, __file__, "churn", url, "big", str(args.rows), str(args.churn),
-        str(seconds), stdout=asyncio.subprocess.PIPE)
+        str(seconds), stdout=asyncio.subprocess.PIPE, start_new_session=not args.one_session)
     assert proc.stdout is not None
     assert (await proc.stdout.readline()).startswith(b"READY")
     arm.writer_pid = proc.pid
@@ -265,7 +275,8 @@ async def served_arm(name: str, mode: Mode, reader: str, churn: bool,
         url = f"sqlite:///{tmp}/twoway.db"
         storage = open_storage(url)
         small, small_ts, big = tables(storage, args.rows, args.small)
-        with child("serve", url, mode, ready="LISTENING") as (front, line):
+        with child_of([sys.executable, isolation.__file__, "serve", url, mode],
+                      ready="LISTENING", own_session=not args.one_session) as (front, line):
             _, host, port = line.split()
             async with session(host, int(port)) as s:
                 await s.conn.send(index_dataflow("big", big, BIG_SRC, BIG_IDX))
@@ -570,6 +581,9 @@ def cli() -> None:
     parser.add_argument("--small", type=int, default=1_000, help="rows in the looked-up index")
     parser.add_argument("--seconds", type=float, default=30.0, help="seconds per arm")
     parser.add_argument("--arms", nargs="*", help="run only arms whose name starts with these")
+    parser.add_argument("--one-session", action="store_true",
+                        help="start the replica and the churn writer in this process's session "
+                             "(the benchmark until 2026-12-03), not each in one of its own")
     parser.add_argument("--rounds", type=int, default=5,
                         help="interleaved rounds of the lookups/s bar's two arms (each "
                              "--seconds / --rounds long)")
