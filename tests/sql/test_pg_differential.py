@@ -6,8 +6,8 @@ materialized views read after random writes. The database uses the C collation (
 generator's `string_agg ... ORDER BY` and comparisons of texts are byte order in twofold).
 Zeros compare without their sign (`normalize`): PostgreSQL's `min`/`max` over both -0.0 and
 0.0 answer whichever came first, so the sign is not PostgreSQL's to check there; the sign of
-`round`, casts and negation is checked in `test_rounding.py` (twofold's `min`/`max`/`sum` of
-only -0.0 give 0.0 where PostgreSQL gives -0: a known difference, left).
+`round`, casts and negation is checked in `test_rounding.py`, and of `min`/`max` over only
+-0.0 below.
 `TWOFOLD_SQL_EXAMPLES` sets how many queries each table contents draws (default 40)."""
 
 from __future__ import annotations
@@ -209,3 +209,25 @@ def test_is_distinct_from_fails_with_its_operands(db: twofold.Database, pg: Any)
                 "SELECT k FROM r0 WHERE CASE WHEN f < 3 THEN f::integer END "
                 "IS DISTINCT FROM a"]:
         _check(_tf(db, sql), _pg(pg, sql), sql)
+
+
+def test_aggregates_of_negative_zeros_equal_postgres(db: twofold.Database, pg: Any) -> None:
+    """Found by the random queries with zeros compared by sign: `max`/`min` of a group whose
+    zeros are all -0.0 are -0 in PostgreSQL (float8larger/smaller keep the value); twofold
+    canonicalized them to 0.0. A group with both zeros is left out: PostgreSQL's min/max then
+    answer whichever zero came first. One-off and maintained. (`sum` of only -0.0 is 0.0 in
+    twofold, -0 in PostgreSQL: its accumulator holds no sign of zero; left, docs/sql.md.)"""
+    rows = [(1, 1, -0.0, "a"), (1, 2, -0.0, "b"), (2, 1, -0.0, None), (2, 2, -1.0, None),
+            (3, 1, -0.0, None), (3, 2, 1.0, None), (4, 1, None, None), (4, 2, -0.0, None)]
+    _load(db, pg, "", {"r0": rows, "r1": [], "r2": []})
+    sql = "SELECT k, max(f) AS a, min(f) AS b, max(-f) AS d, count(f) AS n FROM r0 GROUP BY k"
+    db.sql(f"CREATE MATERIALIZED VIEW nz AS {sql}")
+
+    def signs(rows: Any) -> list[Any]:
+        return sorted(([math.copysign(1, v) if isinstance(v, float) else v for v in r]
+                       for r in rows), key=repr)
+
+    want = signs(pg.execute(sql).fetchall())
+    assert _tf(db, sql) == _pg(pg, sql), sql
+    assert signs(db.sql(sql).rows) == want, sql
+    assert signs(db.sql("SELECT * FROM nz").rows) == want, "maintained"

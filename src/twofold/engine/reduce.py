@@ -302,6 +302,11 @@ def _float_extreme(name: str, g: np.ndarray, m: int, x: np.ndarray, is_max: bool
     seen[g] = True
     # The order map is its own inverse.
     vals = (best ^ ((best >> np.int64(63)) & np.int64(0x7FFFFFFFFFFFFFFF))).view(np.float64)
+    # A zero extreme is -0.0 when every zero of the group is (PostgreSQL's answer then; over
+    # both zeros PostgreSQL's depends on the input order, and 0.0 is given).
+    positive_zero = np.zeros(m, bool)
+    np.logical_or.at(positive_zero, g, (x == 0) & ~np.signbit(x))
+    vals = np.where((vals == 0) & ~positive_zero, -0.0, vals)
     return _float_column(name, np.where(seen, vals, 0.0), seen)
 
 
