@@ -209,6 +209,47 @@ def test_one_large_batch_is_back_pressured_piecewise(server: ServerHandle, name:
         raw.close()
 
 
+def test_a_subscriber_that_stops_reading_costs_bounded_memory(server: ServerHandle,
+                                                              name: str) -> None:
+    """Writes go on while a SUBSCRIBE's client reads nothing: past the socket's buffers the
+    updates would wait in the server without end; bounded (`portals.SUBSCRIBE_BACKLOG`), the
+    subscription ends instead - its queue dropped, the client told (53400) after the rows it
+    was sent, and the server serves on."""
+    from twofold.server.portals import SUBSCRIBE_BACKLOG
+
+    def queued() -> int:
+        ctl = server.db.controller
+        assert ctl is not None
+        return sum(sub._queued for sub in ctl.deliveries.subscriptions.values())
+
+    with psycopg.connect(server.dsn(), autocommit=True) as c:
+        c.execute(f"CREATE TABLE {name} (k bigint, pad text)")
+        raw = Raw(server.host, server.port, timeout=60)
+        raw.login()
+        raw.send(query(f"SUBSCRIBE {name}"))
+        pad = "x" * 200
+        batch = 10_000
+        most = 0
+        for i in range(SUBSCRIBE_BACKLOG // batch + 5):  # beyond the bound and the sockets'
+            with c.cursor().copy(f"COPY {name} FROM STDIN") as copy:
+                copy.write("".join(f"{i * batch + j}\t{pad}\n" for j in range(batch)))
+            most = max(most, on_loop(server, queued))
+        until(lambda: on_loop(server, queued) == 0, 30, "the subscription's queue is dropped")
+        # At most the bound waited beyond the batch being sent (one COPY's rows).
+        assert most <= SUBSCRIBE_BACKLOG + batch, most
+        got = raw.until(b"Z")
+        rows = [b for kind, b in got if kind == b"D"]
+        errs = [b for kind, b in got if kind == b"E"]
+        assert len(errs) == 1 and b"C53400" in errs[0], errs
+        assert 0 < len(rows) < (SUBSCRIBE_BACKLOG // batch + 5) * batch
+        raw.close()
+        until(lambda: not any(col.kind is CollectionKind.SUBSCRIBE for col in
+                              on_loop(server, lambda: list(
+                                  server.db.controller.state.collections.values()))),
+              30, "the subscribe dataflow is dropped")
+    still_serving(server)
+
+
 def test_many_connections(server: ServerHandle, name: str) -> None:
     with psycopg.connect(server.dsn(), autocommit=True) as c:
         c.execute(f"CREATE TABLE {name} (k bigint)")

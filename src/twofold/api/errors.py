@@ -140,6 +140,14 @@ class SubscribeEnded(TwofoldError):
     """A subscribe ended with an error or was dropped before it completed."""
 
 
+class SubscribeBacklogFull(SubscribeEnded):
+    """A subscribe whose reader fell further behind than its bound
+    (`AsyncSubscription.bound_backlog`; `twofold serve` bounds every SUBSCRIBE): it ended, its
+    queued batches dropped. SQLSTATE 53400 (configuration_limit_exceeded)."""
+
+    sqlstate = "53400"
+
+
 class ObjectFailed(QueryFailed, SubscribeEnded):
     """The dataflow maintaining an object (an index, a view) — or one it is computed from —
     raised an engine error, and raised it again after the replica was restarted and the

@@ -22,6 +22,7 @@ from twofold.api.errors import (
     QueryFailed,
     QueryTimeout,
     ReadBeforeSince,
+    SubscribeBacklogFull,
     SubscribeEnded,
     TwofoldError,
     UnknownObject,
@@ -39,6 +40,7 @@ from twofold.controller import (
     PeekTimeout,
     ReplicaUnavailable,
     SinceViolation,
+    SubscribeBacklogExceeded,
     SubscribeFailed,
     Subscription,
     UnknownCollection,
@@ -65,6 +67,8 @@ def translate(name: str) -> Iterator[None]:
         raise QueryFailed(f"reading {name} failed: {e.message}", e.message) from e
     except PeekCancelled as e:
         raise QueryFailed(f"reading {name} was cancelled: {e}") from e
+    except SubscribeBacklogExceeded as e:
+        raise SubscribeBacklogFull(f"subscribe to {name} ended: {e.message}") from e
     except SubscribeFailed as e:
         raise SubscribeEnded(f"subscribe to {name} ended: {e.message}") from e
     except ControllerClosed as e:
@@ -152,6 +156,13 @@ class AsyncSubscription:
         self._typed = None
         updates = [(t, tuple(r), d) for t, r, d in (b.updates or [])]
         return Batch(self.schema, b.lower, b.upper, updates)
+
+    def bound_backlog(self, updates: int) -> None:
+        """Bound the updates waiting for this reader beyond the batch it is on: a reader that
+        falls further behind ends with `SubscribeBacklogFull` at its next read (its queued
+        batches dropped, so it costs bounded memory) instead of being buffered without end.
+        Unbounded unless called."""
+        self._inner.bound_backlog(updates)
 
     async def aclose(self) -> None:
         with contextlib.suppress(TwofoldError, ControllerClosed):

@@ -50,6 +50,14 @@ class SyncSubscription:
         except StopAsyncIteration:
             raise StopIteration from None
 
+    def bound_backlog(self, updates: int) -> None:
+        """`AsyncSubscription.bound_backlog`: past `updates` waiting beyond the batch being
+        read, the subscription ends (`SubscribeBacklogFull` at the next read)."""
+        async def bound() -> None:
+            self._inner.bound_backlog(updates)
+
+        self._db._call(bound())
+
     def next(self, timeout: float | None = None) -> Batch:
         """The next batch, waiting at most `timeout` seconds (`TimeoutError`)."""
         async def nxt() -> Batch:

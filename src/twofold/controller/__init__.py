@@ -25,6 +25,7 @@ from twofold.controller.errors import (
     PeekTimeout,
     ReplicaUnavailable,
     SinceViolation,
+    SubscribeBacklogExceeded,
     SubscribeFailed,
     UnknownCollection,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "ReplicaConnection",
     "ReplicaUnavailable",
     "SinceViolation",
+    "SubscribeBacklogExceeded",
     "SubscribeFailed",
     "SubscribeMerger",
     "Subscription",

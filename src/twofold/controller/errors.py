@@ -101,6 +101,17 @@ class SubscribeFailed(ControllerError):
         self.message = message
 
 
+class SubscribeBacklogExceeded(SubscribeFailed):
+    """A subscription whose reader fell more than its bound (`Subscription.bound_backlog`)
+    of updates behind: its queued batches are dropped and the subscribe with them, so a reader
+    that stops reading costs bounded memory; it learns why at its next read."""
+
+    def __init__(self, id: GlobalId, limit: int) -> None:
+        super().__init__(id, f"the reader fell more than {limit:,} updates behind (a bounded "
+                             "backlog); subscribe again to continue")
+        self.limit = limit
+
+
 class CopyToFailed(ControllerError):
     """A copy-to answered with an error or was dropped."""
 

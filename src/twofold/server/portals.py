@@ -66,13 +66,23 @@ class Prepared:
         self.columns, self.version = columns, version
 
 
+SUBSCRIBE_BACKLOG = 100_000
+"""The updates a SUBSCRIBE (or a cursor over one) may have waiting beyond the batch its client
+is being sent: a client that stops reading while writes go on then costs bounded memory - past
+it the subscription ends with 53400 at its next read (`docs/pgwire.md`)."""
+
+
 class Stream:
     """A subscription's rows, read ahead one batch without ever cancelling a pending read.
     With `progress` (WITH (PROGRESS)), Materialize's progress rows too: the first at the
-    subscription's start time, then one each time its frontier moves (`subscribe_rows`)."""
+    subscription's start time, then one each time its frontier moves (`subscribe_rows`).
+    Its backlog is bounded (`SUBSCRIBE_BACKLOG`)."""
 
     def __init__(self, sub: Any, progress: bool = False) -> None:
         self.sub = sub
+        bound = getattr(sub, "bound_backlog", None)
+        if bound is not None:
+            bound(SUBSCRIBE_BACKLOG)
         self.pending: collections.deque[tuple[Any, ...]] = collections.deque()
         self.next: asyncio.Task[Any] | None = None
         self.done = False
