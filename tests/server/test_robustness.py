@@ -170,12 +170,20 @@ def test_cancel_request_cancels_the_running_statement(server: ServerHandle, name
         assert c.execute("SELECT 7").fetchone() == (7,)
 
 
+def stalled_subscriber(server: ServerHandle, c: psycopg.Connection[Any], name: str,
+                       timeout: float = 10) -> Raw:
+    """A raw client subscribed to a new table `name` (k bigint, pad text) that reads nothing
+    (until the test reads it)."""
+    c.execute(f"CREATE TABLE {name} (k bigint, pad text)")
+    raw = Raw(server.host, server.port, timeout=timeout)
+    raw.login()
+    raw.send(query(f"SUBSCRIBE {name}"))
+    return raw
+
+
 def test_slow_subscribe_reader_is_back_pressured(server: ServerHandle, name: str) -> None:
     with psycopg.connect(server.dsn(), autocommit=True) as c:
-        c.execute(f"CREATE TABLE {name} (k bigint, pad text)")
-        raw = Raw(server.host, server.port)
-        raw.login()
-        raw.send(query(f"SUBSCRIBE {name}"))
+        raw = stalled_subscriber(server, c, name)
         pad = "x" * 200
         for i in range(20):  # ~8 MB of rows the subscriber never reads
             # COPY, not INSERT ... VALUES: parsing 2,000-row statements was most of the test's time
@@ -193,10 +201,7 @@ def test_one_large_batch_is_back_pressured_piecewise(server: ServerHandle, name:
     each drained before the next, so a reader that never reads leaves one piece buffered, not
     the batch (bounded by the rows per piece, whatever a batch covers)."""
     with psycopg.connect(server.dsn(), autocommit=True) as c:
-        c.execute(f"CREATE TABLE {name} (k bigint, pad text)")
-        raw = Raw(server.host, server.port)
-        raw.login()
-        raw.send(query(f"SUBSCRIBE {name}"))
+        raw = stalled_subscriber(server, c, name)
         pad = "x" * 200
         with c.cursor().copy(f"COPY {name} FROM STDIN") as copy:
             copy.write("".join(f"{j}\t{pad}\n" for j in range(60000)))
@@ -235,10 +240,7 @@ def test_a_subscriber_that_stops_reading_costs_bounded_memory(server: ServerHand
         return most
 
     with psycopg.connect(server.dsn(), autocommit=True) as c:
-        c.execute(f"CREATE TABLE {name} (k bigint, pad text)")
-        raw = Raw(server.host, server.port, timeout=60)
-        raw.login()
-        raw.send(query(f"SUBSCRIBE {name}"))
+        raw = stalled_subscriber(server, c, name, timeout=60)
         until(lambda: len(on_loop(server, subs)) == 1, 30, "the subscription has started")
         received = [0]  # batches with updates the subscription was given
 

@@ -3,6 +3,9 @@
 - `fresh_database(servers, prefix, options)`: a throwaway database in the session's cluster
   (dropped after), as an autocommit psycopg connection; skips with the reason when no
   PostgreSQL can be started (the `servers` fixture does).
+- `postgres_with(servers, prefix, *statements)` / `twofold_with(*statements, storage=...)`: the
+  same schema (and rows) in a fresh PostgreSQL database and in an embedded twofold database
+  with fast ticks, for a module's pair of fixtures.
 - `rows_or_same_error(db, sql, states)`: twofold's rows of `sql`, or `None` when it failed
   with one of `states` — the SQLSTATEs PostgreSQL raised for the same rows; any other outcome
   (an error PostgreSQL does not raise, an answer where PostgreSQL fails) is an assertion error.
@@ -35,6 +38,25 @@ def fresh_database(servers: Any, prefix: str, options: str = "") -> Iterator[Any
     finally:
         with psycopg.connect(cluster.url, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE {name}")
+
+
+@contextmanager
+def postgres_with(servers: Any, prefix: str, *statements: str) -> Iterator[Any]:
+    """`fresh_database(servers, prefix)` after `statements`."""
+    with fresh_database(servers, prefix) as con:
+        for sql in statements:
+            con.execute(sql)
+        yield con
+
+
+@contextmanager
+def twofold_with(*statements: str, storage: str | None = None) -> Iterator[twofold.Database]:
+    """An embedded twofold database (ticks every 5 ms, 60 s timeouts) after `statements`
+    (through `db.sql`); `storage` as `twofold.open`'s (the default placement when None)."""
+    with twofold.open(storage, tick_interval=0.005, timeout=60) as database:
+        for sql in statements:
+            database.sql(sql)
+        yield database
 
 
 def rows_or_same_error(db: twofold.Database, sql: str, states: set[str]

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.sql.pgcompare import fresh_database
+from tests.sql.pgcompare import postgres_with, twofold_with
 
 import twofold
 from twofold.sql.errors import sqlstate_of
@@ -27,8 +27,7 @@ STATE = "SELECT id, v, c::text, length(c), c || '|', w, tx FROM t ORDER BY id"
 
 @pytest.fixture(scope="module")
 def pg(servers: Any) -> Iterator[Any]:
-    with fresh_database(servers, "chr") as con:
-        con.execute(f"CREATE TABLE t ({COLS})")
+    with postgres_with(servers, "chr", f"CREATE TABLE t ({COLS})") as con:
         yield con
 
 
@@ -36,8 +35,7 @@ def pg(servers: Any) -> Iterator[Any]:
 def db() -> Iterator[twofold.Database]:
     # memory://: both runtimes on threads, no SQLite round trips or maintenance process
     # (the default placement: tests/replica, tests/storage)
-    with twofold.open("memory://", tick_interval=0.005, timeout=60) as database:
-        database.sql(f"CREATE TABLE t ({COLS})")
+    with twofold_with(f"CREATE TABLE t ({COLS})", storage="memory://") as database:
         yield database
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.sql.pgcompare import fresh_database
+from tests.sql.pgcompare import postgres_with, twofold_with
 
 import twofold
 from twofold.sql.errors import sqlstate_of
@@ -22,21 +22,19 @@ ROW = "(1, 32767, 2147483647, 9223372036854775807, 1e300)"
 LOW = "(2, -32768, -2147483648, -9223372036854775808, -1e300)"
 
 
+SCHEMA = (f"CREATE TABLE t ({COLS})", f"CREATE TABLE w ({COLS})",
+          f"INSERT INTO t VALUES {ROW}, {LOW}")
+
+
 @pytest.fixture(scope="module")
 def pg(servers: Any) -> Iterator[Any]:
-    with fresh_database(servers, "ovf") as con:
-        con.execute(f"CREATE TABLE t ({COLS})")
-        con.execute(f"CREATE TABLE w ({COLS})")
-        con.execute(f"INSERT INTO t VALUES {ROW}, {LOW}")
+    with postgres_with(servers, "ovf", *SCHEMA) as con:
         yield con
 
 
 @pytest.fixture(scope="module")
 def db() -> Iterator[twofold.Database]:
-    with twofold.open(tick_interval=0.005, timeout=60) as database:
-        database.sql(f"CREATE TABLE t ({COLS})")
-        database.sql(f"CREATE TABLE w ({COLS})")
-        database.sql(f"INSERT INTO t VALUES {ROW}, {LOW}")
+    with twofold_with(*SCHEMA) as database:
         yield database
 
 

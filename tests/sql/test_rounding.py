@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.sql.pgcompare import fresh_database
+from tests.sql.pgcompare import postgres_with, twofold_with
 
 import twofold
 from twofold.sql.errors import sqlstate_of
@@ -27,21 +27,18 @@ ROWS = ("(1, 2, 2, 2, 2.5, 2.5), (2, -2, -2, -2, -2.5, -2.5), (3, 0, 0, 0, 0.5, 
         "(9, 7, 7, 7, '-0', '-0')")
 
 
+SCHEMA = (f"CREATE TABLE t ({COLS})", f"CREATE TABLE w ({COLS})", f"INSERT INTO t VALUES {ROWS}")
+
+
 @pytest.fixture(scope="module")
 def pg(servers: Any) -> Iterator[Any]:
-    with fresh_database(servers, "rnd") as con:
-        con.execute(f"CREATE TABLE t ({COLS})")
-        con.execute(f"CREATE TABLE w ({COLS})")
-        con.execute(f"INSERT INTO t VALUES {ROWS}")
+    with postgres_with(servers, "rnd", *SCHEMA) as con:
         yield con
 
 
 @pytest.fixture(scope="module")
 def db() -> Iterator[twofold.Database]:
-    with twofold.open(tick_interval=0.005, timeout=60) as database:
-        database.sql(f"CREATE TABLE t ({COLS})")
-        database.sql(f"CREATE TABLE w ({COLS})")
-        database.sql(f"INSERT INTO t VALUES {ROWS}")
+    with twofold_with(*SCHEMA) as database:
         yield database
 
 

@@ -36,7 +36,7 @@ from twofold.controller.errors import (
 )
 from twofold.controller.frontiers import ReplicaId
 from twofold.controller.holds import ReadPolicy
-from twofold.controller.state import CollectionKind
+from twofold.controller.state import CollectionKind, CollectionState
 from twofold.controller.subscription import Subscription
 from twofold.protocol import (
     DataflowDescription,
@@ -92,12 +92,7 @@ class Controller(InstanceDriver):
         yet published that far, an error, or no such replica. Never raises for those; `peek`
         then answers or raises."""
         reads = self._local_reads
-        if not reads or self._closed or not self._started or self._watchdog.down:
-            return None
-        if target in self.failed:
-            return None
-        c = self.state.collections.get(target)
-        if c is None or c.kind is not CollectionKind.INDEX:
+        if not reads or self._local_index(target) is None:
             return None
         try:
             ts = self.state.choose_timestamp(target, timestamp)
@@ -121,12 +116,10 @@ class Controller(InstanceDriver):
         minus one, not before its since — chosen in the same pass over the collection as
         `peek_now`'s checks (a kept point lookup's whole read: `PreparedStatement.rows_now`)."""
         reads = self._local_reads
-        if not reads or self._closed or not self._started or self._watchdog.down:
+        if not reads:
             return None
-        if target in self.failed:
-            return None
-        c = self.state.collections.get(target)
-        if c is None or c.kind is not CollectionKind.INDEX or c.dropped:
+        c = self._local_index(target)
+        if c is None or c.dropped:
             return None
         s = c.since.time
         if s is None:
@@ -135,15 +128,17 @@ class Controller(InstanceDriver):
         ts = s if latest is None or latest < s else latest
         if not_before > ts:
             ts = not_before
-        connections = self.connections
-        for replica, read in reads.items():  # `_read_local`, inline: once per lookup
-            conn = connections.get(replica)
-            if conn is None or not conn.connected:
-                continue
-            rows = read(target, ts, literal_constraints, mfp, finishing)
-            if rows is not None:
-                return ts, rows
-        return None
+        rows = self._read_local(reads, target, ts, literal_constraints, mfp, finishing)
+        return None if rows is None else (ts, rows)
+
+    def _local_index(self, target: GlobalId) -> CollectionState | None:
+        """The collection of index `target` if a local read of it may be tried now (the
+        controller running and not failed over, the index known and not failed), else None:
+        `peek_now`'s and `peek_now_latest`'s shared checks."""
+        if self._closed or not self._started or self._watchdog.down or target in self.failed:
+            return None
+        c = self.state.collections.get(target)
+        return c if c is not None and c.kind is CollectionKind.INDEX else None
 
     def _read_local(self, reads: dict[ReplicaId, LocalReads], target: GlobalId, ts: int,
                     keys: list[Row], mfp: MapFilterProject | None,

@@ -244,8 +244,7 @@ async def drop(db: AsyncDatabase, node: exp.Drop) -> int:
             kind_name = kind.lower() if kind else "relation"
             raise UndefinedTable(f'{kind_name} "{name}" does not exist')
         obj = db.get(name)
-        actual = {"Table": "TABLE", "Index": "INDEX", "MaterializedView": "MATERIALIZED VIEW",
-                  "View": "VIEW"}.get(type(obj).__name__, "")
+        actual = _KIND_NAMES.get(type(obj).__name__, "").upper()
         if kind and actual and kind != actual and not (kind == "VIEW" and actual ==
                                                           "MATERIALIZED VIEW"):
             raise WrongObjectType(f"{name!r} is not a {kind.lower()} (it is a "
