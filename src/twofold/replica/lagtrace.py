@@ -2,10 +2,11 @@
 
 Off unless `TWOFOLD_LAG_TRACE` names a directory. Then the maintenance process appends one
 line per index frontier it reports (`m gid upper poll step_end sent`: wall-clock seconds when
-the step that found the data began — its poll —, when the step ended, and when its frames were
-written to the socket), and the front one line when it reads that response from the socket
-(`a gid upper t`) and one when the multiplexer takes it (`t gid upper t`). Both processes run
-on one host, so `time.time()` compares across them. `bench/freshness.py` joins the lines to
+the step that found the data began — its poll —, when the step ended, and when the write of
+its frames to the socket returned, which can trail the front's read of them), and the front
+one line when it reads that response from the socket (`a gid upper t`) and one when the
+multiplexer takes it (`t gid upper t`). Both processes run on one host, so `time.time()`
+compares across them. `bench/freshness.py` joins the lines to
 its writes and prints the breakdown. The files are `<dir>/<role>-<pid>.tsv`.
 """
 
