@@ -109,6 +109,7 @@ class ComputeWorker:
         self.metrics = metrics or ReplicaMetrics()
         self.poll_interval = poll_interval
         self.storage: Storage | None = None
+        self._token_of: Callable[[], Hashable] | None = None  # the storage's change token
         self.max_result_size: int | None = None
         self.dyncfg: dict[str, bool | int | float | str] = {}
         self.dataflows: dict[GlobalId, HostedDataflow] = {}  # by every export id
@@ -160,6 +161,8 @@ class ComputeWorker:
                 self._reset()
             case CreateInstance(config=config):
                 self.storage = self.open_storage(config.storage)
+                backend = getattr(self.storage, "backend", None)
+                self._token_of = getattr(backend, "change_token", None)
                 if config.max_result_size is not None:
                     self.max_result_size = config.max_result_size
                 if self.role != "interactive" and config.logging.index_logs:
@@ -393,9 +396,9 @@ class ComputeWorker:
     # -- the work loop -----------------------------------------------------------------------------
 
     def _change_token(self) -> Hashable | None:
-        """The storage's change token (`SqliteBackend.change_token`), if it has one."""
-        backend = getattr(self.storage, "backend", None)
-        token = getattr(backend, "change_token", None)
+        """The storage's change token (`SqliteBackend.change_token`), if it has one (looked
+        up once, when the storage opens: this runs before every step)."""
+        token = self._token_of
         return None if token is None else token()
 
     def skip_idle_step(self) -> bool:
