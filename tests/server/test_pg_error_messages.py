@@ -31,6 +31,7 @@ CASES = [
     "SELECT ln(a::float8) FROM t", "SELECT (a + 1000)::smallint * 1000::smallint FROM t",
     "SELECT 2147483647 + 1 + a FROM t", "SELECT 1/a FROM v", "INSERT INTO u SELECT 1/a, b FROM t",
     "UPDATE t SET a = 1/a", "DELETE FROM t WHERE 1/a = 1",
+    "CREATE MATERIALIZED VIEW mz AS SELECT 1/a FROM t", "SELECT * FROM mz",  # none created
     # drops others depend on
     "DROP TABLE t", "DROP VIEW v", "DROP TABLE u", "DROP TABLE t, u",
     # names

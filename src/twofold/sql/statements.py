@@ -28,6 +28,7 @@ from sqlglot import exp
 from twofold.api.errors import DependencyError, ObjectExists, TwofoldError, UnknownObject
 from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
+from twofold.sql.creation import check_first_contents
 from twofold.sql.errors import (
     DatatypeMismatch,
     DependentObjects,
@@ -179,7 +180,9 @@ async def create_view(db: AsyncDatabase, node: exp.Create, text: str, params: An
     pgs = recorded_types(rel.cols)
     try:
         if materialized:
-            return await db.create_materialized_view(name, relation, pg_types=pgs)
+            view = await db.create_materialized_view(name, relation, pg_types=pgs)
+            await check_first_contents(db, view)  # PostgreSQL runs the query: its errors
+            return view
         return db.create_view(name, relation, sql=text.strip().rstrip(";").strip(),
                               pg_types=pgs)
     except ObjectExists as e:  # created by another session meanwhile

@@ -1,0 +1,105 @@
+"""Statements whose outcome PostgreSQL 15 decides when they run, run in turn against a real
+PostgreSQL (`servers` fixture) and twofold (`db.sql`): the same rows (doubles bit for bit,
+numeric as its double) or the same SQLSTATE.
+
+- `CREATE MATERIALIZED VIEW` runs its query: one that fails over the rows there are fails the
+  statement with the evaluation error and creates nothing (`sql.creation`).
+- `INSERT ... SELECT` and `UPDATE ... SET` apply PostgreSQL's assignment casts: a double or a
+  numeric into an integer column rounds (ties to even / away from zero) and is range-checked,
+  a number or boolean into a text column is its text, anything else is `42804` naming both
+  types as PostgreSQL does."""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from tests.sql.pgcompare import postgres_with, twofold_with
+
+import twofold
+from twofold.sql.errors import sqlstate_of
+
+SCHEMA = ("CREATE TABLE t (i integer, f double precision, s text)",
+          "INSERT INTO t VALUES (1, 2.5, 'a'), (0, -0.5, 'b'), (2, 3.5, NULL)",
+          "CREATE TABLE w (i integer, h smallint, n bigint, s text, v varchar(3), c char(3), "
+          "b boolean, r real, f double precision)")
+
+
+@pytest.fixture(scope="module")
+def pg(servers: Any) -> Iterator[Any]:
+    with postgres_with(servers, "asg", *SCHEMA) as con:
+        yield con
+
+
+@pytest.fixture(scope="module")
+def db() -> Iterator[twofold.Database]:
+    with twofold_with(*SCHEMA) as database:
+        yield database
+
+
+def _key(v: Any) -> Any:
+    if type(v).__name__ == "Decimal":
+        v = float(v) + 0.0
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else struct.pack("<d", v)
+    return v
+
+
+def _outcome_pg(pg: Any, sql: str) -> Any:
+    import psycopg
+
+    try:
+        cur = pg.execute(sql)
+    except psycopg.Error as e:
+        return ("error", e.sqlstate)
+    rows = cur.fetchall() if cur.description else []
+    return sorted((tuple(_key(v) for v in r) for r in rows), key=repr)
+
+
+def _outcome(db: twofold.Database, sql: str) -> Any:
+    try:
+        got = db.sql(sql)
+    except twofold.TwofoldError as e:
+        return ("error", sqlstate_of(e))
+    rows = got.rows if hasattr(got, "rows") else []
+    return sorted((tuple(_key(v) for v in r) for r in rows), key=repr)
+
+
+def _same(pg: Any, db: twofold.Database, statements: list[str]) -> None:
+    for sql in statements:
+        want, got = _outcome_pg(pg, sql), _outcome(db, sql)
+        assert got == want, f"{sql}: twofold {got}; PostgreSQL {want}"
+
+
+CREATE_CASES = [
+    ["CREATE MATERIALIZED VIEW m1 AS SELECT 1 / i AS q FROM t", "SELECT * FROM m1"],
+    ["CREATE MATERIALIZED VIEW m2 AS SELECT i + 2147483647 AS q FROM t", "SELECT * FROM m2"],
+    ["CREATE MATERIALIZED VIEW m3 AS SELECT sqrt(f) AS q FROM t", "SELECT * FROM m3"],
+    ["CREATE MATERIALIZED VIEW m4 AS SELECT (SELECT i FROM t) AS q", "SELECT * FROM m4"],
+    ["CREATE MATERIALIZED VIEW m5 AS SELECT s::varchar(1)::char(1) AS q, 1 / (i + 1) AS d "
+     "FROM t", "SELECT * FROM m5"],
+    ["CREATE MATERIALIZED VIEW m6 AS SELECT 1 / i AS q FROM t WHERE i > 0", "SELECT * FROM m6",
+     "DROP MATERIALIZED VIEW m6", "SELECT * FROM m6"],
+]
+
+
+@pytest.mark.parametrize("statements", CREATE_CASES, ids=lambda s: s[0].split()[3])
+def test_materialized_view_runs_its_query_when_created(pg: Any, db: twofold.Database,
+                                                        statements: list[str]) -> None:
+    _same(pg, db, statements)
+
+
+def test_materialized_view_create_error_is_the_evaluation_error() -> None:
+    """The error of a failed creation is the evaluation error (its `primary` what pgwire
+    sends), and the name is free again: the same statement over good rows creates it."""
+    with twofold_with(*SCHEMA) as db:
+        with pytest.raises(twofold.QueryFailed) as e:
+            db.sql("CREATE MATERIALIZED VIEW m AS SELECT 1 / i AS q FROM t")
+        assert e.value.primary == "division by zero" and sqlstate_of(e.value) == "22012"
+        assert ("m",) not in db.sql("SHOW MATERIALIZED VIEWS").rows
+        db.sql("DELETE FROM t WHERE i = 0")
+        db.sql("CREATE MATERIALIZED VIEW m AS SELECT 1 / i AS q FROM t")
+        assert sorted(db.sql("SELECT q FROM m").rows) == [(0,), (1,)]
