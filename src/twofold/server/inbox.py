@@ -8,7 +8,14 @@ order), `b""` at end of stream, and None when `poke()` asked the reader to look 
 new bytes. While `Inbox.now` is set and nothing is waiting to be read, arriving bytes are
 offered to it first, inside the protocol's callback: when it returns True it has taken them
 (and the read goes on waiting) — what lets a connection answer a request with no task to wake,
-no read to complete and no extra turn of the event loop.
+no read to complete.
+
+With a `Turn` (`Inbox(turn)`), what arrives for `now` is held until the end of the event
+loop's turn instead and offered then, every inbox's in the order it arrived: a turn's
+requests are answered one after another and their replies sent after them (`Turn.write`), so
+the answers run with the code and data they share still in the caches rather than between
+one socket's receive and send and the next's. The bytes are offered before anything else
+the inbox does (its end of stream, a `poke()`, a read), so nothing is reordered.
 
 `InboxProtocol` is also a `BufferedProtocol`: the transport receives into one buffer of
 `CHUNK` bytes kept per connection (`recv_into`) and the inbox gets a copy of what arrived.
@@ -20,8 +27,11 @@ this machine where a `recv_into` of a small request into a kept buffer is ~1.5 u
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 LIMIT = 1 << 17
 """Bytes an inbox holds unread before the transport stops reading (as a `StreamReader`)."""
@@ -29,8 +39,50 @@ CHUNK = 1 << 16
 """Bytes one receive takes at most (the size of the connection's receive buffer)."""
 
 
-class Inbox:
+class Turn:
+    """The inboxes that received bytes for their `now` during one turn of the event loop,
+    offered them together at its end (`asyncio`'s callbacks run in order: the one scheduled
+    by a turn's first receive runs after that turn's other receives, before the next
+    turn's), and the replies written while they are (`write`), sent after the last."""
+
     def __init__(self) -> None:
+        self._held: list[Inbox] = []
+        self._writes: list[tuple[asyncio.WriteTransport, bytes]] | None = None
+
+    def hold(self, inbox: Inbox) -> None:
+        if not self._held:
+            asyncio.get_running_loop().call_soon(self._settle)
+        self._held.append(inbox)
+
+    def write(self, transport: asyncio.WriteTransport, data: bytes) -> None:
+        """`transport.write(data)`, after the turn's other answers when settling one."""
+        if self._writes is None:
+            transport.write(data)
+        else:
+            self._writes.append((transport, data))
+
+    def _settle(self) -> None:
+        held, self._held = self._held, []
+        writes: list[tuple[asyncio.WriteTransport, bytes]] = []
+        self._writes = writes
+        try:
+            for inbox in held:
+                try:
+                    inbox.settle()
+                except Exception:  # as asyncio treats a protocol callback's failure
+                    log.exception("a pgwire connection's receive failed")
+                    if inbox.transport is not None:
+                        inbox.transport.abort()
+        finally:
+            self._writes = None
+            for transport, data in writes:
+                transport.write(data)
+
+
+class Inbox:
+    def __init__(self, turn: Turn | None = None) -> None:
+        self._turn = turn
+        self._held: bytes | None = None  # bytes for `now`, offered at the end of the turn
         self._chunks: list[bytes] = []
         self._size = 0
         self.transport: asyncio.Transport | None = None  # paused past LIMIT unread bytes
@@ -42,9 +94,30 @@ class Inbox:
         """Offered arriving bytes first while set and nothing waits to be read."""
 
     def feed(self, data: bytes) -> None:
+        if self._held is not None:  # more in the same turn: offered with it
+            self._held += data
+            return
+        now = self.now
+        if now is not None and not self._chunks:
+            if self._turn is not None:
+                self._held = data
+                self._turn.hold(self)
+                return
+            if now(data):
+                return
+        self._take(data)
+
+    def settle(self) -> None:
+        """Offer the bytes held for `now` (module docstring), if any."""
+        data, self._held = self._held, None
+        if data is None:
+            return
         now = self.now
         if now is not None and not self._chunks and now(data):
             return
+        self._take(data)
+
+    def _take(self, data: bytes) -> None:
         self._chunks.append(data)
         self._size += len(data)
         if self._size > LIMIT and self.transport is not None and not self._paused:
@@ -53,11 +126,13 @@ class Inbox:
         self._wake()
 
     def feed_eof(self) -> None:
+        self.settle()
         self._eof = True
         self._wake()
 
     def poke(self) -> None:
         """Have the pending (or next) read return None: look again, no new bytes."""
+        self.settle()
         self._poked = True
         self._wake()
 
@@ -67,6 +142,7 @@ class Inbox:
             waiter.set_result(None)
 
     async def read(self) -> bytes | None:
+        self.settle()
         while not self._chunks and not self._eof and not self._poked:
             self._waiter = asyncio.get_running_loop().create_future()
             try:

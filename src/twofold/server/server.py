@@ -21,7 +21,7 @@ from typing import Any
 from twofold.server import fastpath, shims
 from twofold.server import messages as m
 from twofold.server.auth import Authenticator, AuthFailed
-from twofold.server.inbox import Inbox, InboxProtocol
+from twofold.server.inbox import Inbox, InboxProtocol, Turn
 from twofold.server.machine import Machine, Phase
 from twofold.server.portals import SessionError
 from twofold.server.session import FLUSH_AT, Session
@@ -116,7 +116,7 @@ class _Conn:
             if done is not None:
                 reply, at = done
                 if at == len(data):
-                    transport.write(reply)
+                    self.server.turn.write(transport, reply)  # after the turn's others
                     return True
                 self.out(reply)
                 data = self._answer_at_once(data[at:])
@@ -347,6 +347,7 @@ class Server:
         self._conns: set[asyncio.Task[Any]] = set()
         self._keys: dict[int, tuple[int, _Conn]] = {}
         self._live: set[_Conn] = set()
+        self.turn = Turn()  # the loop's: each turn's received requests answered together
         self.closing = False  # close() has begun: sessions end with 57P01
         self.host = ""
         self.port = 0
@@ -391,9 +392,10 @@ class Server:
 
     async def start(self, host: str = "127.0.0.1", port: int = 6875) -> Server:
         loop = asyncio.get_running_loop()
+        turn = self.turn
 
         def protocol() -> InboxProtocol:  # as `asyncio.start_server`'s, reading into an Inbox
-            inbox = Inbox()
+            inbox = Inbox(turn)
             return InboxProtocol(inbox, asyncio.StreamReader(limit=READ_CHUNK, loop=loop),
                                  lambda _, writer: self._client(inbox, writer), loop)
 
