@@ -90,9 +90,15 @@ def _relation(db: Any, planner: Planner, planned: Planned) -> tuple[Relation, in
 
 
 async def run_query(db: Any, planner: Planner, node: exp.Expr, as_of: int | None) -> Result:
+    return await run_planned(db, planner, planner.plan_top(node), as_of)
+
+
+async def run_planned(db: Any, planner: Planner, planned: Planned, as_of: int | None
+                      ) -> Result:
+    """The rows of a planned query (`Planner.plan_top`), its visible columns."""
     from twofold.sql.lookup import find_lookup, run_lookup
 
-    relation, visible = _relation(db, planner, planner.plan_top(node))
+    relation, visible = _relation(db, planner, planned)
     found = find_lookup(db, relation)
     fast = None if found is None else await run_lookup(db, relation, found, as_of)
     result: Result = fast if fast is not None else await db.query(relation, as_of=as_of)

@@ -55,10 +55,12 @@ def pg_of(b: Any) -> str | None:
 
 
 def col_pg(b: Any) -> str | None:
-    """`pg_of(b)` as a `Col.pg`: None where it is the engine scalar's own type — and for
-    `numeric`, which only an expression carries (`is_numeric`): a column of it is a double."""
+    """`pg_of(b)` as a `Col.pg`: None where it is the engine scalar's own type. A column of
+    `numeric` (a double: `is_numeric`) keeps it within the statement — a subquery's, a CTE's
+    or VALUES' column of decimal literals rounds as numeric where it is read — but is a
+    double in results and in what views record (`statements.recorded_types`)."""
     pg = pg_of(b)
-    return None if pg == ENGINE_PG.get(b[1]) or pg == "numeric" else pg
+    return None if pg == ENGINE_PG.get(b[1]) else pg
 
 
 def is_numeric(b: Any) -> bool:

@@ -28,6 +28,7 @@ from sqlglot import exp
 from twofold.api.errors import DependencyError, ObjectExists, TwofoldError, UnknownObject
 from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
+from twofold.sql.assign import assigned, assigned_source, pg_name
 from twofold.sql.creation import check_first_contents
 from twofold.sql.errors import (
     DatatypeMismatch,
@@ -48,7 +49,6 @@ from twofold.sql.pgtypes import (
     char_assign,
     char_limit,
     check_chars,
-    clamp_float,
     fits,
     is_numeric,
     narrow,
@@ -222,8 +222,10 @@ async def create_index(db: AsyncDatabase, node: Any, params: Any) -> Any:
 
 def recorded_types(cols: list[Col]) -> list[str]:
     """What a SQL view, materialized view or index records of its columns' declared types
-    (`Entry.pg_types`): each column's, else its engine scalar's (`int8`, `text`, ...)."""
-    return [c.pg or ENGINE_PG.get(c.scalar, "text") for c in cols]
+    (`Entry.pg_types`): each column's, else its engine scalar's (`int8`, `text`, ...); a
+    `numeric` column (a double) is recorded as `float8`, as it is announced."""
+    return [c.pg if c.pg and c.pg != "numeric" else ENGINE_PG.get(c.scalar, "text")
+            for c in cols]
 
 
 async def drop(db: AsyncDatabase, node: exp.Drop) -> int:
@@ -327,15 +329,15 @@ async def insert(db: AsyncDatabase, node: exp.Insert, params: Any) -> int:
                              [table.schema.types[p].scalar for p in positions],
                              [declared[p] for p in positions] if declared else None)
     else:
-        from twofold.sql import run_query
+        from twofold.sql import run_planned
 
-        result = await run_query(db, planner, source, None)
+        declared = declared_types(db, table)
+        targets = [(names[p], table.schema.types[p].scalar, declared[p] if declared else None)
+                   for p in positions]
+        # PostgreSQL's assignment casts (rounded doubles, numbers as text), in the dataflow
+        planned = assigned_source(planner, planner.plan_top(source), targets)
+        result = await run_planned(db, planner, planned, None)
         rows = [list(r) for r in result.rows]
-        if rows and len(rows[0]) != len(positions):
-            raise SqlSyntaxError(f"INSERT has {len(rows[0])} expressions but "
-                                 f"{len(positions)} target columns")
-        types: list[str] = [result.schema.types[j].scalar for j in range(len(positions))]
-        _check_types(table, positions, types)
     full = []
     for r in rows:
         row: list[Any] = [None] * len(names)
@@ -486,21 +488,13 @@ def _huge_integer(v: exp.Expr) -> bool:
     return not -(2**63) <= sign * int(v.this) < 2**63
 
 
-def _check_types(table: Any, positions: list[int], scalars: list[str]) -> None:
-    for p, s in zip(positions, scalars, strict=True):
-        t = table.schema.types[p]
-        if s not in (t.scalar, NULL) and (s, t.scalar) != ("int", "float"):
-            raise DatatypeMismatch(f"column {table.schema.names[p]!r} is of type "
-                                   f"{type_name(t.scalar)} but expression is of type "
-                                   f"{type_name(s)}")
-
-
 def _bound(planner: Planner, table: Any, node: exp.Expr, label: str,
-           want: str | None = None, pgs: list[str] | None = None, pg: str | None = None
-           ) -> PExpr:
+           want: str | None = None, pgs: list[str] | None = None, pg: str | None = None,
+           column: str | None = None) -> PExpr:
     """`node` bound over `table`'s columns (of declared types `pgs`) as a protocol
-    expression of scalar `want`, checked or rounded to PostgreSQL type `pg` (an int2/int4
-    value out of range fails, a float4 is rounded: `pgtypes.narrow`)."""
+    expression of scalar `want` — assigned to `column` (`assign.assigned`) where it is
+    written into one — checked or rounded to PostgreSQL type `pg` (an int2/int4 value out
+    of range fails, a float4 is rounded: `pgtypes.narrow`)."""
     declared: list[str | None] = list(pgs) if pgs else [None] * len(table.schema.names)
     rel = Rel(table.plan, [Col(n, t.scalar, t.nullable, qual=table.name, pg=p or None)
                            for (n, t), p in zip(table.schema, declared, strict=True)])
@@ -513,15 +507,12 @@ def _bound(planner: Planner, table: Any, node: exp.Expr, label: str,
     if binder.scope.rel is not rel:
         raise FeatureNotSupported(f"subqueries in {label} are not supported")
     if want is not None and s not in (want, NULL):
-        if (s, want) == ("int", "float"):
-            e = planner.coerce((e, s, True), "float")
-        elif (s, want) == ("float", "int") and pg is not None:
-            # PostgreSQL's assignment cast into an integer column: rounded (rint), checked.
-            e = planner.cast_expr(clamp_float(e, pg), s, want, numeric=is_numeric(b))
-            b = (e, want, True)
-        else:
-            raise DatatypeMismatch(f"{label} is of type {type_name(s)}, expected "
-                                   f"{type_name(want)}")
+        if column is None:
+            raise DatatypeMismatch(f"argument of {label} must be type {type_name(want)}, "
+                                   f"not type {pg_name(pg_of(b))}")
+        # PostgreSQL's assignment cast: a double rounded (rint) and checked, a number as text
+        e = assigned(planner, b, want, pg, column)
+        b, s = (e, want, True), want
     if pg is not None and s != NULL and not fits(pg_of(b), pg):
         e = narrow(e, pg)
     if s == "str" and char_limit(pg) is not None and pg_of(b) != pg:
@@ -548,7 +539,8 @@ async def update(db: AsyncDatabase, node: exp.Update, params: Any) -> int:
         pg = declared[table.schema.names.index(col)] if declared else None
         # As PostgreSQL's assignment: out of a smallint/integer range is 22003 and the
         # statement writes nothing; a real column stores the value rounded to float4.
-        sets[col] = _bound(planner, table, a.expression, f"SET {col}", want, declared, pg)
+        sets[col] = _bound(planner, table, a.expression, f"SET {col}", want, declared, pg,
+                           column=col)
     where = node.args.get("where")
     pred = _bound(planner, table, where.this, "WHERE", "bool",
                   declared_types(db, table)) if where else None
