@@ -19,14 +19,14 @@ from typing import Any
 from twofold.server import messages as m
 from twofold.server.portals import Column, fmt
 from twofold.server.statements import copy_text_row
-from twofold.server.types import OIDS, SIZES, TEXT, encode, encoder
+from twofold.server.types import encode, encoder, wire_field
 
 
 def fields(cols: list[Column], formats: tuple[int, ...]) -> list[m.Field]:
     out = []
     for i, (name, scalar) in enumerate(cols):
-        oid = OIDS.get(scalar, TEXT)
-        out.append((name, oid, SIZES.get(oid, -1), fmt(formats, i)))
+        oid, size, typmod = wire_field(scalar)  # varchar(n)/char(n): typmod n + 4
+        out.append((name, oid, size, fmt(formats, i), typmod))
     return out
 
 

@@ -3,7 +3,9 @@
 Contract: `OIDS[scalar]` is the PostgreSQL type OID announced for an engine scalar (`int` is
 int8, `float` float8, `str` text, `bytes` bytea, `bool` bool; an all-NULL column is text, as
 PostgreSQL resolves an unknown literal) or a declared column type (`int2`, `int4`, `float4`:
-`portals.columns_of`). `encode(value, scalar, binary)` renders one value (None stays NULL);
+`portals.columns_of`; `wire_field` adds the `varchar(n)`/`bpchar(n)` type modifier).
+`encode(value, scalar, binary)` renders one value (None stays NULL; a `bpchar(n)` one
+blank-padded to n characters);
 text output matches PostgreSQL's (`t`/`f`, shortest round-trip floats with PostgreSQL's
 exponent rule — float4's of the float32 value, `float4_text` — `Infinity`/`NaN`, `\\x` hex
 bytea); binary int2/int4 are 2/4 bytes (`22003` for a value that does not fit), float4 the
@@ -174,7 +176,8 @@ def encode_text(value: Any, scalar: str) -> bytes:
         return b"\\x" + value.hex().encode()
     if isinstance(value, list):
         return array_text(value, scalar)
-    return str(value).encode("utf-8")
+    n = _bpchar_length(scalar) if scalar[:1] == "b" else None
+    return str(value).encode("utf-8") if n is None else _padded(value, n)
 
 
 def array_text(values: list[Any], scalar: str) -> bytes:
@@ -224,7 +227,8 @@ def encode(value: Any, scalar: str, binary: bool) -> bytes | None:
         return bytes(value)
     if isinstance(value, list):
         return array_binary(value, scalar)
-    return str(value).encode("utf-8")
+    n = _bpchar_length(scalar) if scalar[:1] == "b" else None
+    return str(value).encode("utf-8") if n is None else _padded(value, n)
 
 
 _Q, _I, _H, _D = struct.Struct("!q"), struct.Struct("!i"), struct.Struct("!h"), struct.Struct("!d")
@@ -260,9 +264,38 @@ _EXACT_TEXT: Final[dict[str, tuple[type, Callable[[Any], bytes]]]] = {
 """A text column's values of its usual Python type, encoded as `encode_text` does."""
 
 
+def wire_field(scalar: str) -> tuple[int, int, int]:
+    """The type OID, size and type modifier a result column of wire type `scalar`
+    (`portals.columns_of`) is announced with in a RowDescription: `varchar(n)` / `bpchar(n)`
+    are varchar / bpchar with modifier n + 4, as PostgreSQL's `atttypmod`; the rest -1."""
+    base, paren, rest = scalar.partition("(")
+    length = rest[:-1]
+    if not paren or not length.isdigit():
+        oid = OIDS.get(scalar, TEXT)
+        return oid, SIZES.get(oid, -1), -1
+    oid = OIDS.get(base, TEXT)
+    return oid, SIZES.get(oid, -1), int(length) + 4
+
+
+def _bpchar_length(scalar: str) -> int | None:
+    """n for wire type `bpchar(n)`, else None."""
+    if not scalar.startswith("bpchar(") or not scalar[7:-1].isdigit():
+        return None
+    return int(scalar[7:-1])
+
+
+def _padded(value: Any, n: int) -> bytes:
+    """A `char(n)` value as PostgreSQL sends it: blank-padded to n characters (twofold keeps
+    it without its trailing spaces: `docs/sql.md`)."""
+    return str(value).ljust(n).encode("utf-8")
+
+
 def encoder(scalar: str, binary: bool) -> Callable[[Any], bytes | None]:
     """`encode(value, scalar, binary)` as a function of the value, with the checks that do
     not depend on it done once (a result column's encoder)."""
+    n = _bpchar_length(scalar)
+    if n is not None:  # the same bytes in text and binary, as PostgreSQL's bpcharsend
+        return lambda value: None if value is None else _padded(value, n)
     exact = None if binary else _EXACT_TEXT.get(scalar)
     if exact is not None:
         kind, fast = exact

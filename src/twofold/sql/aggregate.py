@@ -27,7 +27,7 @@ from twofold.protocol import Literal as PLiteral
 from twofold.sql.errors import FeatureNotSupported, SqlSyntaxError
 from twofold.sql.exprs import AGGREGATES, AggContext, B, Binder, call, node_key
 from twofold.sql.names import output_name
-from twofold.sql.pgtypes import col_pg, is_numeric, narrow
+from twofold.sql.pgtypes import base, col_pg, is_numeric, narrow
 from twofold.sql.scope import NULL, Col, Outer, Rel, Scope
 
 if TYPE_CHECKING:
@@ -289,7 +289,8 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
             # exact sum rounded to single precision (22003 when that overflows).
             pg = src_pg if func in ("min", "max") or (func == "sum" and src_pg == "float4") \
                 else None
-            pg = pg if pg in ("int2", "int4", "float4") else None
+            pg = pg if pg in ("int2", "int4", "float4") or (
+                func in ("min", "max") and base(pg) == "bpchar") else None  # padded when sent
             result: PExpr = Column(index=nk + slot[0])
             finish.append(narrow(result, pg) if func == "sum" else result)
             # NULL only where a group has no non-NULL value: a global aggregate over no rows,

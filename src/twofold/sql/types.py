@@ -29,6 +29,9 @@ PostgreSQL's result type of a set operation (or COALESCE/CASE) of declared colum
 
 from __future__ import annotations
 
+import functools
+import re
+import types
 from typing import ClassVar, Final
 
 from sqlglot import exp
@@ -157,6 +160,7 @@ WIRE_DECLARED: Final = {"int2": "int", "int4": "int", "float4": "float", "varcha
 """The declared types a result column is announced as, and their engine scalars (the others
 are their engine scalar's: int8, float8, text, bool, bytea; a bpchar(n) column is text, its
 values not being blank-padded here)."""
+_SIZED: Final = re.compile(r"(varchar|bpchar)\((\d+)\)")
 _TOWER: Final = ("int2", "int4", "int8", "float4", "float8")
 _SCALAR_DEFAULT: Final = {"int": "int8", "float": "float8"}
 
@@ -199,8 +203,24 @@ class VarcharColumn(_Declared, frozen=True):
     pg: ClassVar[str] = "varchar"
 
 
+class BpcharColumn(_Declared, frozen=True):
+    """A result column of type bpchar (`char(n)`, only with its length: `sized_column`)."""
+
+    pg: ClassVar[str] = "bpchar"
+
+
 _DECLARED_CLASSES: Final[dict[str, type[_Declared]]] = {
     "int2": Int2Column, "int4": Int4Column, "float4": Float4Column, "varchar": VarcharColumn}
+
+
+@functools.cache
+def sized_column(kind: str, n: int) -> type[_Declared]:
+    """The result-column class of `varchar(n)` / `bpchar(n)` (`kind` `varchar`/`bpchar`): its
+    `pg` is `varchar(n)` / `bpchar(n)`, so a wire server announces the length (RowDescription's
+    type modifier n + 4) and pads a `char(n)` value to n characters, as PostgreSQL does."""
+    parent = VarcharColumn if kind == "varchar" else BpcharColumn
+    return types.new_class(f"{parent.__name__}{n}", (parent,), {"frozen": True},
+                           lambda ns: ns.update({"pg": f"{kind}({n})"}))
 
 
 ENGINE_PG: Final = {"int": "int8", "float": "float8", "str": "text", "bool": "bool",
@@ -216,7 +236,11 @@ def wire_declared(pg: str | None) -> str | None:
 
 
 def declared_column_type(scalar: str, nullable: bool, pg: str | None) -> ColumnType:
-    """The result-schema type of a column of engine `scalar` and declared type `pg`."""
+    """The result-schema type of a column of engine `scalar` and declared type `pg`
+    (`varchar(n)` / `bpchar(n)` keep their length: `sized_column`)."""
+    sized = _SIZED.fullmatch(pg or "")
+    if sized is not None and scalar == "str":
+        return sized_column(sized[1], int(sized[2]))(scalar, nullable)  # type: ignore[arg-type]
     base = wire_declared(pg)
     cls = _DECLARED_CLASSES.get(base or "")
     if cls is None or scalar != WIRE_DECLARED[base or ""]:
@@ -241,6 +265,9 @@ def unify_declared(pgs: list[str | None], scalars: list[str]) -> str | None:
              for p, s in zip(pgs, scalars, strict=True) if s != "null"]
     if not known:
         return None
+    given = [p for p, s in zip(pgs, scalars, strict=True) if s != "null"]
+    if given[0] is not None and _SIZED.fullmatch(given[0]) and all(p == given[0] for p in given):
+        return given[0]  # one length: PostgreSQL keeps its type modifier (char(3) padded)
     if all(k in _TOWER for k in known):
         return wire_declared(max(known, key=_TOWER.index))
     return wire_declared(known[0]) if all(k == known[0] for k in known) else None
