@@ -10,6 +10,7 @@ import asyncio
 import struct
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -169,3 +170,134 @@ def test_a_turns_lookups_see_every_write_acknowledged_before(
         finally:
             for raw in raws:
                 raw.sock.close()
+
+
+_ROWS = [(k % 6, [None, 0.5, -0.0, float("nan"), 2.5][k % 5], [None, "a", "", "ünï"][k % 4])
+         for k in range(20)]
+_TEXTS = ["SELECT k, v, s FROM {t} WHERE k = $1",
+          "SELECT s, v FROM {t} WHERE k = $1 AND s = $2",
+          "SELECT v * 2 AS w, k FROM {t} WHERE k = $1",
+          "SELECT k, s FROM {t} WHERE k = $1 ORDER BY s"]
+
+
+def _request(stmt: int, key: int | None, second: bytes | None, binary: bool,
+             results: tuple[int, ...], describe: bool) -> bytes:
+    def value(v: int | None) -> bytes:
+        if v is None:
+            return struct.pack("!i", -1)
+        raw = struct.pack("!q", v) if binary else str(v).encode()
+        return struct.pack("!i", len(raw)) + raw
+
+    params = [value(key)]
+    if stmt == 1:
+        params.append(struct.pack("!i", -1) if second is None
+                      else struct.pack("!i", len(second)) + second)
+    formats = (1, 0) if binary and stmt == 1 else (1,) if binary else ()
+    body = (f"\0q{stmt}\0".encode() + struct.pack(f"!h{len(formats)}h", len(formats), *formats)
+            + struct.pack("!h", len(params)) + b"".join(params)
+            + struct.pack(f"!h{len(results)}h", len(results), *results))
+    return (msg(b"B", body) + (msg(b"D", b"P\0") if describe else b"")
+            + msg(b"E", b"\0" + struct.pack("!i", 0)) + msg(b"S"))
+
+
+def _session(server: ServerHandle, table: str) -> tuple[Raw, int]:
+    raw = Raw(server.host, server.port)
+    raw.send(startup())
+    (key,) = [body for kind, body in raw.until(b"Z") if kind == b"K"]
+    for i, text in enumerate(_TEXTS):
+        n = 2 if "$2" in text else 1
+        oids = struct.pack("!I", 20) + (struct.pack("!I", 25) if n == 2 else b"")
+        raw.send(msg(b"P", f"q{i}\0{text.format(t=table)}\0".encode() + struct.pack("!h", n)
+                     + oids) + msg(b"S"))
+        raw.until(b"Z")
+    return raw, struct.unpack_from("!i", key)[0]
+
+
+def test_a_turns_replies_are_the_session_paths_byte_for_byte(
+        server: ServerHandle, name: str, turns: list[int],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random kept-lookup requests on eight connections received in one turn (answered
+    together, `fastpath.answer_each`) get the replies a connection with the fast path off
+    gets for the same requests, byte for byte — keys with no row, several rows, NULL keys,
+    NaN and -0.0 values, text and binary formats, with and without Describe, four
+    statements at once."""
+    import random
+
+    from twofold.server import fastpath
+
+    db = server.db
+    server.call(db.sql(f"CREATE TABLE {name} (k bigint, v double precision, s text)"))
+    db.get(name).insert(_ROWS)  # off the loop
+    server.call(db.sql(f"CREATE INDEX {name}_k ON {name} (k)"))
+    slow, slow_pid = _session(server, name)
+    real, real_each = fastpath.answer, fastpath.answer_each
+    together = [0]
+
+    def answer(s: Any, data: bytes, at: int) -> tuple[bytes, int] | None:
+        return None if s.pid == slow_pid else real(s, data, at)
+
+    def answer_each(requests: list[tuple[Any, bytes]]) -> list[bytes | None]:
+        assert all(s.pid != slow_pid for s, _ in requests)
+        got = real_each(requests)
+        together[0] += sum(r is not None for r in got)
+        return got
+
+    monkeypatch.setattr(fastpath, "answer", answer)
+    monkeypatch.setattr(fastpath, "answer_each", answer_each)
+    fast = [_session(server, name)[0] for _ in range(8)]
+    rnd = random.Random(7)
+    try:
+        for round_ in range(12):
+            requests = []
+            for _ in fast:
+                stmt = rnd.randrange(len(_TEXTS))
+                requests.append(_request(
+                    stmt, rnd.choice([None, -1, 0, 1, 2, 3, 5, 9]),
+                    rnd.choice([None, b"a", b"", "ünï".encode()]), rnd.random() < 0.5,
+                    rnd.choice([(), (0,), (1,), (1, 0), (0, 1, 0)][: 4 if stmt != 1 else 5]),
+                    rnd.random() < 0.7))
+            if round_ < 2:  # planned, then kept: on each connection alone
+                for raw, data in zip(fast, requests, strict=True):
+                    raw.send(data)
+                    raw.until(b"Z")
+                continue
+            server.loop.call_soon_threadsafe(time.sleep, 0.1)  # one turn receives them all
+            time.sleep(0.01)
+            for raw, data in zip(fast, requests, strict=True):
+                raw.send(data)
+            replies = [raw.until(b"Z") for raw in fast]
+            for data, reply in zip(requests, replies, strict=True):
+                slow.send(data)
+                assert reply == slow.until(b"Z"), data
+        assert together[0] > 0  # some answered together
+        assert max(turns) == len(fast)
+    finally:
+        for raw in (slow, *fast):
+            raw.sock.close()
+
+
+def test_rows_now_each_is_rows_now_of_each(server: ServerHandle, name: str) -> None:
+    """`turns.rows_now_each` gives what `rows_now` gives each parameter list, None where it
+    gives None (no such template, a NULL key, a key of another type)."""
+    from twofold.server.turns import rows_now_each
+    from twofold.sql.prepared import statement
+
+    db = server.db
+    server.call(db.sql(f"CREATE TABLE {name} (k bigint, v double precision, s text)"))
+    db.get(name).insert(_ROWS)
+    server.call(db.sql(f"CREATE INDEX {name}_k ON {name} (k)"))
+    for text in _TEXTS:
+        p = statement(db, text.format(t=name))
+        params = [[3, "a"] if "$2" in text else [3]]
+        for _ in range(3):  # planned, then kept
+            server.call(p.execute(params[0]))
+        many = [[k, s] if "$2" in text else [k] for k in (0, 1, 5, 7, None, 2)
+                for s in ("a", "", None)][:12]
+        many.append(["x", "a"] if "$2" in text else ["x"])
+
+        async def both(p: Any = p, many: Any = many) -> tuple[Any, Any]:
+            return [p.rows_now(m) for m in many], rows_now_each(p, many)
+
+        each, together = server.call(both())
+        assert repr(together) == repr(each)  # NaN as NaN, -0.0 apart from 0.0
+        assert any(g is not None for g in together)

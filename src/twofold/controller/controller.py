@@ -118,6 +118,41 @@ class Controller(InstanceDriver):
         reads = self._local_reads
         if not reads:
             return None
+        ts = self._latest(target, not_before)
+        if ts is None:
+            return None
+        rows = self._read_local(reads, target, ts, literal_constraints, mfp, finishing)
+        return None if rows is None else (ts, rows)
+
+    def peek_now_latest_each(
+        self,
+        target: GlobalId,
+        *,
+        not_before: int,
+        lookups: Sequence[tuple[list[Row], MapFilterProject | None, RowSetFinishing | None]],
+    ) -> tuple[int, list[list[tuple[Row, int]] | None]] | None:
+        """`peek_now_latest` of each `(literal_constraints, mfp, finishing)` of `lookups`, at
+        one time and with the checks they share made once (a loop turn's kept lookups on one
+        index: `server/turns.py`): `(time, [rows or None per lookup])`, or None for all. The
+        time is the one each would choose on its own (nothing moves the index's frontier
+        between them: the checks and reads run on the event loop without yielding)."""
+        reads = self._local_reads
+        if not reads:
+            return None
+        ts = self._latest(target, not_before)
+        if ts is None:
+            return None
+        out: list[list[tuple[Row, int]] | None] = []
+        for keys, mfp, finishing in lookups:
+            try:
+                out.append(self._read_local(reads, target, ts, keys, mfp, finishing))
+            except Exception:  # as `peek_now_latest`'s caller treats it: that one declines
+                out.append(None)
+        return ts, out
+
+    def _latest(self, target: GlobalId, not_before: int) -> int | None:
+        """The read time of `peek_now_latest`, or None when index `target` cannot be read
+        locally now."""
         c = self._local_index(target)
         if c is None or c.dropped:
             return None
@@ -126,10 +161,7 @@ class Controller(InstanceDriver):
             return None  # closed: nothing is readable
         latest = c.write_frontier.step_back()
         ts = s if latest is None or latest < s else latest
-        if not_before > ts:
-            ts = not_before
-        rows = self._read_local(reads, target, ts, literal_constraints, mfp, finishing)
-        return None if rows is None else (ts, rows)
+        return not_before if not_before > ts else ts
 
     def _local_index(self, target: GlobalId) -> CollectionState | None:
         """The collection of index `target` if a local read of it may be tried now (the

@@ -31,6 +31,7 @@ from twofold.server import messages as m
 from twofold.server import run as run_module
 from twofold.server.output import RowEncoder, row_description
 from twofold.server.portals import Column, Prepared, columns_of, fmt
+from twofold.server.turns import rows_now_each
 from twofold.server.types import decoder
 from twofold.sql.prepared import PreparedStatement, catalog_version, statement
 
@@ -115,12 +116,78 @@ def answer(s: Session, data: bytes, start: int) -> tuple[bytes, int] | None:
     """The reply to the request at `data[start:]` and where it ends, or None (module
     docstring)."""
     try:
-        return _answer(s, data, start)
+        req = _request(s, data, start)
+        if req is None:
+            return None
+        return _reply(req, req.prepared.rows_now(req.params))
     except Exception:  # malformed, or a value it cannot encode: the message path says what
         return None
 
 
-def _answer(s: Session, data: bytes, start: int) -> tuple[bytes, int] | None:
+def answer_each(requests: list[tuple[Session, bytes]]) -> list[bytes | None]:
+    """`answer(s, data, 0)`'s reply for each `(s, data)` that is one whole request (ending
+    at `len(data)`), else None (and nothing done) — for a loop turn's requests, received
+    before the call, on as many sessions: the reads of one kept statement are made together
+    (`turns.rows_now_each`: the catalog and index checks once, one read time), the rest of
+    each reply as `answer` makes it. A request the batch does not answer is left as it was:
+    `answer` of it then takes the usual way."""
+    out: list[bytes | None] = [None] * len(requests)
+    reqs: list[_Request | None] = []
+    by_statement: dict[int, list[int]] = {}
+    for i, (s, data) in enumerate(requests):
+        try:
+            req = _request(s, data, 0)
+        except Exception:
+            req = None
+        if req is not None and req.after != len(data):
+            req = None
+        reqs.append(req)
+        if req is not None:
+            by_statement.setdefault(id(req.prepared), []).append(i)
+    for positions in by_statement.values():
+        first = reqs[positions[0]]
+        assert first is not None
+        try:
+            got = rows_now_each(first.prepared,
+                                [reqs[i].params for i in positions])  # type: ignore[union-attr]
+        except Exception:
+            got = None
+        if got is None:
+            continue
+        for i, one in zip(positions, got, strict=True):
+            req = reqs[i]
+            assert req is not None
+            if one is None:
+                continue
+            try:
+                done = _reply(req, one)
+            except Exception:
+                done = None
+            if done is not None:
+                out[i] = done[0]
+    return out
+
+
+class _Request:
+    """A request `answer` may take, decoded: its statement, plan, kept statement and
+    parameters, and where it ends."""
+
+    __slots__ = ("after", "described", "old", "params", "plan", "prepared", "s", "stmt")
+
+    def __init__(self, s: Session, stmt: Prepared, plan: _Plan, prepared: PreparedStatement,
+                 params: list[Any], described: bool, after: int,
+                 old: Any) -> None:
+        self.s = s
+        self.stmt = stmt
+        self.plan = plan
+        self.prepared = prepared
+        self.params = params
+        self.described = described
+        self.after = after
+        self.old = old
+
+
+def _request(s: Session, data: bytes, start: int) -> _Request | None:
     if data[start] != 0x42 or data[start + 5] != 0:  # a Bind of the unnamed portal
         return None
     (size,) = _I32.unpack_from(data, start + 1)
@@ -202,10 +269,16 @@ def _answer(s: Session, data: bytes, start: int) -> tuple[bytes, int] | None:
     prepared = plan.prepared
     if prepared is None or prepared.db is not db:
         prepared = plan.prepared = statement(db, sql)
-    got = prepared.rows_now(params)
+    return _Request(s, stmt, plan, prepared, params, described, after, old)
+
+
+def _reply(req: _Request, got: tuple[Any, int, list[tuple[Any, ...]]] | None
+           ) -> tuple[bytes, int] | None:
+    plan = req.plan
     if got is None:
         plan.prepared = None  # the session's path may plan (and keep) it afresh
         return None
+    stmt, db, old, described, after = req.stmt, req.s.db, req.old, req.described, req.after
     schema, _, rows = got
     if schema is plan.schema:  # a kept lookup's results share one schema
         columns, shape = plan.columns, plan.last
@@ -225,7 +298,7 @@ def _answer(s: Session, data: bytes, start: int) -> tuple[bytes, int] | None:
     if version != told or columns is not stmt.columns:
         stmt.tell(columns, version)
     if old is not None:
-        del portals[""]
+        del req.s.extended.portals[""]
     if described:
         return b"".join((_BIND_COMPLETE, shape.description, body, tag, _READY_IDLE)), after
     return b"".join((_BIND_COMPLETE, body, tag, _READY_IDLE)), after

@@ -48,6 +48,9 @@ class Turn:
     def __init__(self) -> None:
         self._held: list[Inbox] = []
         self._writes: list[tuple[asyncio.WriteTransport, bytes]] | None = None
+        self.together: Callable[[list[Inbox]], None] | None = None
+        """Set by the server: answers what it can of several inboxes' held bytes at once
+        (each it answers `Inbox.take`n), before the rest are offered to their `now`."""
 
     def hold(self, inbox: Inbox) -> None:
         if not self._held:
@@ -66,6 +69,11 @@ class Turn:
         writes: list[tuple[asyncio.WriteTransport, bytes]] = []
         self._writes = writes
         try:
+            if self.together is not None and len(held) > 1:
+                try:
+                    self.together(held)
+                except Exception:  # what it did not take is offered as usual
+                    log.exception("answering a turn's requests together failed")
             for inbox in held:
                 try:
                     inbox.settle()
@@ -82,6 +90,7 @@ class Turn:
 class Inbox:
     def __init__(self, turn: Turn | None = None) -> None:
         self._turn = turn
+        self.owner: Any = None  # the connection it is the inbox of (`Turn.together`'s)
         self._held: bytes | None = None  # bytes for `now`, offered at the end of the turn
         self._chunks: list[bytes] = []
         self._size = 0
@@ -106,6 +115,14 @@ class Inbox:
             if now(data):
                 return
         self._take(data)
+
+    def held(self) -> bytes | None:
+        """The bytes held for `now`, if any and it is still set (as `settle` would offer)."""
+        return self._held if self.now is not None and not self._chunks else None
+
+    def take(self) -> None:
+        """The held bytes were answered (`Turn.together`): drop them."""
+        self._held = None
 
     def settle(self) -> None:
         """Offer the bytes held for `now` (module docstring), if any."""

@@ -25,6 +25,7 @@ from twofold.server.inbox import Inbox, InboxProtocol, Turn
 from twofold.server.machine import Machine, Phase
 from twofold.server.portals import SessionError
 from twofold.server.session import FLUSH_AT, Session
+from twofold.server.turns import answer_together
 
 log = logging.getLogger(__name__)
 READ_CHUNK = 65536
@@ -34,6 +35,7 @@ class _Conn:
     def __init__(self, server: Server, inbox: Inbox, writer: asyncio.StreamWriter) -> None:
         self.server = server
         self.inbox = inbox
+        inbox.owner = self
         self.writer = writer
         self._held: m.Frontend | None = None  # taken by the synchronous path, for the loop
         self._failure: BaseException | None = None  # raised in the synchronous path
@@ -100,6 +102,15 @@ class _Conn:
             self.out(reply)
         return data[at:] if at else data
 
+    def fast_ready(self) -> bool:
+        """Whether a request received now may be answered from its bytes alone (`fastpath`):
+        in a session, nothing buffered, held or failed, the socket's buffer short and the
+        connection between requests."""
+        return (self.session is not None and not self._out and self._held is None
+                and self._failure is None
+                and self.writer.transport.get_write_buffer_size() <= FLUSH_AT
+                and self.machine.between_requests())
+
     def _now(self, data: bytes) -> bool:
         """The synchronous path, run by the protocol as bytes arrive while the loop waits for
         them: each complete message the session handles at once (`Session.handle_now`) is
@@ -108,9 +119,7 @@ class _Conn:
         session = self.session
         assert session is not None
         transport = self.writer.transport
-        if (not self._out and self._held is None and self._failure is None
-                and transport.get_write_buffer_size() <= FLUSH_AT
-                and self.machine.between_requests()):
+        if self.fast_ready():
             # The common case: one kept lookup's request, answered in one write.
             done = fastpath.answer(session, data, 0)
             if done is not None:
@@ -348,6 +357,7 @@ class Server:
         self._keys: dict[int, tuple[int, _Conn]] = {}
         self._live: set[_Conn] = set()
         self.turn = Turn()  # the loop's: each turn's received requests answered together
+        self.turn.together = lambda inboxes: answer_together(self.turn, inboxes)
         self.closing = False  # close() has begun: sessions end with 57P01
         self.host = ""
         self.port = 0
