@@ -145,3 +145,26 @@ def test_assignment_casts_as_postgres(pg: Any, db: twofold.Database) -> None:
         _same(pg, db, [sql, READ_W])
         if sql.startswith("INSERT INTO w (i) SELECT"):
             _same(pg, db, ["DELETE FROM w"])
+
+
+NUMERIC_CASES = [
+    "SELECT 1.50::text, (-1.50)::text, 1e3::text, 1.5e-3::text, 1.50e1::text, .5::text, "
+    "5.::text, (-0.00)::text, 1.50 || 'x', concat(1.50, 'x'), (-(-2.50))::text, "
+    "99999999999999999999::text, 0.10::varchar(3)",
+    "CREATE VIEW nv AS SELECT 2.5 AS x, -0.5 AS y, 3 AS z",
+    "SELECT x::integer, round(x), round(y), y::integer, (x * z)::integer FROM nv",
+    "CREATE MATERIALIZED VIEW nm AS SELECT x, y FROM nv",
+    "SELECT x::integer, y::integer, round(x) FROM nm",
+    "SELECT x::integer FROM (SELECT x FROM nv UNION ALL SELECT 4.5 UNION ALL SELECT 6) u",
+    "SELECT x::integer FROM (SELECT 2.5 AS x UNION SELECT 3) u",
+    "SELECT x::integer FROM (VALUES (2.5), (NULL), (3)) v(x)",
+    "SELECT x::integer FROM (VALUES (2.5), (3.5::float8)) v(x)",
+    "WITH c AS (SELECT 0.5 AS x, 1.5 AS y) SELECT x::integer, round(y) FROM c",
+    "INSERT INTO w (i, h) SELECT x, y FROM nv", READ_W, "DELETE FROM w",
+]
+
+
+def test_numeric_literals_as_postgres(pg: Any, db: twofold.Database) -> None:
+    """A decimal literal's text keeps its scale; numeric columns of subqueries, CTEs, VALUES,
+    set operations, views and materialized views round as numeric (away from zero)."""
+    _same(pg, db, NUMERIC_CASES)

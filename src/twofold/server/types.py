@@ -35,7 +35,7 @@ OIDS: Final = {"bool": BOOL, "int": INT8, "float": FLOAT8, "str": TEXT, "bytes":
                "null": TEXT, "bool[]": 1000, "int[]": 1016, "float[]": 1022, "str[]": 1009,
                "int2vector": 22, "int4": INT4, "int2": INT2, "int8": INT8, "float4": FLOAT4,
                "float8": FLOAT8, "text": TEXT, "varchar": VARCHAR, "bpchar": BPCHAR,
-               "bytea": BYTEA}
+               "bytea": BYTEA, "numeric": NUMERIC}
 """... the one-dimensional arrays the catalog relations hold (`str[]` is text[], ...), and the
 declared column types (`int2`, `varchar`, ...) pg_catalog reports for SQL tables."""
 _ELEMENT: Final = {"bool[]": (BOOL, "bool"), "int[]": (INT8, "int"), "float[]": (FLOAT8, "float"),

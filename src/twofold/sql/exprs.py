@@ -46,6 +46,8 @@ from twofold.sql.pgtypes import (
     fits_int4,
     narrow,
     narrow_literal,
+    negated_text,
+    numeric_literal_text,
     pg_of,
 )
 from twofold.sql.scope import NULL, Scope
@@ -171,7 +173,9 @@ class Binder(FunctionBinders, BuiltinBinders):
             return Typed(PLiteral(value=value), "int", False,
                          "int4" if fits_int4(value) else "int8")
         # a decimal literal is PostgreSQL's numeric: a double here that rounds as numeric does
-        return Typed(PLiteral(value=value), "float", False, "numeric")
+        # (and is written as numeric's text, its scale kept: `1.50::text` is '1.50')
+        return Typed(PLiteral(value=value), "float", False, "numeric",
+                     numeric_literal_text(text))
 
     def _Null(self, node: exp.Null) -> B:
         return PLiteral(value=None), NULL, True
@@ -285,7 +289,8 @@ class Binder(FunctionBinders, BuiltinBinders):
                 pg = "int4" if fits_int4(v) else "int8"  # -2147483648 is an integer
             if base(pg) == "numeric" and v == 0:
                 v = 0.0  # numeric has no negative zero: -0.0 is 0
-            return Typed(PLiteral(value=v), s, n, pg)
+            return Typed(PLiteral(value=v), s, n, pg, negated_text(getattr(b, "numeric_text",
+                                                                            None)))
         return Typed(narrow(call("neg", e), pg), "int" if s == NULL else s, n, pg)
 
     def _compare(self, node: exp.Binary) -> B:

@@ -87,6 +87,9 @@ class FunctionBinders:
         if b[1] == "float" and base(pg_of(b)) == "float4":
             out: PExpr = call("float4_text", b[0])
             return out
+        numeric = getattr(b, "numeric_text", None)
+        if numeric is not None:  # a decimal literal: numeric's text, its scale kept
+            return PLiteral(value=numeric)
         return b[0] if b[1] in ("str", NULL) else self.planner.cast_expr(b[0], b[1], "str")
 
     # -- CASE, casts, functions ---------------------------------------------------------------

@@ -33,11 +33,33 @@ class Typed(tuple[Any, str, bool]):
     """A bound `(expr, scalar, nullable)` with its PostgreSQL type `pg`."""
 
     pg: str | None
+    numeric_text: str | None = None
+    """A decimal literal's (or its negation's) text as PostgreSQL's numeric writes it, scale
+    kept (`1.50`, `1000` for `1e3`, `0.0015` for `1.5e-3`): what `::text`, `||` and
+    `concat` give of it. The value itself is the nearest double."""
 
-    def __new__(cls, expr: PExpr, scalar: str, nullable: bool, pg: str | None) -> Typed:
+    def __new__(cls, expr: PExpr, scalar: str, nullable: bool, pg: str | None,
+                numeric_text: str | None = None) -> Typed:
         self = super().__new__(cls, (expr, scalar, nullable))
         self.pg = pg
+        if numeric_text is not None:
+            self.numeric_text = numeric_text
         return self
+
+
+def numeric_literal_text(text: str) -> str:
+    """PostgreSQL's numeric output of the numeric literal `text`: its digits without
+    exponent, leading zeros dropped, the scale as written (`1.50e1` is `15.0`)."""
+    from decimal import Decimal
+
+    return f"{Decimal(text):f}"
+
+
+def negated_text(text: str | None) -> str | None:
+    """The numeric text of `-x` for numeric text `text` (numeric has no negative zero)."""
+    if text is None or text.strip("-0.") == "":
+        return text
+    return text[1:] if text.startswith("-") else f"-{text}"
 
 
 def typed(b: tuple[Any, str, bool], pg: str | None) -> Typed:
@@ -56,9 +78,10 @@ def pg_of(b: Any) -> str | None:
 
 def col_pg(b: Any) -> str | None:
     """`pg_of(b)` as a `Col.pg`: None where it is the engine scalar's own type. A column of
-    `numeric` (a double: `is_numeric`) keeps it within the statement — a subquery's, a CTE's
-    or VALUES' column of decimal literals rounds as numeric where it is read — but is a
-    double in results and in what views record (`statements.recorded_types`)."""
+    `numeric` (a double: `is_numeric`) keeps it — a subquery's, a CTE's, VALUES' or a view's
+    column of decimal literals rounds as numeric where it is read — but is a
+    double in results (announced as `double precision`); views record it
+    (`statements.recorded_types`), so their reads keep it too."""
     pg = pg_of(b)
     return None if pg == ENGINE_PG.get(b[1]) else pg
 
@@ -231,4 +254,4 @@ def fits_int4(value: Any) -> bool:
 
 __all__ = ["Typed", "arith_pg", "base", "char_assign", "char_cast", "char_limit",
            "check_chars", "clamp_float", "col_pg", "fits", "fits_int4", "is_numeric", "narrow",
-           "narrow_literal", "pg_of", "typed"]
+           "narrow_literal", "negated_text", "numeric_literal_text", "pg_of", "typed"]

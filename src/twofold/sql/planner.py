@@ -35,7 +35,7 @@ from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
 from twofold.sql.errors import FeatureNotSupported, SqlSyntaxError, UndefinedTable
 from twofold.sql.exprs import B, Binder, call, parameter_value, unify
-from twofold.sql.pgtypes import base, narrow, pg_of
+from twofold.sql.pgtypes import narrow, pg_of
 from twofold.sql.scope import NULL, Col, Outer, Rel, Scope
 from twofold.sql.types import check_declared, type_name, unify_declared
 
@@ -47,15 +47,6 @@ class Planned:
     rel: Rel
     order: list[OrderKey]
     visible: int
-
-
-def _numeric_column(bound: list[B]) -> str | None:
-    """`numeric` for a VALUES column of decimal literals (with integers and NULLs: PostgreSQL
-    resolves them to numeric), else None."""
-    known = [base(pg_of(b)) for b in bound if b[1] != NULL]
-    if "numeric" in known and all(k in ("numeric", "int2", "int4", "int8") for k in known):
-        return "numeric"
-    return None
 
 
 def one_row() -> Rel:
@@ -242,8 +233,7 @@ class Planner:
             names = [c.name for c in alias.columns] + names[len(alias.columns):]
         # PostgreSQL's column types (integer if every value is one, ...: unify_declared).
         pgs = [unify_declared([pg_of(r[j]) if r[j][1] != NULL else None for r in bound],
-                              [r[j][1] for r in bound]) or _numeric_column([r[j] for r in bound])
-               for j in range(width)]
+                              [r[j][1] for r in bound]) for j in range(width)]
         cols = [Col(names[j], scalars[j], any(r[j][2] for r in bound), pg=pgs[j])
                 for j in range(width)]
         if all(isinstance(b[0], PLiteral) for r in bound for b in r):

@@ -223,9 +223,9 @@ async def create_index(db: AsyncDatabase, node: Any, params: Any) -> Any:
 def recorded_types(cols: list[Col]) -> list[str]:
     """What a SQL view, materialized view or index records of its columns' declared types
     (`Entry.pg_types`): each column's, else its engine scalar's (`int8`, `text`, ...); a
-    `numeric` column (a double) is recorded as `float8`, as it is announced."""
-    return [c.pg if c.pg and c.pg != "numeric" else ENGINE_PG.get(c.scalar, "text")
-            for c in cols]
+    `numeric` column (a double that rounds as numeric) is recorded as `numeric`, so reads of
+    the view round it as PostgreSQL's (`x::integer` of a view's 2.5 is 3)."""
+    return [c.pg or ENGINE_PG.get(c.scalar, "text") for c in cols]
 
 
 async def drop(db: AsyncDatabase, node: exp.Drop) -> int:

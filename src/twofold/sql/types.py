@@ -265,6 +265,8 @@ def unify_declared(pgs: list[str | None], scalars: list[str]) -> str | None:
              for p, s in zip(pgs, scalars, strict=True) if s != "null"]
     if not known:
         return None
+    if "numeric" in known and all(k in ("numeric", "int2", "int4", "int8") for k in known):
+        return "numeric"  # numeric with integers is numeric (a double rounding as numeric)
     given = [p for p, s in zip(pgs, scalars, strict=True) if s != "null"]
     if given[0] is not None and _SIZED.fullmatch(given[0]) and all(p == given[0] for p in given):
         return given[0]  # one length: PostgreSQL keeps its type modifier (char(3) padded)
