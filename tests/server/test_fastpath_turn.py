@@ -60,6 +60,14 @@ def test_a_turns_bytes_are_offered_together_in_order_and_replied_to_after() -> N
         for box, t in ((a, ta), (b, tb), (c, tc)):
             box.transport = t  # type: ignore[assignment]
             box.now = replying(turn, t)
+        loop = asyncio.get_running_loop()
+        # Nothing else to run in this turn: offered at once (holding would only cost a turn).
+        await asyncio.sleep(0)
+        assert not loop._ready  # type: ignore[attr-defined]
+        a.feed(b"o")
+        assert events == [("offered", "a", b"o"), ("sent", "a", b"O")]
+        events.clear()
+        loop.call_soon(lambda: None)  # as a turn's other receives: more callbacks to run
         a.feed(b"x")
         b.feed(b"y")
         a.feed(b"z")  # more for a in the same turn: offered with what it holds
@@ -70,6 +78,7 @@ def test_a_turns_bytes_are_offered_together_in_order_and_replied_to_after() -> N
         # End of stream after held bytes: they are offered first (and, outside a turn's
         # settling, the reply is written at once).
         events.clear()
+        loop.call_soon(lambda: None)
         a.feed(b"q")
         a.feed_eof()
         assert events == [("offered", "a", b"q"), ("sent", "a", b"Q")]
@@ -83,6 +92,7 @@ def test_a_turns_bytes_are_offered_together_in_order_and_replied_to_after() -> N
             raise RuntimeError("broken")
 
         c.now = failing
+        loop.call_soon(lambda: None)
         b.feed(b"1")
         c.feed(b"!")
         b.feed(b"2")
@@ -92,6 +102,7 @@ def test_a_turns_bytes_are_offered_together_in_order_and_replied_to_after() -> N
         # Held bytes a read finds are offered before it waits.
         events.clear()
         c.now = replying(turn, tc)
+        loop.call_soon(lambda: None)
         c.feed(b"r")
         c.now = None  # as the loop leaves it once its read returned
         assert await c.read() == b"r"

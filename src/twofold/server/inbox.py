@@ -10,8 +10,9 @@ offered to it first, inside the protocol's callback: when it returns True it has
 (and the read goes on waiting) — what lets a connection answer a request with no task to wake,
 no read to complete.
 
-With a `Turn` (`Inbox(turn)`), what arrives for `now` is held until the end of the event
-loop's turn instead and offered then, every inbox's in the order it arrived: a turn's
+With a `Turn` (`Inbox(turn)`), what arrives for `now` while other callbacks are still to run
+in the event loop's turn is held until its end instead and offered then, every inbox's in
+the order it arrived: a turn's
 requests are answered one after another and their replies sent after them (`Turn.write`), so
 the answers run with the code and data they share still in the caches rather than between
 one socket's receive and send and the next's. The bytes are offered before anything else
@@ -52,10 +53,21 @@ class Turn:
         """Set by the server: answers what it can of several inboxes' held bytes at once
         (each it answers `Inbox.take`n), before the rest are offered to their `now`."""
 
-    def hold(self, inbox: Inbox) -> None:
+    def hold(self, inbox: Inbox) -> bool:
+        """Hold `inbox`'s bytes to the turn's end: True, unless nothing else is to run in
+        this turn (then holding gains nothing and costs a turn of the loop: False, and its
+        bytes are offered at once)."""
         if not self._held:
-            asyncio.get_running_loop().call_soon(self._settle)
+            loop = asyncio.get_running_loop()
+            # The callbacks left to run (asyncio's own loop keeps them in `_ready`: this
+            # turn's other receives, and whatever was scheduled for the next); a loop that
+            # does not keep them so always holds.
+            ready = getattr(loop, "_ready", None)
+            if ready is not None and not ready:
+                return False
+            loop.call_soon(self._settle)
         self._held.append(inbox)
+        return True
 
     def write(self, transport: asyncio.WriteTransport, data: bytes) -> None:
         """`transport.write(data)`, after the turn's other answers when settling one."""
@@ -108,9 +120,8 @@ class Inbox:
             return
         now = self.now
         if now is not None and not self._chunks:
-            if self._turn is not None:
+            if self._turn is not None and self._turn.hold(self):
                 self._held = data
-                self._turn.hold(self)
                 return
             if now(data):
                 return
