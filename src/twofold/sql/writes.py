@@ -1,0 +1,318 @@
+"""Writes: `INSERT`, `UPDATE` and `DELETE` as the table's checked, serialised writes
+(`Table.insert`, `update_compiled`, `delete_compiled`), each atomic, and the declared-type
+checks every write path shares (`declared_types`, `check_declared_rows`: COPY's too).
+
+Contract: `insert` writes `VALUES` constants (quoted literals typed by their column) or a
+query's rows (PostgreSQL's assignment casts applied in the dataflow: `assign`), missing
+columns NULL; `update`/`delete` bind their SET/WHERE expressions over the table's columns.
+Every name, type and value is checked before the first write: a value out of a declared
+column's range or length fails the whole statement (22003 / 22001) and writes nothing. Each
+returns the number of rows written. `statements` re-exports them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from twofold.protocol import Expr as PExpr
+from twofold.protocol import Literal as PLiteral
+from twofold.sql.assign import assigned, assigned_source, pg_name
+from twofold.sql.errors import (
+    DatatypeMismatch,
+    DuplicateColumnName,
+    FeatureNotSupported,
+    NotNullViolation,
+    NumericValueOutOfRange,
+    SqlSyntaxError,
+    UndefinedColumn,
+    UndefinedTable,
+    WrongObjectType,
+)
+from twofold.sql.exprs import Binder
+from twofold.sql.pgtypes import (
+    char_assign,
+    char_limit,
+    check_chars,
+    fits,
+    is_numeric,
+    narrow,
+    pg_of,
+)
+from twofold.sql.planner import Planner
+from twofold.sql.scope import NULL, Col, Rel, Scope
+from twofold.sql.types import INT_RANGES, check_declared, type_name
+
+if TYPE_CHECKING:
+    from twofold.api.session import AsyncDatabase
+
+
+def _table(db: AsyncDatabase, node: exp.Expr) -> Any:
+    from twofold.api.objects import Table
+    from twofold.sql.statements import _exists, _name
+
+    name = _name(node)
+    if not _exists(db, name):
+        raise UndefinedTable(f'relation "{name}" does not exist')
+    t = db.get(name)
+    if not isinstance(t, Table):
+        raise WrongObjectType(f"cannot write {name!r}: it is not a table")
+    return t
+
+
+async def insert(db: AsyncDatabase, node: exp.Insert, params: Any) -> int:
+    target = node.this
+    cols_given: list[str] | None = None
+    if isinstance(target, exp.Schema):
+        cols_given = [c.name for c in target.expressions]
+        target = target.this
+    table = _table(db, target)
+    names = list(table.schema.names)
+    cols_given = cols_given or names
+    for c in cols_given:
+        if c not in names:
+            raise UndefinedColumn(f'column "{c}" of relation "{table.name}" does not exist')
+    if len(set(cols_given)) != len(cols_given):
+        raise DuplicateColumnName("a column is named twice in INSERT")
+    if node.args.get("conflict") or node.args.get("returning"):
+        raise FeatureNotSupported("INSERT ... ON CONFLICT / RETURNING is not supported")
+    source = node.expression
+    if source is None:
+        raise SqlSyntaxError("INSERT needs VALUES (...) or a query")
+    planner = Planner(db, params)
+    rows: list[list[Any]]
+    positions = [names.index(c) for c in cols_given]
+    if isinstance(source, exp.Values) and all(isinstance(r, exp.Tuple) for r in
+                                              source.expressions):
+        declared = declared_types(db, table)
+        rows = _literal_rows(planner, source,
+                             [table.schema.types[p].scalar for p in positions],
+                             [declared[p] for p in positions] if declared else None)
+    else:
+        from twofold.sql import run_planned
+
+        declared = declared_types(db, table)
+        targets = [(names[p], table.schema.types[p].scalar, declared[p] if declared else None)
+                   for p in positions]
+        # PostgreSQL's assignment casts (rounded doubles, numbers as text), in the dataflow
+        planned = assigned_source(planner, planner.plan_top(source), targets)
+        result = await run_planned(db, planner, planned, None)
+        rows = [list(r) for r in result.rows]
+    full = []
+    for r in rows:
+        row: list[Any] = [None] * len(names)
+        for p, v in zip(positions, r, strict=True):
+            row[p] = v
+        full.append(row)
+    for j, (n, t) in enumerate(table.schema):
+        if not t.nullable and any(r[j] is None for r in full):
+            raise NotNullViolation(f'null value in column "{n}" of relation "{table.name}" '
+                                   "violates not-null constraint")
+    if not full:
+        return 0
+    _check_declared(db, table, full)
+    return int(table.insert(full).count)
+
+
+def declared_types(db: AsyncDatabase, table: Any) -> list[str]:
+    """The declared PostgreSQL types of `table`'s columns (`Entry.pg_types`); empty for a
+    table the Python API created or an older catalog recorded (its engine scalars')."""
+    entry = db._entries.get(table.name)
+    if entry is None or len(entry.pg_types) != len(table.schema.names):
+        return []
+    return list(entry.pg_types)
+
+
+def _check_declared(db: AsyncDatabase, table: Any, rows: list[list[Any]]) -> None:
+    """Range-check (int2/int4, float4) `rows` in place for the declared column types, before
+    anything is written: a value out of range fails the whole statement; float4 values are
+    rounded to single precision (`check_declared`)."""
+    for j, pg in enumerate(declared_types(db, table)):
+        if pg in ("int2", "int4", "float4") or char_limit(pg) is not None:
+            column = check_declared([r[j] for r in rows], pg)
+            for r, v in zip(rows, column, strict=True):
+                r[j] = v
+
+
+def check_declared_rows(db: AsyncDatabase, table: Any, rows: Any) -> Any:
+    """COPY FROM's `rows` (tuples in column order, or an Arrow table of the table's columns
+    in order) as `table`'s declared column types store them — int2/int4 and float4
+    range-checked (`NumericValueOutOfRange`, 22003, nothing written), float4 rounded to
+    single precision — as INSERT stores them (`_check_declared`)."""
+    pgs = declared_types(db, table)
+    if not any(pg in ("int2", "int4", "float4") or char_limit(pg) for pg in pgs):
+        return rows
+    import pyarrow as pa
+
+    if not isinstance(rows, pa.Table):
+        out = [list(r) for r in rows]
+        _check_declared(db, table, out)
+        return [tuple(r) for r in out]
+    import numpy as np
+    import pyarrow.compute as pc
+
+    cols = list(rows.columns)
+    for j, pg in enumerate(pgs):
+        col = cols[j]
+        if pg in INT_RANGES:
+            lo, hi, what = INT_RANGES[pg]
+            mm = pc.min_max(col)
+            if mm["min"].is_valid and (mm["min"].as_py() < lo or mm["max"].as_py() > hi):
+                raise NumericValueOutOfRange(f"{what} out of range")
+        elif pg == "float4":  # refused as `check_declared` refuses it, and rounded
+            with np.errstate(over="ignore", under="ignore"):
+                values = col.to_numpy(zero_copy_only=False).astype(np.float64)
+                rounded = values.astype(np.float32).astype(np.float64)
+            if (np.isinf(rounded) & ~np.isinf(values)).any():
+                raise NumericValueOutOfRange("value out of range: overflow")
+            if ((rounded == 0.0) & (values != 0.0) & ~np.isnan(values)).any():
+                raise NumericValueOutOfRange("value out of range: underflow")
+            single = pc.cast(pc.cast(col, pa.float32(), safe=False), col.type, safe=False)
+            rows = rows.set_column(j, rows.schema.field(j), single)
+        elif char_limit(pg) is not None:
+            import polars as pl
+
+            kept = check_chars(pl.from_arrow(col).to_list(), pg)  # type: ignore[union-attr]
+            rows = rows.set_column(j, rows.schema.field(j), pa.array(kept, col.type))
+    return rows
+
+
+def _literal_rows(planner: Planner, values: exp.Values, targets: list[str],
+                  pgs: list[str] | None = None) -> list[list[Any]]:
+    """The constant rows of `VALUES`; a quoted literal written into a number, boolean or bytea
+    column takes the column's type (its declared PostgreSQL type `pgs`), as PostgreSQL's
+    untyped literals do (`'x'` into bigint is 22P02, `'40000'` into smallint 22003 `value
+    "40000" is out of range for type smallint`); an integer literal beyond the 64-bit range
+    (PostgreSQL's `numeric`) into an integer column is 22003 `bigint out of range` (`integer`
+    / `smallint` for those columns)."""
+    from twofold.sql.planner import one_row
+
+    width = len(targets)
+    declared: list[str | None] = list(pgs) if pgs else [None] * width
+    binder = Binder(planner, Scope(one_row()), clause="VALUES")
+    rows = []
+    for r in values.expressions:
+        if len(r.expressions) != width:
+            raise SqlSyntaxError(f"INSERT has {len(r.expressions)} expressions but {width} "
+                                 "target columns")
+        row = []
+        for v, want, pg in zip(r.expressions, targets, declared, strict=True):
+            if (want in ("int", "float", "bool", "bytes") and isinstance(v, exp.Literal)
+                    and v.is_string):
+                e, _, _ = binder.retype_pg(v, want, pg)
+            elif want == "int" and _huge_integer(v):
+                name = INT_RANGES[pg][2] if pg in INT_RANGES else "bigint"
+                raise NumericValueOutOfRange(f"{name} out of range")
+            else:
+                b = binder.bind(v)
+                e = b[0]
+                if want == "int" and isinstance(e, PLiteral) and type(e.value) is float:
+                    e = PLiteral(value=_assigned_int(e.value, is_numeric(b), pg))
+            if not isinstance(e, PLiteral):
+                raise FeatureNotSupported("INSERT ... VALUES takes constants; use INSERT ... "
+                                          "SELECT for computed rows")
+            row.append(e.value)
+        rows.append(row)
+    return rows
+
+
+def _assigned_int(value: float, numeric: bool, pg: str | None) -> int:
+    """A constant double written into an integer column of declared type `pg`, as
+    PostgreSQL's assignment cast: the nearest integer, ties away from zero for a `numeric`
+    one (the decimal literal `2.5` is 3), to even for a double (`2.5::float8` is 2); NaN,
+    infinities and values beyond `bigint` are 22003 `<type> out of range` (int2/int4 ranges
+    are checked with the column's other values, `_check_declared`)."""
+    name = INT_RANGES[pg][2] if pg in INT_RANGES else "bigint"
+    if not math.isfinite(value):
+        raise NumericValueOutOfRange(f"{name} out of range")
+    if numeric:
+        whole = math.floor(abs(value))
+        whole += abs(value) - whole >= 0.5
+        out = int(math.copysign(whole, value))
+    else:
+        out = round(value)  # Python's round of a float is ties to even, exactly
+    if not -(2**63) <= out < 2**63:
+        raise NumericValueOutOfRange(f"{name} out of range")
+    return out
+
+
+def _huge_integer(v: exp.Expr) -> bool:
+    """Whether `v` is an integer literal (signed) outside the 64-bit range."""
+    sign = 1
+    while isinstance(v, exp.Neg | exp.Paren):
+        sign = -sign if isinstance(v, exp.Neg) else sign
+        v = v.this
+    if not isinstance(v, exp.Literal) or v.is_string or not (
+            str(v.this).isascii() and str(v.this).isdigit()):
+        return False
+    return not -(2**63) <= sign * int(v.this) < 2**63
+
+
+def _bound(planner: Planner, table: Any, node: exp.Expr, label: str,
+           want: str | None = None, pgs: list[str] | None = None, pg: str | None = None,
+           column: str | None = None) -> PExpr:
+    """`node` bound over `table`'s columns (of declared types `pgs`) as a protocol
+    expression of scalar `want` — assigned to `column` (`assign.assigned`) where it is
+    written into one — checked or rounded to PostgreSQL type `pg` (an int2/int4 value out
+    of range fails, a float4 is rounded: `pgtypes.narrow`)."""
+    declared: list[str | None] = list(pgs) if pgs else [None] * len(table.schema.names)
+    rel = Rel(table.plan, [Col(n, t.scalar, t.nullable, qual=table.name, pg=p or None)
+                           for (n, t), p in zip(table.schema, declared, strict=True)])
+    binder = Binder(planner, Scope(rel), clause=label)
+    b = binder.bind(node)
+    if isinstance(node, exp.Literal) and node.is_string and want not in (None, "str") \
+            and b[1] == "str":
+        b = binder.retype_pg(node, want, pg)  # a quoted literal takes the column's type
+    e, s, _ = b
+    if binder.scope.rel is not rel:
+        raise FeatureNotSupported(f"subqueries in {label} are not supported")
+    if want is not None and s not in (want, NULL):
+        if column is None:
+            raise DatatypeMismatch(f"argument of {label} must be type {type_name(want)}, "
+                                   f"not type {pg_name(pg_of(b))}")
+        # PostgreSQL's assignment cast: a double rounded (rint) and checked, a number as text
+        e = assigned(planner, b, want, pg, column)
+        b, s = (e, want, True), want
+    if pg is not None and s != NULL and not fits(pg_of(b), pg):
+        e = narrow(e, pg)
+    if s == "str" and char_limit(pg) is not None and pg_of(b) != pg:
+        e = char_assign(e, pg)  # 22001 when too long, as PostgreSQL's assignment
+    return e
+
+
+async def update(db: AsyncDatabase, node: exp.Update, params: Any) -> int:
+    table = _table(db, node.this)
+    planner = Planner(db, params)
+    if node.args.get("from_") or node.args.get("from"):
+        raise FeatureNotSupported("UPDATE ... FROM is not supported")
+    sets: dict[str, PExpr] = {}
+    for a in node.expressions:
+        if not isinstance(a, exp.EQ) or not isinstance(a.this, exp.Column):
+            raise SqlSyntaxError(f"expected column = expression in SET, got {a.sql()}")
+        col = a.this.name
+        if col not in table.schema.names:
+            raise UndefinedColumn(f'column "{col}" of relation "{table.name}" does not exist')
+        if col in sets:
+            raise SqlSyntaxError(f"multiple assignments to same column {col!r}")
+        want = table.schema.type_of(col, "update").scalar
+        declared = declared_types(db, table)
+        pg = declared[table.schema.names.index(col)] if declared else None
+        # As PostgreSQL's assignment: out of a smallint/integer range is 22003 and the
+        # statement writes nothing; a real column stores the value rounded to float4.
+        sets[col] = _bound(planner, table, a.expression, f"SET {col}", want, declared, pg,
+                           column=col)
+    where = node.args.get("where")
+    pred = _bound(planner, table, where.this, "WHERE", "bool",
+                  declared_types(db, table)) if where else None
+    return int(table.update_compiled(sets, pred).count)
+
+
+async def delete(db: AsyncDatabase, node: exp.Delete, params: Any) -> int:
+    table = _table(db, node.this)
+    planner = Planner(db, params)
+    where = node.args.get("where")
+    pred = _bound(planner, table, where.this if where is not None else exp.true(), "WHERE",
+                  "bool", declared_types(db, table))
+    return int(table.delete_compiled(pred).count)
