@@ -289,11 +289,14 @@ def test_a_turns_replies_are_the_session_paths_byte_for_byte(
 
 def test_rows_now_each_is_rows_now_of_each(server: ServerHandle, name: str) -> None:
     """`turns.rows_now_each` gives what `rows_now` gives each parameter list, None where it
-    gives None (no such template, a NULL key, a key of another type)."""
+    gives None (no such template, a NULL key, a key of another type) — through the
+    controller's and the replica's reads of several lookups at once
+    (`Controller.peek_now_latest_each`, `ComputeWorker.lookup_now_each`)."""
     from twofold.server.turns import rows_now_each
     from twofold.sql.prepared import statement
 
     db = server.db
+    assert db.controller._local_each  # the replica reads several lookups at once
     server.call(db.sql(f"CREATE TABLE {name} (k bigint, v double precision, s text)"))
     db.get(name).insert(_ROWS)
     server.call(db.sql(f"CREATE INDEX {name}_k ON {name} (k)"))

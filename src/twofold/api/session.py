@@ -192,7 +192,8 @@ class AsyncDatabase(Definitions, Queries):
             unavailable_after=self.connect_timeout if remote else None,
             names={i: f"{h}:{p}" for i, (h, p) in enumerate(self.addresses, 1)})
         if self.replica is not None:  # in this process: ready lookups answered at once
-            self.controller.attach_local_reads(1, self.replica.lookup_now)
+            self.controller.attach_local_reads(1, self.replica.lookup_now,
+                                               self.replica.lookup_now_each)
         await self.controller.start()
         # The controller's critical reader of each shard (PostgreSQL storage): since follows
         # what its dataflows and its read window still need (`twofold.storage.holds`). Made

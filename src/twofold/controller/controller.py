@@ -20,6 +20,7 @@ holds exactly those.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from uuid import UUID, uuid4
@@ -62,20 +63,33 @@ LocalReads = Callable[[GlobalId, int, list[Row], MapFilterProject | None,
 """A replica in this process answering a ready point lookup at once — index, time, keys, mfp,
 finishing — with a `Peek`'s rows, or None."""
 
+LocalReadsEach = Callable[
+    [GlobalId, int, Sequence[tuple[list[Row], MapFilterProject | None, RowSetFinishing | None]]],
+    list[list[tuple[Row, int]] | None] | None]
+"""`LocalReads` of several lookups of one index at one time, the shared checks once: a list of
+rows or None per lookup, or None for all."""
+
 
 class Controller(InstanceDriver):
     """Drives the replicas of one instance. Use `async with Controller(...) as c:`."""
 
     _local_reads: dict[ReplicaId, LocalReads] | None = None
+    _local_each: dict[ReplicaId, LocalReadsEach] | None = None
 
     # -- peeks ------------------------------------------------------------------------------
 
-    def attach_local_reads(self, replica: ReplicaId, reads: LocalReads) -> None:
+    def attach_local_reads(self, replica: ReplicaId, reads: LocalReads,
+                           each: LocalReadsEach | None = None) -> None:
         """`replica` runs in this process and answers ready peeks synchronously with `reads`
-        (`peek_now`); used only while the replica is connected."""
+        (`peek_now`), and several at once with `each` if given (`peek_now_latest_each`); used
+        only while the replica is connected."""
         if self._local_reads is None:
             self._local_reads = {}
         self._local_reads[replica] = reads
+        if each is not None:
+            if self._local_each is None:
+                self._local_each = {}
+            self._local_each[replica] = each
 
     def peek_now(
         self,
@@ -142,12 +156,26 @@ class Controller(InstanceDriver):
         ts = self._latest(target, not_before)
         if ts is None:
             return None
-        out: list[list[tuple[Row, int]] | None] = []
-        for keys, mfp, finishing in lookups:
-            try:
-                out.append(self._read_local(reads, target, ts, keys, mfp, finishing))
-            except Exception:  # as `peek_now_latest`'s caller treats it: that one declines
-                out.append(None)
+        out: list[list[tuple[Row, int]] | None] | None = None
+        each = self._local_each
+        if each:  # the first connected replica that reads several at once, if any
+            for replica, read_each in each.items():
+                conn = self.connections.get(replica)
+                if conn is not None and conn.connected:
+                    try:
+                        out = read_each(target, ts, lookups)
+                    except Exception:
+                        out = None
+                    break
+        if out is None or len(out) != len(lookups):
+            out = [None] * len(lookups)
+        for i, (keys, mfp, finishing) in enumerate(lookups):
+            if out[i] is not None:
+                continue
+            # One at a time, from any replica (as `peek_now_latest`); a failure declines it,
+            # as `peek_now_latest`'s caller treats it.
+            with contextlib.suppress(Exception):
+                out[i] = self._read_local(reads, target, ts, keys, mfp, finishing)
         return ts, out
 
     def _latest(self, target: GlobalId, not_before: int) -> int | None:

@@ -25,6 +25,7 @@ import ssl as _ssl
 import tempfile
 import threading
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -359,6 +360,18 @@ class Replica:
         worker = client.worker
         assert isinstance(worker, ComputeWorker)
         return worker.lookup_now(gid, t, keys, mfp, finishing)
+
+    def lookup_now_each(
+        self, gid: GlobalId, t: int,
+        lookups: Sequence[tuple[list[Row], MapFilterProject | None, RowSetFinishing | None]],
+    ) -> list[list[tuple[Row, int]] | None] | None:
+        """`lookup_now` of each lookup, the shared checks once (`ComputeWorker.lookup_now_each`)."""
+        client = self.runtimes.get("interactive")
+        if client is None or self.endpoint is None:
+            return None
+        worker = client.worker
+        assert isinstance(worker, ComputeWorker)
+        return worker.lookup_now_each(gid, t, lookups)
 
     # A Replica is itself usable as a ComputeClient once started.
     async def send(self, command: ComputeCommand) -> None:

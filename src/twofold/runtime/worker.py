@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Literal
 
 from twofold.engine import Arrangement, ArrangementSnapshot
@@ -385,6 +385,46 @@ class ComputeWorker:
             return None
         self.metrics.peek_durations.record(self.role, time.perf_counter() - started)
         return rows
+
+    def lookup_now_each(
+        self, gid: GlobalId, t: int,
+        lookups: Sequence[tuple[list[Row], MapFilterProject | None, RowSetFinishing | None]],
+    ) -> list[list[tuple[Row, int]] | None] | None:
+        """`[lookup_now(gid, t, *lookup) for lookup in lookups]` with the checks they share
+        (the role, the index published and readable at `t`) made once, on one snapshot (any
+        snapshot readable at `t` holds the index's contents there); None for all where those
+        say None, None in a place whose own read fails. Each lookup's duration recorded is
+        its share of the whole."""
+        registry = self.registry
+        if self.role != "interactive" or registry is None or gid in self.dataflows:
+            return None
+        started = time.perf_counter()
+        try:
+            snap, hold = registry.lookup_held(gid)
+            if snap is None:
+                return None
+            since = snap.since if hold is None else snap.since.join(hold)
+            if not since.contains(t) or snap.upper.contains(t):
+                return None
+        except Exception:
+            return None
+        out: list[list[tuple[Row, int]] | None] = []
+        limit = self.max_result_size
+        for keys, mfp, finishing in lookups:
+            if len(keys) > INLINE_LOOKUP_KEYS:
+                out.append(None)
+                continue
+            try:
+                out.append(engine_peek(snap, t, literal_constraints=keys, mfp=mfp,
+                                       finishing=finishing, max_result_size=limit))
+            except Exception:  # the runtime's thread answers it, with the error
+                out.append(None)
+        share = (time.perf_counter() - started) / max(len(lookups), 1)
+        record = self.metrics.peek_durations.record
+        for rows in out:
+            if rows is not None:
+                record(self.role, share)
+        return out
 
     def _peek_done(self, pp: PendingPeek, response: PeekResponse) -> None:
         self.out.append(response)
