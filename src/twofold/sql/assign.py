@@ -30,6 +30,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from twofold.protocol import Column, Mfp
+from twofold.protocol import Literal as PLiteral
 from twofold.sql.errors import DatatypeMismatch, SqlSyntaxError
 from twofold.sql.exprs import call
 from twofold.sql.pgtypes import Typed, base, char_limit, clamp_float, is_numeric, pg_of
@@ -60,6 +61,9 @@ def assigned(planner: Planner, b: Any, want: str, pg: str | None, column: str) -
     if (s, want) == ("float", "int"):
         return planner.cast_expr(clamp_float(e, pg), s, want, numeric=is_numeric(b))
     if want == "str" and s in ("int", "float", "bool"):
+        numeric = getattr(b, "numeric_text", None)
+        if numeric is not None:  # a decimal literal: numeric's text, as written (`1.50`)
+            return PLiteral(value=numeric)
         if s == "float" and base(pg_of(b)) == "float4":
             return call("float4_text", e)  # float4out's digits, as `::text`
         return planner.cast_expr(e, s, "str")

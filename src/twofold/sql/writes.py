@@ -87,9 +87,10 @@ async def insert(db: AsyncDatabase, node: exp.Insert, params: Any) -> int:
     if isinstance(source, exp.Values) and all(isinstance(r, exp.Tuple) for r in
                                               source.expressions):
         declared = declared_types(db, table)
-        rows = _literal_rows(planner, source,
-                             [table.schema.types[p].scalar for p in positions],
-                             [declared[p] for p in positions] if declared else None)
+        rows = await _values_rows(db, planner, source,
+                                  [table.schema.types[p].scalar for p in positions],
+                                  [names[p] for p in positions],
+                                  [declared[p] for p in positions] if declared else None)
     else:
         from twofold.sql import run_planned
 
@@ -179,9 +180,13 @@ def check_declared_rows(db: AsyncDatabase, table: Any, rows: Any) -> Any:
     return rows
 
 
-def _literal_rows(planner: Planner, values: exp.Values, targets: list[str],
-                  pgs: list[str] | None = None) -> list[list[Any]]:
-    """The constant rows of `VALUES`; a quoted literal written into a number, boolean or bytea
+async def _values_rows(db: AsyncDatabase, planner: Planner, values: exp.Values,
+                       targets: list[str], names: list[str], pgs: list[str] | None = None
+                       ) -> list[list[Any]]:
+    """The rows of `VALUES` written into columns `names` (engine scalars `targets`); a value
+    of another type or a computed one is assigned as PostgreSQL's assignment casts do
+    (`assign.assigned`: `5` into a text column is `'5'`, `true` into an integer one `42804`,
+    `1 + 1` computed); a quoted literal written into a number, boolean or bytea
     column takes the column's type (its declared PostgreSQL type `pgs`), as PostgreSQL's
     untyped literals do (`'x'` into bigint is 22P02, `'40000'` into smallint 22003 `value
     "40000" is out of range for type smallint`); an integer literal beyond the 64-bit range
@@ -192,13 +197,13 @@ def _literal_rows(planner: Planner, values: exp.Values, targets: list[str],
     width = len(targets)
     declared: list[str | None] = list(pgs) if pgs else [None] * width
     binder = Binder(planner, Scope(one_row()), clause="VALUES")
-    rows = []
+    rows: list[list[PExpr]] = []
     for r in values.expressions:
         if len(r.expressions) != width:
             raise SqlSyntaxError(f"INSERT has {len(r.expressions)} expressions but {width} "
                                  "target columns")
         row = []
-        for v, want, pg in zip(r.expressions, targets, declared, strict=True):
+        for v, want, pg, column in zip(r.expressions, targets, declared, names, strict=True):
             if (want in ("int", "float", "bool", "bytes") and isinstance(v, exp.Literal)
                     and v.is_string):
                 e, _, _ = binder.retype_pg(v, want, pg)
@@ -207,15 +212,46 @@ def _literal_rows(planner: Planner, values: exp.Values, targets: list[str],
                 raise NumericValueOutOfRange(f"{name} out of range")
             else:
                 b = binder.bind(v)
-                e = b[0]
+                e, s = b[0], b[1]
                 if want == "int" and isinstance(e, PLiteral) and type(e.value) is float:
                     e = PLiteral(value=_assigned_int(e.value, is_numeric(b), pg))
-            if not isinstance(e, PLiteral):
-                raise FeatureNotSupported("INSERT ... VALUES takes constants; use INSERT ... "
-                                          "SELECT for computed rows")
-            row.append(e.value)
+                elif not (isinstance(e, PLiteral) and s in (want, NULL, "int" if want ==
+                                                            "float" else want)):
+                    # computed, or of another type: PostgreSQL's assignment cast (42804)
+                    e = assigned(planner, b, want, pg, column)
+            row.append(e)
         rows.append(row)
-    return rows
+    if all(isinstance(e, PLiteral) for r in rows for e in r):
+        return [[e.value if isinstance(e, PLiteral) else None for e in r] for r in rows]
+    return await _computed_rows(db, planner, rows, targets)
+
+
+async def _computed_rows(db: AsyncDatabase, planner: Planner, rows: list[list[PExpr]],
+                         targets: list[str]) -> list[list[Any]]:
+    """The values of VALUES rows with computed expressions (`1 + 1`, `upper('a')`),
+    evaluated in one dataflow: each row a map over one row, their union read once."""
+    from twofold.api.joins import typed_null
+    from twofold.protocol import Mfp, UnionAll
+    from twofold.sql import run_planned
+    from twofold.sql.planner import Planned, one_row
+
+    width = len(targets)
+    base = one_row()
+
+    def column(e: PExpr, want: str) -> PExpr:  # a constant of the column's engine type
+        if isinstance(e, PLiteral) and e.value is None:
+            return typed_null(want)
+        if isinstance(e, PLiteral) and want == "float" and type(e.value) is int:
+            return PLiteral(value=float(e.value))
+        return e
+
+    parts = [Mfp(input=base.plan, project=list(range(1, width + 1)),
+                 map=[column(e, want) for e, want in zip(r, targets, strict=True)])
+             for r in rows]
+    plan = parts[0] if len(parts) == 1 else UnionAll(inputs=list(parts))
+    cols = [Col(f"column{j + 1}", want, True) for j, want in enumerate(targets)]
+    result = await run_planned(db, planner, Planned(Rel(plan, cols), [], width), None)
+    return [list(r) for r in result.rows]
 
 
 def _assigned_int(value: float, numeric: bool, pg: str | None) -> int:
