@@ -17,6 +17,10 @@ and the session as before, which also gives every error (a malformed or unknown 
 missing statement, a parameter that does not parse, ...). The caller checks the connection is
 between requests (`Machine.between_requests`).
 
+`answer_each(requests)` is `answer(s, data, 0)` for each of a loop turn's `(session, data)`
+that is one whole request, with the reads of one kept statement made together
+(`turns.rows_now_each`); the same reply bytes, None (nothing done) for the rest.
+
 Per statement and parameter/result format codes (`Prepared.fast`), what a request needs is
 worked out once: how to decode each parameter, and per result shape the RowDescription and
 the row encoder (`output.RowEncoder`, the same one DataRows are written with everywhere).
