@@ -1,7 +1,8 @@
 """`varchar(n)` and `char(n)` result columns on the wire as PostgreSQL 15 sends them: the
 RowDescription's type modifier n + 4 (psycopg's `display_size` n), and `char(n)` values
 blank-padded to n characters, in text and binary results and in COPY TO — through plain
-references, subqueries, views, materialized views, COALESCE of one length and min/max. Each
+references, subqueries, views, materialized views, COALESCE of one length and min/max — and
+pg_catalog types a view's columns as declared (`character(3)`, `numeric`). Each
 read runs against a real PostgreSQL (`servers` fixture) and the twofold server, over psycopg.
 """
 
@@ -21,6 +22,7 @@ SETUP = [
     "(3, NULL, NULL, NULL, 'z'), (4, '', '', '', ' ')",
     "CREATE VIEW cv AS SELECT i, v, c FROM c",
     "CREATE MATERIALIZED VIEW cm AS SELECT i, c, v FROM c",
+    "CREATE MATERIALIZED VIEW cn AS SELECT 2.5 AS x, i + 1 AS j, c, v, t FROM c",
 ]
 
 READS = [
@@ -74,3 +76,14 @@ def _copy(con: Any, sql: str) -> bytes:
 def test_copy_to_pads_char_columns(pg: Any, tf: Any) -> None:
     sql = "SELECT c, v, one FROM c ORDER BY i"
     assert _copy(tf, sql) == _copy(pg, sql)
+
+
+@pytest.mark.parametrize("name", ["cv", "cm", "cn"])
+def test_catalog_types_of_views_as_postgres(pg: Any, tf: Any, name: str) -> None:
+    """pg_attribute (what psql's `\\d` reads) types a view's and a materialized view's
+    columns as PostgreSQL does: `character(3)`, `character varying(5)`, `numeric`,
+    `integer`."""
+    sql = ("SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+           f"JOIN pg_class r ON a.attrelid = r.oid WHERE r.relname = '{name}' AND a.attnum > 0 "
+           "ORDER BY a.attnum")
+    assert tf.execute(sql).fetchall() == pg.execute(sql).fetchall()

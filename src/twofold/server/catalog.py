@@ -78,8 +78,8 @@ def _describe(db: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
             continue
         columns[name] = [(c.name, c.column_type.scalar, bool(c.column_type.nullable))
                          for c in rel.cols if not c.hidden]
-        if kind == "table":
-            columns[name] = _declared(db, name, columns[name])
+        # as declared (a table) or recorded (a SQL view, materialized view or index)
+        columns[name] = _declared(db, name, columns[name])
         if kind == "table":
             keys[name] = list(getattr(db.get(name), "primary_key", None) or ())
         if kind == "index":
@@ -269,8 +269,10 @@ def _query_of(text: str) -> str:
 
 def _declared(db: Any, name: str, cols: list[tuple[str, str, bool]]
               ) -> list[tuple[str, str, bool]]:
-    """A table's columns typed as declared (`int4`, `varchar(10)`; `Entry.pg_types`), where
-    the catalog recorded them; the engine scalars otherwise (API tables, older catalogs)."""
+    """An object's columns typed as declared (`int4`, `varchar(10)`, `numeric`;
+    `Entry.pg_types`: a table's, or what a SQL view, materialized view or index recorded of
+    its query's), where the catalog recorded them; the engine scalars otherwise (API objects,
+    older catalogs)."""
     entry = getattr(db, "_entries", {}).get(name)
     declared = list(getattr(entry, "pg_types", None) or [])
     if len(declared) != len(cols):
