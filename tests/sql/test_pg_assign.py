@@ -130,7 +130,8 @@ ASSIGN_CASES = [
     # INSERT ... VALUES: computed values, and values of another type, assigned the same way
     "INSERT INTO w (i, s, f) VALUES (1 + 1, upper('a'), 2.5 * 2), (2.5::float8 * 1, 'x' || 'y', 1)",
     "INSERT INTO w (i, s, n) VALUES (1, 5, 2), (NULL, 2.5::float8, 3.5::float8 + 0)",
-    "INSERT INTO w (s, v, c) VALUES (1.50, 12, true)", "INSERT INTO w (r, f) VALUES (0.25 + 0, NULL)",
+    "INSERT INTO w (s, v, c) VALUES (1.50, 12, true)",
+    "INSERT INTO w (r, f) VALUES (0.25 + 0, NULL)",
     "INSERT INTO w (i) VALUES (true)", "INSERT INTO w (h) VALUES (40000 - 1)",
     "INSERT INTO w (v) VALUES (123)", "INSERT INTO w (i) VALUES (1 / 0)",
     "INSERT INTO w (b) VALUES (1)", "INSERT INTO w (i) VALUES (1), (2 + 0), ('3')",
