@@ -99,6 +99,20 @@ def test_a_turns_bytes_are_offered_together_in_order_and_replied_to_after() -> N
         await asyncio.sleep(0)
         assert tc.aborted and not tb.aborted
         assert await b.read() == b"12"
+        # A reply that cannot be written aborts its connection alone.
+        events.clear()
+
+        def broken(data: bytes) -> None:
+            raise RuntimeError("closed")
+
+        tb.write = broken  # type: ignore[method-assign]
+        b.now = replying(turn, tb)
+        a.now = replying(turn, ta)
+        loop.call_soon(lambda: None)
+        b.feed(b"u")
+        a.feed(b"v")
+        await asyncio.sleep(0)
+        assert tb.aborted and events[-1] == ("sent", "a", b"V")
         # Held bytes a read finds are offered before it waits.
         events.clear()
         c.now = replying(turn, tc)

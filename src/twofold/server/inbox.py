@@ -96,7 +96,11 @@ class Turn:
         finally:
             self._writes = None
             for transport, data in writes:
-                transport.write(data)
+                try:
+                    transport.write(data)
+                except Exception:  # that connection alone: the others' replies still go
+                    log.exception("a pgwire connection's reply could not be written")
+                    transport.abort()
 
 
 class Inbox:
