@@ -39,7 +39,7 @@ from twofold.engine import ArrangementSnapshot
 from twofold.engine.batch import Batch
 from twofold.protocol import DecodeError, GlobalId, Hello
 from twofold.protocol.codec import decode_command, encode
-from twofold.replica import wire
+from twofold.replica import heap, wire
 from twofold.replica.lagtrace import LagTrace
 from twofold.replica.metrics_sync import METRICS_INTERVAL, absorb_metrics, metrics_message
 from twofold.replica.shm import SHM_KEY, BufferPool
@@ -169,6 +169,7 @@ def serve(sock: socket.socket, storage_url: str | None, *, poll_interval: float)
     selector = selectors.DefaultSelector()
     selector.register(sock, selectors.EVENT_READ)
     trace = LagTrace("maintenance")
+    trim = heap.IdleTrim()
 
     def flush() -> None:
         for frame, fds in out:
@@ -179,20 +180,26 @@ def serve(sock: socket.socket, storage_url: str | None, *, poll_interval: float)
         while True:
             timeout = worker.wait_timeout()
             timeout = sender.due() if timeout is None else min(timeout, sender.due())
+            trim_due = trim.due()
+            if trim_due is not None:
+                timeout = trim_due if timeout is None else min(timeout, trim_due)
             if selector.select(timeout):
                 data, fds = wire.receive(sock)
                 if not data:
                     return 0  # the front closed the link: nothing left to serve
                 for msg in reader.feed(data, fds):
                     _apply(msg, worker, registry, pool, metrics, out)
-            elif worker.skip_idle_step():
-                # Nothing arrived and nothing changed since a step that did nothing: this one
-                # would do nothing too (idle, ~200 steps a second of ~0.3 ms each, cold).
-                sender.sync(out)
-                flush()
-                continue
+            else:
+                trim.idle()
+                if worker.skip_idle_step():
+                    # Nothing arrived and nothing changed since a step that did nothing: this
+                    # one would do nothing too (idle, ~200 steps a second of ~0.3 ms each).
+                    sender.sync(out)
+                    flush()
+                    continue
             polled = time.time() if trace.on else 0.0
             worker.step()
+            trim.worked(worker.last_step_seconds)
             responses = worker.take_responses()
             for response in responses:
                 out.append((wire.pack(wire.RESPONSE, encode(response)), []))
@@ -205,7 +212,9 @@ def serve(sock: socket.socket, storage_url: str | None, *, poll_interval: float)
                     trace.frontier("m", response, polled, stepped, sent)
             # The merges the step deferred, once its frontiers are on their way: the front
             # learns of the new upper without waiting for them (their publication follows).
+            merging = time.perf_counter()
             worker.maintain()
+            trim.worked(time.perf_counter() - merging)
             flush()
     except (BrokenPipeError, ConnectionResetError):
         return 0  # the front went away mid-send
@@ -258,8 +267,10 @@ def _apply(msg: wire.Message, worker: ComputeWorker, registry: SharingRegistry,
 
 
 def prepare(parent: int, nice: int) -> None:
-    """The process's first steps, however it started: die with the front, lower priority."""
+    """The process's first steps, however it started: die with the front, lower priority,
+    keep its heap for the steps (`heap.py`)."""
     _die_with_parent(parent)
+    heap.keep()
     if nice:
         try:
             os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0) + nice)
