@@ -34,6 +34,35 @@ from twofold.protocol import (
 )
 
 
+def _check_size(rows: list[tuple[list[Any], int]], max_result_size: int) -> None:
+    size = sum(8 + sum(len(v) if isinstance(v, str | bytes) else 8 for v in r) for r, _ in rows)
+    if size > max_result_size:
+        raise ResultTooLarge(
+            f"result of about {size} bytes exceeds the limit of {max_result_size} bytes"
+        )
+
+
+def peek_each(
+    snapshot: ArrangementSnapshot,
+    timestamp: int,
+    keys: Sequence[Sequence[Any]],
+    *,
+    max_result_size: int | None = None,
+) -> list[list[tuple[list[Any], int]] | None]:
+    """`[peek(snapshot, timestamp, literal_constraints=[k], max_result_size=...) for k in
+    keys]` of plain lookups (no map/filter/project, no finishing), the snapshot's checks made
+    once (`lookup_rows_each`); a key whose peek would raise is None in its place."""
+    out = snapshot.lookup_rows_each(keys, timestamp)
+    if max_result_size is not None:
+        for i, rows in enumerate(out):
+            if rows is not None:
+                try:
+                    _check_size(rows, max_result_size)
+                except ResultTooLarge:
+                    out[i] = None
+    return out
+
+
 def check_mfp(mfp: MapFilterProject, snapshot: ArrangementSnapshot) -> None:
     """`PlanError` unless `mfp` type-checks against the snapshot's relation."""
     probe = GlobalId.transient(0)
@@ -78,13 +107,7 @@ def peek(
     if literal_constraints is not None and plain:
         rows = snapshot.lookup_rows(literal_constraints, timestamp)
         if max_result_size is not None:
-            size = sum(
-                8 + sum(len(v) if isinstance(v, str | bytes) else 8 for v in r) for r, _ in rows
-            )
-            if size > max_result_size:
-                raise ResultTooLarge(
-                    f"result of about {size} bytes exceeds the limit of {max_result_size} bytes"
-                )
+            _check_size(rows, max_result_size)
         return rows
     if literal_constraints is not None:
         frame = snapshot.lookup(literal_constraints, timestamp)

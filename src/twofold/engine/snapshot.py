@@ -178,6 +178,15 @@ def _accumulate(updates: pl.DataFrame, cols: Sequence[str]) -> pl.DataFrame:
     return consolidate(updates.select([*cols, DIFF]), cols)
 
 
+def _found_rows(found: list[tuple[tuple[Any, ...], int]]) -> list[tuple[list[Any], int]]:
+    """`lookup_rows`' answer from the accumulated `(row, count)` pairs: those with a count,
+    in the rows' total order (`ordering`: the same whatever order the batches held them in)."""
+    if len(found) == 1:  # nothing to sort
+        ((r, d),) = found
+        return [(list(r), d)] if d else []
+    return sorted(((list(r), d) for r, d in found if d), key=lambda rd: row_key(rd[0]))
+
+
 @functools.lru_cache(maxsize=256)
 def _key_dtypes(types: tuple[ColumnType, ...], key: tuple[int, ...]) -> list[pl.DataType]:
     sch = schema(types)
@@ -376,11 +385,27 @@ class ArrangementSnapshot:
             found = [(tuple(r[:-1]), int(r[-1])) for r in frame.iter_rows()]
         else:
             found = self._lookup_few(distinct, t)
-        if len(found) == 1:  # nothing to sort
-            ((r, d),) = found
-            return [(list(r), d)] if d else []
-        # The rows' total order (`ordering`): the same whatever order the batches held them in.
-        return sorted(((list(r), d) for r, d in found if d), key=lambda rd: row_key(rd[0]))
+        return _found_rows(found)
+
+    def lookup_rows_each(self, keys: Sequence[Sequence[Any]],
+                         t: int) -> list[list[tuple[list[Any], int]] | None]:
+        """`[lookup_rows([k], t) for k in keys]` with the readability and error checks made
+        once (raising as `lookup_rows` does when they fail); a key `lookup_rows([k], t)`
+        would raise for is None in its place."""
+        self.check_readable(t)
+        self.check_errors(t)
+        n = len(self.key)
+        out: list[list[tuple[list[Any], int]] | None] = []
+        for k in keys:
+            key = k if type(k) is tuple else tuple(k)
+            if len(key) != n:
+                out.append(None)  # `lookup_rows`' InputError
+                continue
+            try:
+                out.append(_found_rows(self._lookup_few({key}, t)))
+            except Exception:
+                out.append(None)
+        return out
 
     def _lookup_few(self, keys: set[tuple[Any, ...]], t: int) -> list[tuple[tuple[Any, ...], int]]:
         hashers = _key_hashers(tuple(self.desc.types), self.key)

@@ -32,6 +32,7 @@ from typing import Literal
 
 from twofold.engine import Arrangement, ArrangementSnapshot
 from twofold.engine import peek as engine_peek
+from twofold.engine.peek import peek_each
 from twofold.protocol import (
     AllowCompaction,
     AllowWrites,
@@ -410,15 +411,25 @@ class ComputeWorker:
             return None
         out: list[list[tuple[Row, int]] | None] = []
         limit = self.max_result_size
-        for keys, mfp, finishing in lookups:
-            if len(keys) > INLINE_LOOKUP_KEYS:
-                out.append(None)
-                continue
+        if all(len(keys) == 1 and (mfp is None or mfp.is_identity)
+               and (finishing is None or finishing.is_trivial)
+               for keys, mfp, finishing in lookups):
+            # Plain point lookups (the common kept lookup): the snapshot's checks once.
             try:
-                out.append(engine_peek(snap, t, literal_constraints=keys, mfp=mfp,
-                                       finishing=finishing, max_result_size=limit))
-            except Exception:  # the runtime's thread answers it, with the error
-                out.append(None)
+                out = peek_each(snap, t, [keys[0] for keys, _, _ in lookups],
+                                max_result_size=limit)
+            except Exception:
+                return None
+        else:
+            for keys, mfp, finishing in lookups:
+                if len(keys) > INLINE_LOOKUP_KEYS:
+                    out.append(None)
+                    continue
+                try:
+                    out.append(engine_peek(snap, t, literal_constraints=keys, mfp=mfp,
+                                           finishing=finishing, max_result_size=limit))
+                except Exception:  # the runtime's thread answers it, with the error
+                    out.append(None)
         share = (time.perf_counter() - started) / max(len(lookups), 1)
         record = self.metrics.peek_durations.record
         for rows in out:
