@@ -209,7 +209,7 @@ def join_step(planner: Planner, left: Rel, right: Rel, join: exp.Join,
     if join.method and join.method.upper() == "NATURAL":
         lnames = {c.name for c in left.cols if not c.hidden}
         using = [c.name for c in right.cols if not c.hidden and c.name in lnames]
-    nl = len(left.cols)
+    nl, nr = len(left.cols), len(right.cols)
     lk: list[int] = []
     rk: list[int] = []
     residual: list[PExpr] = []
@@ -237,7 +237,9 @@ def join_step(planner: Planner, left: Rel, right: Rel, join: exp.Join,
             lk.append(i)
             rk.append(j)
             continue
-        both = Rel(left.plan, left.cols + right.cols)
+        # Over the columns both sides had before any key helper (an expression key adds
+        # one at the end of its side, also before a later conjunct): shifted below.
+        both = Rel(left.plan, left.cols[:nl] + right.cols[:nr])
         residual.append(Binder(planner, Scope(both, outer), clause="JOIN/ON").condition(c, "ON"))
     if len(left.cols) != nl:
         # Residuals were bound over the original left columns; key helpers came after them.
