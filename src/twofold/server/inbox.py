@@ -12,11 +12,12 @@ no read to complete.
 
 With a `Turn` (`Inbox(turn)`), what arrives for `now` while other callbacks are still to run
 in the event loop's turn is held until its end instead and offered then, every inbox's in
-the order it arrived: a turn's
-requests are answered one after another and their replies sent after them (`Turn.write`), so
-the answers run with the code and data they share still in the caches rather than between
-one socket's receive and send and the next's. The bytes are offered before anything else
-the inbox does (its end of stream, a `poke()`, a read), so nothing is reordered.
+the order it arrived (first, to the server's `Turn.together`, which answers what it can of
+them at once): a turn's requests are answered one after another and their replies sent
+after them (`Turn.write`), so the answers run with the code and data they share still in
+the caches rather than between one socket's receive and send and the next's. The bytes are
+offered before anything else the inbox does (its end of stream, a `poke()`, a read), so
+nothing is reordered. With nothing else to run in the turn they are offered at once.
 
 `InboxProtocol` is also a `BufferedProtocol`: the transport receives into one buffer of
 `CHUNK` bytes kept per connection (`recv_into`) and the inbox gets a copy of what arrived.
