@@ -81,3 +81,15 @@ def test_keep_sets_the_thresholds_unless_turned_off() -> None:
     env = {k: v for k, v in os.environ.items() if k != heap.ENV}
     assert _keep_in_child(env) == "True"  # in a child: the thresholds are per process
     assert _keep_in_child({**env, heap.ENV: "0"}) == "False"
+
+
+def test_what_rests_with_the_heap_goes_before_each_trim(clock: list[float],
+                                                        libc: FakeLibc) -> None:
+    seen: list[int] = []
+    trim = heap.IdleTrim(on_rest=lambda: seen.append(libc.trims))
+    trim.worked(heap.WORK_S)
+    trim.idle()
+    assert seen == []
+    clock[0] += heap.IDLE_S
+    trim.idle()
+    assert seen == [0] and libc.trims == 1  # called, and before the trim

@@ -171,3 +171,34 @@ def test_a_free_buffer_of_another_size_is_resized_and_reused(first: int, then: i
     assert os.fstat(fd).st_size <= again.layout.size + again.layout.size // 4 + (64 << 10)
     _equal(again.batch, batch)
     pool.close()
+
+
+def test_a_reused_buffer_is_written_through_the_kept_mapping_and_reads_back() -> None:
+    """A free buffer of about the size keeps the pool's writable mapping: the next batch is
+    written into it (the same mapping object, no new populate), and both maintenance's twin and
+    a front view of it read the new rows — not the old ones."""
+    pool = shm.BufferPool(inline_max=0)
+    _shared_then_freed(pool, 500)
+    writer = pool._free[0].writer
+    assert writer is not None
+    batch = _batch([(i, "c", 3.0, True, b"", 3, 1) for i in range(500)])
+    again = pool.share(batch)
+    assert pool._live[again.buffer].writer is writer
+    _equal(again.batch, batch)
+    mm = shm.map_readonly(os.dup(again.fd), again.layout, lambda: None)
+    b = batch
+    _equal(shm.read_from(mm, again.layout, lower=b.lower, upper=b.upper, since=b.since,
+                         tmin=b.tmin, tmax=b.tmax), batch)
+    pool.close()
+
+
+def test_at_rest_free_buffers_are_unmapped_and_a_reuse_maps_again() -> None:
+    pool = shm.BufferPool(inline_max=0)
+    fd = _shared_then_freed(pool, 500)
+    pool.unmap_free()
+    assert pool._free[0].writer is None
+    batch = _batch([(i, "d", 4.0, False, b"y", 4, 1) for i in range(500)])
+    again = pool.share(batch)
+    assert again.fd == fd and pool._live[again.buffer].writer is not None
+    _equal(again.batch, batch)
+    pool.close()

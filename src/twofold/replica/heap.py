@@ -11,7 +11,8 @@ faults a step against ~0 in the one-runtime arm's process, ~1 ms of a step's ~15
 `MMAP_THRESHOLD` come from the heap and up to `TRIM_THRESHOLD` of its free top stays mapped, so a
 step reuses the pages the last one freed (~60 faults a step). Kept memory is not needed at rest:
 `IdleTrim` returns it (`malloc_trim`) once `IDLE_S` passed without a step or merge of `WORK_S` or
-more, so an index at rest holds what it held with the defaults (`bench/memory.py`).
+more, so an index at rest holds what it held with the defaults (`bench/memory.py`); the shared
+memory pool's writable mappings of free buffers go then too (`shm.BufferPool.unmap_free`).
 `TWOFOLD_MAINTENANCE_HEAP=0` keeps glibc's defaults (for measuring). Without glibc (no
 `mallopt`), both are no-ops.
 """
@@ -23,6 +24,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Final
 
 log = logging.getLogger(__name__)
@@ -76,7 +78,8 @@ def keep() -> bool:
 class IdleTrim:
     """Returns the kept heap once the process rests (single-threaded: the serve loop)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_rest: Callable[[], None] | None = None) -> None:
+        self._on_rest = on_rest  # runs before each trim: release what the process keeps too
         self._libc = _libc() if _kept else None
         self._pending = False
         self._last = 0.0
@@ -99,5 +102,7 @@ class IdleTrim:
         if self._pending and self._libc is not None and \
                 time.monotonic() - self._last >= IDLE_S:
             self._pending = False
+            if self._on_rest is not None:
+                self._on_rest()
             self._libc.malloc_trim(0)
             self.trims += 1

@@ -169,7 +169,7 @@ def serve(sock: socket.socket, storage_url: str | None, *, poll_interval: float)
     selector = selectors.DefaultSelector()
     selector.register(sock, selectors.EVENT_READ)
     trace = LagTrace("maintenance")
-    trim = heap.IdleTrim()
+    trim = heap.IdleTrim(on_rest=pool.unmap_free)
 
     def flush() -> None:
         for frame, fds in out:

@@ -16,7 +16,11 @@ publication message instead: a memfd costs a descriptor and a page at least.
 front has released every mapping of it (a `Released` message, sent when the front's last view is
 garbage — `weakref.finalize` on the mapping, which every view keeps alive) and maintenance's own
 view is gone too. Maintenance never waits for a release. A freed buffer is kept (up to a budget)
-and reused for a later batch of about its size, which skips the kernel's cost of fresh pages.
+and reused for a later batch of about its size, which skips the kernel's cost of fresh pages; the
+pool keeps its writable mapping too, so a reuse writes into mapped pages (an 80k-row batch shared
+in ~1.2-1.3 ms instead of ~1.8-2.6 ms, cache-cold: no `MAP_POPULATE` of the whole buffer again)
+until the process rests (`unmap_free`, from `heap.IdleTrim`). Maintenance's own view of a batch
+is a second, read-only mapping, whose lifetime is the view's.
 
 The buffer id travels in the batch's `memo` (`SHM_KEY`): the batch never changes, and neither
 does the buffer that holds its rows.
@@ -24,6 +28,7 @@ does the buffer that holds its rows.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import weakref
@@ -141,6 +146,13 @@ class _Buffer:
     front_maps: int = 0  # mappings sent to the front and not yet released
     local: bool = False  # maintenance's own view of it is alive
     layout: Layout | None = None
+    writer: mmap.mmap | None = None  # the pool's own writable mapping, kept for reuse
+
+    def drop_writer(self) -> None:
+        if self.writer is not None:
+            with contextlib.suppress(BufferError):  # a view still out: it goes with that view
+                self.writer.close()
+            self.writer = None
 
 
 @dataclass(slots=True)
@@ -181,9 +193,14 @@ class BufferPool:
             return Shared(bid, layout, batch, data=bytes(out))
         buf = self._acquire(layout.size)
         buf.layout = layout
-        mm = mmap.mmap(buf.fd, buf.capacity, mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
-                       mmap.PROT_READ | mmap.PROT_WRITE)
-        write_into(mm, layout, table, batch)
+        if buf.writer is None:
+            buf.writer = mmap.mmap(buf.fd, buf.capacity,
+                                   mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                                   mmap.PROT_READ | mmap.PROT_WRITE)
+        write_into(buf.writer, layout, table, batch)
+        # Maintenance's own view maps the buffer again, read-only: its lifetime is the twin's
+        # (the writable mapping stays with the pool, so a reuse writes into mapped pages).
+        mm = mmap.mmap(buf.fd, buf.capacity, mmap.MAP_SHARED, mmap.PROT_READ)
         twin = read_from(mm, layout, lower=batch.lower, upper=batch.upper, since=batch.since,
                          tmin=batch.tmin, tmax=batch.tmax, memo={SHM_KEY: buf.id})
         buf.local = True
@@ -226,6 +243,7 @@ class BufferPool:
         if kept + buf.capacity <= self.budget:
             self._free.append(buf)
         else:
+            buf.drop_writer()
             os.close(buf.fd)
 
     def _acquire(self, size: int) -> _Buffer:
@@ -236,17 +254,26 @@ class BufferPool:
             # rarely has the size of the batch it replaces): resize it to what is needed —
             # shrinking returns the spare pages, growing adds fresh ones only past its end.
             self._free.remove(best)
+            writer = best.writer
             if not size <= best.capacity <= size + size // 4 + _GRAIN:
+                best.drop_writer()
+                writer = None
                 os.ftruncate(best.fd, capacity)
             else:
                 capacity = best.capacity
-            buf = _Buffer(self._new_id(), best.fd, capacity)
+            buf = _Buffer(self._new_id(), best.fd, capacity, writer=writer)
         else:
             fd = os.memfd_create("twofold-batch", os.MFD_CLOEXEC)
             os.ftruncate(fd, capacity)
             buf = _Buffer(self._new_id(), fd, capacity)
         self._live[buf.id] = buf
         return buf
+
+    def unmap_free(self) -> None:
+        """Drop the pool's mappings of its free buffers (their memory stays, in the memfds):
+        when the process rests, its mapped pages then show only what batches use."""
+        for b in self._free:
+            b.drop_writer()
 
     @property
     def live_buffers(self) -> int:
@@ -258,6 +285,7 @@ class BufferPool:
 
     def close(self) -> None:
         for b in [*self._live.values(), *self._free]:
+            b.drop_writer()
             os.close(b.fd)
         self._live.clear()
         self._free.clear()
