@@ -127,6 +127,12 @@ ASSIGN_CASES = [
     # no assignment cast: 42804, PostgreSQL's message
     "INSERT INTO w (i) SELECT s FROM t", "INSERT INTO w (b) SELECT i FROM t",
     "INSERT INTO w (i) SELECT i = 1 FROM t", "INSERT INTO w (h) SELECT true",
+    # a quoted literal that is a whole item of INSERT's SELECT takes its column's type
+    "INSERT INTO w (i, b, h) SELECT '5', 't' AS q, '7'", "INSERT INTO w (h) SELECT '40000'",
+    "INSERT INTO w (i) SELECT 'x'", "INSERT INTO w (i) SELECT x FROM (SELECT '7' AS x) s",
+    "INSERT INTO w (i) SELECT '5' UNION SELECT '6'", "INSERT INTO w (r, s) SELECT '0.5', 'abc'",
+    "INSERT INTO w (i) SELECT DISTINCT '5'", "INSERT INTO w (i) SELECT '6' FROM t WHERE i > 0",
+    "DELETE FROM w",
     # INSERT ... VALUES: computed values, and values of another type, assigned the same way
     "INSERT INTO w (i, s, f) VALUES (1 + 1, upper('a'), 2.5 * 2), (2.5::float8 * 1, 'x' || 'y', 1)",
     "INSERT INTO w (i, s, n) VALUES (1, 5, 2), (NULL, 2.5::float8, 3.5::float8 + 0)",

@@ -27,7 +27,9 @@ PostgreSQL's messages write it (`integer`, `character varying(3)`).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
+
+from sqlglot import exp
 
 from twofold.protocol import Column, Mfp
 from twofold.protocol import Literal as PLiteral
@@ -99,4 +101,35 @@ def assigned_source(planner: Planner, planned: Planned,
     return Planned(Rel(plan, cols, dict(rel.inputs)), list(planned.order), visible)
 
 
-__all__ = ["assigned", "assigned_source", "pg_name"]
+_SQL_TYPES: Final = {"int2": "smallint", "int4": "integer", "int8": "bigint", "float4": "real",
+                     "float8": "double precision", "bool": "boolean", "bytea": "bytea"}
+_SCALAR_SQL: Final = {"int": "bigint", "float": "double precision", "bool": "boolean",
+                      "bytes": "bytea"}
+
+
+def typed_select_literals(source: exp.Expr, targets: list[tuple[str, str, str | None]]
+                          ) -> exp.Expr:
+    """`INSERT ... SELECT`'s `source` with each quoted literal that is a whole select-list
+    item of a plain `SELECT` (no DISTINCT, no set operation) read as its target column's
+    type, as PostgreSQL types such an unknown literal (`INSERT INTO t (i) SELECT '5'` writes
+    5; `'x'` is 22P02, `'40000'` into a smallint 22003); elsewhere a quoted literal is text."""
+    if not isinstance(source, exp.Select) or source.args.get("distinct"):
+        return source
+    items = source.expressions
+    if len(items) != len(targets) or not any(_quoted(i) for i in items):
+        return source
+    out = source.copy()
+    for item, (_, want, pg) in zip(out.expressions, targets, strict=True):
+        lit = item.this if isinstance(item, exp.Alias) else item
+        name = _SQL_TYPES.get(pg or "") or _SCALAR_SQL.get(want)
+        if _quoted(item) and name is not None:
+            lit.replace(exp.Cast(this=lit.copy(), to=exp.DataType.build(name)))
+    return out
+
+
+def _quoted(item: exp.Expr) -> bool:
+    lit = item.this if isinstance(item, exp.Alias) else item
+    return isinstance(lit, exp.Literal) and lit.is_string
+
+
+__all__ = ["assigned", "assigned_source", "pg_name", "typed_select_literals"]

@@ -19,7 +19,7 @@ from sqlglot import exp
 
 from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
-from twofold.sql.assign import assigned, assigned_source, pg_name
+from twofold.sql.assign import assigned, assigned_source, pg_name, typed_select_literals
 from twofold.sql.errors import (
     DatatypeMismatch,
     DuplicateColumnName,
@@ -98,6 +98,7 @@ async def insert(db: AsyncDatabase, node: exp.Insert, params: Any) -> int:
         targets = [(names[p], table.schema.types[p].scalar, declared[p] if declared else None)
                    for p in positions]
         # PostgreSQL's assignment casts (rounded doubles, numbers as text), in the dataflow
+        source = typed_select_literals(source, targets)
         planned = assigned_source(planner, planner.plan_top(source), targets)
         result = await run_planned(db, planner, planned, None)
         rows = [list(r) for r in result.rows]
