@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from twofold.protocol import ColumnType, Frontier, RelationDesc
-from twofold.storage import Shard, UpperMismatch, open_storage, to_tuples
+from twofold.storage import Shard, ShardState, Storage, UpperMismatch, open_storage, to_tuples
 
 DESC = RelationDesc(
     names=["k", "s"], types=[ColumnType("int", nullable=False), ColumnType("str")]
@@ -134,3 +134,36 @@ def process_reader(url: str, shard_id: str, size: int, target: int, ready: Any,
             if listener.frontier.time is not None and listener.frontier.time >= target:
                 results.put(("ok", snapshots, seen_listen))
                 return
+
+
+# -- forcing interleavings ----------------------------------------------------------------
+
+class AfterStateReads:
+    """Runs `action` right after each of a backend's next `times` state reads that `when`
+    accepts (the moment a reader has read the upper and not yet used it), except reads made
+    by `action` itself, until `stop()`; `ran` counts the runs."""
+
+    def __init__(self, storage: Storage, times: int, action: Callable[[], None],
+                 when: Callable[[ShardState], bool] = lambda state: True) -> None:
+        self.backend: Any = storage.backend
+        self.real = self.backend.state
+        self.times = times
+        self.action = action
+        self.when = when
+        self.ran = 0
+        self._acting = False
+        self.backend.state = self._state
+
+    def _state(self, shard_id: str) -> ShardState:
+        out = self.real(shard_id)
+        if self.ran < self.times and not self._acting and self.when(out):
+            self.ran += 1
+            self._acting = True
+            try:
+                self.action()
+            finally:
+                self._acting = False
+        return out
+
+    def stop(self) -> None:
+        self.backend.state = self.real

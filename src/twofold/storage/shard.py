@@ -182,6 +182,44 @@ class Shard:
         """The updates after `as_of`, batch by batch, as the upper advances (see `Listener`)."""
         return Listener(self, _check_time(as_of, "as_of"))
 
+    def snapshot_and_listen(self, attempts: int = 100) -> tuple[int, pa.Table, Listener]:
+        """`(t, snapshot(t), listen(t))` at the latest complete time `t`, with nothing able to
+        compact `t` away between the three reads.
+
+        Read one after another (upper, then snapshot, then listen), `since` may pass `t` in
+        between: the controller's hold step follows the upper within its window, so a thread
+        stalled there for longer — or a fresh table whose upper is still 1 when the ticker and
+        a step land — reads at a compacted time. So the listener comes first: on a leasing
+        backend its lease holds `since` at `t` from then on, and the snapshot is read under
+        it. If `since` passed `t` before the lease (or before the snapshot, on a backend
+        without leases, where only an explicit `downgrade_since` moves it), this starts again
+        at the then-current upper, up to `attempts` times (`SinceViolation` after that);
+        `BeyondUpper` if no time is complete.
+        """
+        error: SinceViolation | None = None
+        for _ in range(attempts):
+            upper = self.upper
+            last = upper.step_back()
+            if last is None:
+                raise BeyondUpper(
+                    f"shard {self.shard_id!r}: no time is complete yet (upper is {upper!r})",
+                    shard_id=self.shard_id, as_of=0, since=self.since, upper=upper)
+            try:
+                listener = self.listen(last)
+            except SinceViolation as e:
+                error = e
+                continue
+            try:
+                return last, self.snapshot(last), listener
+            except SinceViolation as e:
+                listener.close()
+                error = e
+            except BaseException:
+                listener.close()
+                raise
+        assert error is not None
+        raise error
+
 
 class Listener:
     """Delivers a shard's updates at times after `as_of`, in time order, as contiguous batches.
