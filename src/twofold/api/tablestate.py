@@ -41,6 +41,9 @@ from twofold.storage import Table as StorageTable
 
 _SLACK: Final = 4096
 """Garbage tolerated before a compaction is considered at all."""
+_RELOADS: Final = 10
+"""Loads `sync` tries when compaction passes what it has seen again and again (no hold keeps
+since back on SQLite or memory storage: there only an explicit `downgrade_since` moves it)."""
 
 
 class RowStore:
@@ -107,11 +110,14 @@ class TableState:
         if self._listener is None:
             self._load()
         assert self._listener is not None
-        try:
-            batches = self._listener.poll()
-        except SinceViolation:
-            self._load()  # compacted past what we saw: start again from a snapshot
-            assert self._listener is not None
+        for _ in range(_RELOADS):
+            try:
+                batches = self._listener.poll()
+                break
+            except SinceViolation:
+                self._load()  # compacted past what we saw: start again from a snapshot
+                assert self._listener is not None
+        else:
             batches = self._listener.poll()
         for batch in batches:
             if len(batch):
@@ -123,6 +129,9 @@ class TableState:
     def _load(self) -> None:
         self._reset()
         self.version += 1
+        if self._listener is not None:
+            self._listener.close()  # release its lease now, not when it is collected
+            self._listener = None
         upper = self.table.upper
         if upper == Frontier.minimum():
             # Nothing complete yet: make time 0 complete (and empty) so there is a time to
@@ -131,10 +140,12 @@ class TableState:
             upper = self.table.upper
         if upper.time is None:
             raise InvalidUpdates(f"table {self.table.name!r} is closed to writes")
-        as_of = upper.time - 1
-        self._apply(self.table.shard.snapshot(as_of))
-        self._listener = self.table.shard.listen(as_of)
-        self.frontier = Frontier.at(upper.time)
+        # Not upper, then snapshot, then listen: `since` could pass the time read between them
+        # (`Shard.snapshot_and_listen`).
+        _, snapshot, listener = self.table.shard.snapshot_and_listen()
+        self._apply(snapshot)
+        self._listener = listener
+        self.frontier = listener.frontier
 
     def _apply(self, updates: pa.Table) -> None:
         frame = pl.from_arrow(updates.drop_columns([TIME]))
