@@ -24,6 +24,7 @@ from twofold.api.errors import (
     InvalidArgument,
     InvalidRows,
     InvalidSchema,
+    TwofoldError,
     TypeMismatch,
     UnknownObject,
 )
@@ -37,6 +38,7 @@ from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
 from twofold.storage import StorageError
 from twofold.storage import Table as StorageTable
+from twofold.storage.errors import InvalidUpdates, SchemaMismatch, UnknownShard, UnknownTable
 from twofold.storage.table import conform_rows
 
 if TYPE_CHECKING:
@@ -178,8 +180,12 @@ class Table(Relation):
             raise UnknownObject(self.name, "table (it was dropped)", sorted(db._catalog))
         try:
             written = write()
-        except StorageError as e:
+        except (InvalidUpdates, SchemaMismatch) as e:  # the rows themselves
             raise InvalidRows(f"{what} into table {self.name!r}: {e}") from e
+        except (UnknownShard, UnknownTable) as e:  # dropped by another process meanwhile
+            raise UnknownObject(self.name, "table (it was dropped)", sorted(db._catalog)) from e
+        except StorageError as e:  # the storage failed, not the rows: say so, not InvalidRows
+            raise TwofoldError(f"{what} into table {self.name!r} failed in storage: {e}") from e
         db._observe_write(written.timestamp)
         return written
 
