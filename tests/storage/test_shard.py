@@ -24,7 +24,7 @@ from twofold.storage import (
     UpperMismatch,
     to_update_table,
 )
-from twofold.storage.shard import tile_batches
+from twofold.storage.listener import tile_batches
 from twofold.testing.profiles import examples
 
 from .helpers import DESC, Update, fresh_id, reference_at, snapshot_counter

@@ -25,9 +25,10 @@ from twofold.storage.errors import (
     UnknownTable,
     UpperMismatch,
 )
+from twofold.storage.listener import Listener
 from twofold.storage.memory import drop_memory_store
 from twofold.storage.oracle import TimestampOracle, wall_clock_ms
-from twofold.storage.shard import Listener, Shard
+from twofold.storage.shard import Shard
 from twofold.storage.storage import Storage, open_storage
 from twofold.storage.table import Table, Ticker
 from twofold.storage.updates import (
