@@ -374,11 +374,8 @@ class ComputeWorker:
             return None
         started = time.perf_counter()
         try:
-            snap, hold = registry.lookup_held(gid)
+            snap = self._readable_snapshot(registry, gid, t)
             if snap is None:
-                return None
-            since = snap.since if hold is None else snap.since.join(hold)
-            if not since.contains(t) or snap.upper.contains(t):
                 return None
             rows = engine_peek(snap, t, literal_constraints=keys, mfp=mfp, finishing=finishing,
                                max_result_size=self.max_result_size)
@@ -386,6 +383,19 @@ class ComputeWorker:
             return None
         self.metrics.peek_durations.record(self.role, time.perf_counter() - started)
         return rows
+
+    @staticmethod
+    def _readable_snapshot(registry: PublicationRegistry[ArrangementSnapshot], gid: GlobalId,
+                           t: int) -> ArrangementSnapshot | None:
+        """Index `gid`'s published snapshot if it is readable at `t` (its since, joined with
+        a standing hold, at or before `t`, and its upper past `t`), else None."""
+        snap, hold = registry.lookup_held(gid)
+        if snap is None:
+            return None
+        since = snap.since if hold is None else snap.since.join(hold)
+        if not since.contains(t) or snap.upper.contains(t):
+            return None
+        return snap
 
     def lookup_now_each(
         self, gid: GlobalId, t: int,
@@ -401,11 +411,8 @@ class ComputeWorker:
             return None
         started = time.perf_counter()
         try:
-            snap, hold = registry.lookup_held(gid)
+            snap = self._readable_snapshot(registry, gid, t)
             if snap is None:
-                return None
-            since = snap.since if hold is None else snap.since.join(hold)
-            if not since.contains(t) or snap.upper.contains(t):
                 return None
         except Exception:
             return None
