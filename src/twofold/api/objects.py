@@ -31,11 +31,12 @@ from twofold.api.errors import (
 from twofold.api.expr import NULL, Expr, _operand
 from twofold.api.relation import Input, Relation
 from twofold.api.schema import Schema
-from twofold.api.writes import Compiled, TableWriter, Written
+from twofold.api.writes import Compiled, TableWriter, Written, conform_declared
 from twofold.engine.expr import compile_expr
 from twofold.protocol import Call, Column, ColumnType, Frontier, Get, GlobalId, IndexDesc
 from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
+from twofold.sql.types import checks_declared
 from twofold.storage import StorageError
 from twofold.storage import Table as StorageTable
 from twofold.storage.errors import InvalidUpdates, SchemaMismatch, UnknownShard, UnknownTable
@@ -70,7 +71,7 @@ class Table(Relation):
         self.id = id
         self._table = table
         self._primary_key = tuple(primary_key) if primary_key else None
-        self._writer = TableWriter(table, name, self._primary_key)
+        self._writer = TableWriter(table, name, self._primary_key, self._declared)
 
     def __repr__(self) -> str:
         pk = f" primary_key={list(self._primary_key)}" if self._primary_key else ""
@@ -80,6 +81,17 @@ class Table(Relation):
     def primary_key(self) -> tuple[str, ...] | None:
         """The primary key's columns, or `None` for a table without one."""
         return self._primary_key
+
+    def _declared(self) -> dict[str, str]:
+        """The columns whose writes their SQL-declared types check (`CREATE TABLE`'s
+        `Entry.pg_types`: int2/int4, float4, varchar(n)/char(n)) and those types; none for a
+        table the Python API created."""
+        entry = getattr(self._db, "_entries", {}).get(self.name)
+        pgs = list(getattr(entry, "pg_types", None) or [])
+        if entry is None or entry.id != self.id or len(pgs) != len(self.schema.names):
+            return {}
+        return {n: pg for n, pg in zip(self.schema.names, pgs, strict=True)
+                if checks_declared(pg)}
 
     # -- input ------------------------------------------------------------------------------
 
@@ -123,6 +135,9 @@ class Table(Relation):
             raise InvalidRows(f"{what} into table {self.name!r}: {e}") from e
         frame = pl.from_arrow(data)
         assert isinstance(frame, pl.DataFrame)
+        declared = self._declared()
+        if declared:  # a SQL table: its declared types' ranges and lengths, as SQL's writes
+            frame = conform_declared(frame, declared, f"{what} into table {self.name!r}")
         return frame
 
     def _keys(self, keys: Any) -> pl.DataFrame:

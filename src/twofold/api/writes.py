@@ -20,7 +20,7 @@ insert, how many copies) by a pure function of the state, so a lost race only re
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
@@ -31,6 +31,8 @@ import pyarrow as pa
 
 from twofold.api.errors import InvalidRows, QueryFailed, UniqueViolation
 from twofold.api.tablestate import TableState
+from twofold.sql.errors import SqlError
+from twofold.sql.types import check_declared_series
 from twofold.storage import StorageError
 from twofold.storage import Table as StorageTable
 
@@ -74,10 +76,12 @@ class TableWriter:
     """The checked writes of one table (see the module docstring). Thread-safe."""
 
     def __init__(self, table: StorageTable, name: str,
-                 primary_key: tuple[str, ...] | None) -> None:
+                 primary_key: tuple[str, ...] | None,
+                 declared: Callable[[], Mapping[str, str]] = dict) -> None:
         self.table = table
         self.name = name
         self.primary_key = primary_key
+        self.declared = declared  # the checked columns' SQL types (`conform_declared`)
         self._lock = threading.Lock()
         self._state: TableState | None = None
 
@@ -222,7 +226,7 @@ class TableWriter:
                 ids = ids[hit]
                 rows = rows.filter(pl.Series(hit))
             n = state.counts[ids]
-            new = _assign(rows, sets, nullable, state.schema, what)
+            new = _assign(rows, sets, nullable, state.schema, what, self.declared())
             return Delta(ids, n, new, n), int(n.sum())
 
         ts, n = self.transact("update", plan)
@@ -281,9 +285,31 @@ def _mask(rows: pl.DataFrame, where: Compiled, what: str) -> np.ndarray:
     return np.asarray(hit.fill_null(False).to_numpy(), dtype=bool)
 
 
+def conform_declared(frame: pl.DataFrame, declared: Mapping[str, str], what: str
+                     ) -> pl.DataFrame:
+    """`frame` with each column named in `declared` (column name → its SQL-declared type:
+    `int2`, `int4`, `float4`, `varchar(n)`, `bpchar(n)`) as SQL stores it
+    (`twofold.sql.types.check_declared_series`: ranges and lengths checked, float4 rounded,
+    a char(n)'s trailing spaces dropped); a value SQL would refuse is `InvalidRows` naming
+    the column and PostgreSQL's message. Vectorised per column."""
+    columns = []
+    for name in frame.columns:
+        pg = declared.get(name)
+        if pg is None:
+            continue
+        try:
+            columns.append(check_declared_series(frame.get_column(name), pg).alias(name))
+        except SqlError as e:
+            raise InvalidRows(f"{what}: column {name!r}: {e} (SQLSTATE {e.sqlstate}); "
+                              "nothing was written") from e
+    return frame.with_columns(columns) if columns else frame
+
+
 def _assign(rows: pl.DataFrame, sets: dict[str, Compiled], nullable: dict[str, bool],
-            schema: dict[str, pl.DataType], what: str) -> pl.DataFrame:
-    """`rows` with the `set` columns replaced by their values, checked against the schema."""
+            schema: dict[str, pl.DataType], what: str,
+            declared: Mapping[str, str] | None = None) -> pl.DataFrame:
+    """`rows` with the `set` columns replaced by their values, checked against the schema
+    and the columns' declared SQL types (`conform_declared`)."""
     if rows.height == 0:
         return rows
     values = _evaluate(rows, sets, what)
@@ -294,4 +320,7 @@ def _assign(rows: pl.DataFrame, sets: dict[str, Compiled], nullable: dict[str, b
             raise InvalidRows(f"{what}: column {name!r} is not nullable but set gives NULL in "
                               f"{column.null_count()} rows; nothing was written")
         columns.append(column)
+    if declared:
+        checked = {n: pg for n, pg in declared.items() if n in sets}
+        return rows.with_columns(conform_declared(pl.DataFrame(columns), checked, what))
     return rows.with_columns(columns)

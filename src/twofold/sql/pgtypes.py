@@ -207,23 +207,15 @@ def char_cast(e: PExpr, pg: str | None) -> PExpr:
 
 def check_chars(values: list[Any], pg: str | None) -> list[Any]:
     """`values` (texts or None) as a column of type `pg` (`varchar(n)`/`bpchar(n)`) stores
-    them (`char_assign`'s rule, over the whole list in polars): `StringDataRightTruncation`
-    (22001) if one is too long."""
-    limit = char_limit(pg)
-    if limit is None or not values:
+    them (`char_assign`'s rule, over the whole list in polars: `types.check_declared_series`):
+    `StringDataRightTruncation` (22001) if one is too long."""
+    if pg is None or char_limit(pg) is None or not values:
         return values
     import polars as pl
 
-    from twofold.sql.errors import StringDataRightTruncation
+    from twofold.sql.types import check_declared_series
 
-    kind, n = limit
-    col = pl.Series(values, dtype=pl.String)
-    if (col.str.strip_chars_end(" ").str.len_chars() > n).any():
-        raise StringDataRightTruncation(too_long(kind, n))
-    kept = col.str.slice(0, n)
-    if kind == "bpchar":
-        kept = kept.str.strip_chars_end(" ")
-    return kept.to_list()
+    return check_declared_series(pl.Series(values, dtype=pl.String), pg).to_list()
 
 
 def narrow_literal(value: Any, pg: str | None, text: str) -> Any:

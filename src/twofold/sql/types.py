@@ -2,11 +2,11 @@
 
 Contract: `sql_type(datatype)` maps a SQL type to the engine scalar it is stored as —
 `boolean` → bool; `smallint`/`integer`/`bigint` → int (64-bit); `real`/`double precision`/
-`float` → float (IEEE double); `text`/`varchar(n)`/`char(n)`/`string` → str (lengths are not
-enforced); `bytea` → bytes — and refuses the rest with `FeatureNotSupported` naming the type
-(`numeric` included: it is not approximated by a double). `type_name(scalar)` is the
-PostgreSQL name a message (or a wire-protocol server) reports for an engine scalar, and
-`PG_TYPE_OIDS` the type OIDs a pgwire server would announce for result columns.
+`float` → float (IEEE double); `text`/`varchar(n)`/`char(n)`/`string` → str (lengths are
+enforced by `check_declared`); `bytea` → bytes — and refuses the rest with
+`FeatureNotSupported` naming the type (`numeric` included: it is not approximated by a double).
+`type_name(scalar)` is the PostgreSQL name a message (or a wire-protocol server) reports for an
+engine scalar, and `PG_TYPE_OIDS` the type OIDs a pgwire server would announce for result columns.
 
 `declared_type(datatype)` is the PostgreSQL type a table column was declared with (`int2`,
 `int4`, `int8`, `float4`, `float8`, `text`, `varchar(n)`, `bpchar(n)`, `bool`, `bytea`): the
@@ -14,7 +14,9 @@ catalog keeps it beside the engine scalar (`Entry.pg_types`), and `check_declare
 makes a write into such a column behave as PostgreSQL's: an `int2`/`int4` value outside the
 type's range is `22003` (`smallint out of range` / `integer out of range`), and a `float4` value
 is rounded to the nearest single-precision float, as PostgreSQL stores it (`22003` when that
-overflows, or a nonzero value underflows to zero).
+overflows, or a nonzero value underflows to zero); a `varchar(n)`/`bpchar(n)` text longer than n
+is `22001`. `check_declared_series` is that rule over a polars column: the one implementation
+SQL's INSERT/COPY and the Python API's table writes share.
 
 A query's result column whose PostgreSQL type is a declared `int2`, `int4`, `float4` or
 `varchar` (the types whose wire OID differs from the engine scalar's int8/float8/text) carries
@@ -32,9 +34,12 @@ from __future__ import annotations
 import functools
 import re
 import types
-from typing import ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final
 
 from sqlglot import exp
+
+if TYPE_CHECKING:
+    import polars as pl
 
 from twofold.protocol import ColumnType
 from twofold.sql.errors import FeatureNotSupported, NumericValueOutOfRange
@@ -98,45 +103,75 @@ def declared_type(dt: exp.DataType) -> str:
     return name
 
 
+def checks_declared(pg: str | None) -> bool:
+    """Whether a write into a column declared `pg` is checked or rewritten by
+    `check_declared_series` (int2/int4, float4, `varchar(n)`/`bpchar(n)`)."""
+    from twofold.sql.pgtypes import char_limit
+
+    return pg in ("int2", "int4", "float4") or char_limit(pg) is not None
+
+
+def check_declared_series(col: pl.Series, pg: str) -> pl.Series:
+    """The values of `col` (a column of the engine scalar of `pg`: Int64, Float64 or String)
+    as a column declared `pg` stores them — the one implementation of PostgreSQL's write rules
+    every write path shares (SQL INSERT/COPY through `check_declared`, the Python API's table
+    writes directly): `NumericValueOutOfRange` (22003) for an int2/int4 value outside its
+    range, or a float4 value that overflows or underflows single precision; a float4 value
+    rounded to the nearest single-precision float (as PostgreSQL's float4in: NaN and
+    infinities kept); a `varchar(n)`/`char(n)` text longer than n characters
+    `StringDataRightTruncation` (22001) unless the characters past the n-th are spaces, which
+    are dropped, and a `char(n)` value kept without its trailing spaces (as `db.sql` stores
+    one). NULLs stay NULL. Vectorised in polars, no Python per value."""
+    import polars as pl
+
+    if col.len() == 0:
+        return col
+    bounds = INT_RANGES.get(pg)
+    if bounds is not None:
+        lo, hi, name = bounds
+        low, high = col.min(), col.max()
+        if low is not None and (low < lo or high > hi):  # type: ignore[operator]
+            raise NumericValueOutOfRange(f"{name} out of range")
+        return col
+    if pg == "float4":
+        doubles = col.cast(pl.Float64)
+        rounded = doubles.cast(pl.Float32).cast(pl.Float64)  # round to nearest, ties to even
+        if (rounded.is_infinite() & ~doubles.is_infinite()).any():
+            raise NumericValueOutOfRange("value out of range: overflow")
+        if ((rounded == 0.0) & (doubles != 0.0) & ~doubles.is_nan()).any():
+            raise NumericValueOutOfRange("value out of range: underflow")
+        return rounded
+    from twofold.sql.errors import StringDataRightTruncation
+    from twofold.sql.pgtypes import char_limit, too_long
+
+    limit = char_limit(pg)
+    if limit is None:
+        return col
+    kind, n = limit
+    if (col.str.strip_chars_end(" ").str.len_chars() > n).any():
+        raise StringDataRightTruncation(too_long(kind, n))
+    kept = col.str.slice(0, n)
+    return kept.str.strip_chars_end(" ") if kind == "bpchar" else kept
+
+
 def check_declared(values: list[object], pg: str) -> list[object]:
-    """`values` as a column declared `pg` stores them: `NumericValueOutOfRange` (22003) for an
-    int2/int4 value outside its range, or a float4 value that overflows or underflows single
-    precision; a float4 value rounded to the nearest single-precision float (as PostgreSQL's
-    float4in: NaN and infinities kept); a `varchar(n)`/`char(n)` value checked and trimmed
-    (`pgtypes.check_chars`, 22001). Over the whole column in numpy/polars, no Python per
-    value."""
-    if not values:
+    """`values` as a column declared `pg` stores them (`check_declared_series`; an integer
+    beyond 64 bits in an int2/int4 column is 22003 too)."""
+    if not values or not checks_declared(pg):
         return values
     import polars as pl
 
     bounds = INT_RANGES.get(pg)
     if bounds is not None:
-        lo, hi, name = bounds
         try:
             ints = pl.Series(values, dtype=pl.Int64, strict=True)
         except (OverflowError, TypeError, pl.exceptions.PolarsError):
-            raise NumericValueOutOfRange(f"{name} out of range") from None
-        low, high = ints.min(), ints.max()
-        if low is not None and (low < lo or high > hi):  # type: ignore[operator]
-            raise NumericValueOutOfRange(f"{name} out of range")
+            raise NumericValueOutOfRange(f"{bounds[2]} out of range") from None
+        check_declared_series(ints, pg)
         return values
-    if pg == "float4":
-        import numpy as np
-
-        col = pl.Series(values, dtype=pl.Float64, strict=False)
-        doubles = col.fill_null(0.0).to_numpy()
-        with np.errstate(over="ignore", under="ignore"):
-            rounded = doubles.astype(np.float32).astype(np.float64)
-        if (np.isinf(rounded) & ~np.isinf(doubles)).any():
-            raise NumericValueOutOfRange("value out of range: overflow")
-        if ((rounded == 0.0) & (doubles != 0.0) & ~np.isnan(doubles)).any():
-            raise NumericValueOutOfRange("value out of range: underflow")
-        kept = pl.DataFrame({"v": rounded, "null": col.is_null()}).select(
-            pl.when(pl.col("null")).then(None).otherwise(pl.col("v")))
-        return kept.to_series().to_list()
-    from twofold.sql.pgtypes import check_chars
-
-    return check_chars(values, pg)
+    col = (pl.Series(values, dtype=pl.Float64, strict=False) if pg == "float4"
+           else pl.Series(values, dtype=pl.String))
+    return check_declared_series(col, pg).to_list()
 
 
 def sql_type(dt: exp.DataType) -> str:
