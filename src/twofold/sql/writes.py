@@ -35,7 +35,6 @@ from twofold.sql.exprs import Binder
 from twofold.sql.pgtypes import (
     char_assign,
     char_limit,
-    check_chars,
     fits,
     is_numeric,
     narrow,
@@ -43,7 +42,13 @@ from twofold.sql.pgtypes import (
 )
 from twofold.sql.planner import Planner
 from twofold.sql.scope import NULL, Col, Rel, Scope
-from twofold.sql.types import INT_RANGES, check_declared, type_name
+from twofold.sql.types import (
+    INT_RANGES,
+    check_declared,
+    check_declared_series,
+    checks_declared,
+    type_name,
+)
 
 if TYPE_CHECKING:
     from twofold.api.session import AsyncDatabase
@@ -152,32 +157,15 @@ def check_declared_rows(db: AsyncDatabase, table: Any, rows: Any) -> Any:
         out = [list(r) for r in rows]
         _check_declared(db, table, out)
         return [tuple(r) for r in out]
-    import numpy as np
-    import pyarrow.compute as pc
+    import polars as pl
 
-    cols = list(rows.columns)
     for j, pg in enumerate(pgs):
-        col = cols[j]
-        if pg in INT_RANGES:
-            lo, hi, what = INT_RANGES[pg]
-            mm = pc.min_max(col)
-            if mm["min"].is_valid and (mm["min"].as_py() < lo or mm["max"].as_py() > hi):
-                raise NumericValueOutOfRange(f"{what} out of range")
-        elif pg == "float4":  # refused as `check_declared` refuses it, and rounded
-            with np.errstate(over="ignore", under="ignore"):
-                values = col.to_numpy(zero_copy_only=False).astype(np.float64)
-                rounded = values.astype(np.float32).astype(np.float64)
-            if (np.isinf(rounded) & ~np.isinf(values)).any():
-                raise NumericValueOutOfRange("value out of range: overflow")
-            if ((rounded == 0.0) & (values != 0.0) & ~np.isnan(values)).any():
-                raise NumericValueOutOfRange("value out of range: underflow")
-            single = pc.cast(pc.cast(col, pa.float32(), safe=False), col.type, safe=False)
-            rows = rows.set_column(j, rows.schema.field(j), single)
-        elif char_limit(pg) is not None:
-            import polars as pl
-
-            kept = check_chars(pl.from_arrow(col).to_list(), pg)  # type: ignore[union-attr]
-            rows = rows.set_column(j, rows.schema.field(j), pa.array(kept, col.type))
+        if not checks_declared(pg):
+            continue
+        col = rows.column(j)
+        kept = check_declared_series(pl.Series(pl.from_arrow(col)), pg)  # one rule: types
+        if pg not in INT_RANGES:  # float4 rounded, char(n) trimmed; an int column is as given
+            rows = rows.set_column(j, rows.schema.field(j), kept.to_arrow().cast(col.type))
     return rows
 
 
