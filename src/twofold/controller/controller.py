@@ -129,12 +129,10 @@ class Controller(InstanceDriver):
         `choose_timestamp(target)` gives, raised to `not_before` — the index's write frontier
         minus one, not before its since — chosen in the same pass over the collection as
         `peek_now`'s checks (a kept point lookup's whole read: `PreparedStatement.rows_now`)."""
-        reads = self._local_reads
-        if not reads:
+        latest = self._latest(target, not_before)
+        if latest is None:
             return None
-        ts = self._latest(target, not_before)
-        if ts is None:
-            return None
+        reads, ts = latest
         rows = self._read_local(reads, target, ts, literal_constraints, mfp, finishing)
         return None if rows is None else (ts, rows)
 
@@ -150,12 +148,10 @@ class Controller(InstanceDriver):
         index: `server/turns.py`): `(time, [rows or None per lookup])`, or None for all. The
         time is the one each would choose on its own (nothing moves the index's frontier
         between them: the checks and reads run on the event loop without yielding)."""
-        reads = self._local_reads
-        if not reads:
+        latest = self._latest(target, not_before)
+        if latest is None:
             return None
-        ts = self._latest(target, not_before)
-        if ts is None:
-            return None
+        reads, ts = latest
         out: list[list[tuple[Row, int]] | None] | None = None
         each = self._local_each
         if each:  # the first connected replica that reads several at once, if any
@@ -178,9 +174,13 @@ class Controller(InstanceDriver):
                 out[i] = self._read_local(reads, target, ts, keys, mfp, finishing)
         return ts, out
 
-    def _latest(self, target: GlobalId, not_before: int) -> int | None:
-        """The read time of `peek_now_latest`, or None when index `target` cannot be read
-        locally now."""
+    def _latest(self, target: GlobalId, not_before: int
+                ) -> tuple[dict[ReplicaId, LocalReads], int] | None:
+        """The local reads and the read time of `peek_now_latest` (and `_each`), or None when
+        index `target` cannot be read locally now (no replica in this process reads)."""
+        reads = self._local_reads
+        if not reads:
+            return None
         c = self._local_index(target)
         if c is None or c.dropped:
             return None
@@ -189,7 +189,7 @@ class Controller(InstanceDriver):
             return None  # closed: nothing is readable
         latest = c.write_frontier.step_back()
         ts = s if latest is None or latest < s else latest
-        return not_before if not_before > ts else ts
+        return reads, (not_before if not_before > ts else ts)
 
     def _local_index(self, target: GlobalId) -> CollectionState | None:
         """The collection of index `target` if a local read of it may be tried now (the
