@@ -4,7 +4,8 @@ a text longer than a `varchar(n)`/`char(n)`, an integer outside `smallint`/`inte
 that `real` cannot hold is `InvalidRows` and nothing is written — through insert (rows, dicts,
 polars, Arrow), upsert, delete, update of rows and update(set=) — and what is written is stored
 as SQL stores it (a `char(n)` without its trailing spaces, spaces past a `varchar(n)`'s n
-dropped, a `real` rounded to single precision)."""
+dropped, a `real` rounded to single precision). `db.sql` reads a `char(n)` blank-padded to n,
+as PostgreSQL does (`api/results.py`, `char_padded`)."""
 
 from __future__ import annotations
 
@@ -105,14 +106,14 @@ def test_written_values_are_stored_as_sql_stores_them(db: twofold.Database) -> N
     t.insert([row])
     db.sql("insert into u values (5, -2147483648, -32768, 'ab ', 'z   ', 0.1)")
     assert _rows(db, "u") <= _rows(db)
-    assert (5, -(2**31), -(2**15), "ab", "z ", float(np.float32(0.1))) in _rows(db)
+    assert (5, -(2**31), -(2**15), "ab ", "z ", float(np.float32(0.1))) in _rows(db)
     # rows named for a delete or an update are read as they are stored, so they match
     assert t.delete([row]).count == 1
     t.insert([row])
     assert t.update([row], [(5, 0, 0, "abc  ", "zz ", 0.2)]).count == 1
     assert (5, 0, 0, "abc", "zz", float(np.float32(0.2))) in _rows(db)
     t.update(set={"c": lit("x  "), "f": lit(0.3)}, where=col("k") == 5)
-    assert (5, 0, 0, "x", "zz", float(np.float32(0.3))) in _rows(db)
+    assert (5, 0, 0, "x  ", "zz", float(np.float32(0.3))) in _rows(db)
     assert db.sql("select k from t where c = 'x' and f = 0.3::real").rows == [(5,)]
 
 
@@ -129,7 +130,7 @@ _names = itertools.count()
 
 
 def _stored(r: list[Any]) -> tuple[Any, ...] | None:
-    """Row `r` (g, s, c, v, f; None: a row of NULLs) as SQL stores it, or None if refused."""
+    """Row `r` (g, s, c, v, f) as `db.sql` reads it back, or None if refused."""
     g, s, c, v, f = r
     if not -(2**31) <= g < 2**31 or not -(2**15) <= s < 2**15:
         return None
@@ -139,7 +140,7 @@ def _stored(r: list[Any]) -> tuple[Any, ...] | None:
         single = float(np.float32(f))
     if (np.isinf(single) and not np.isinf(f)) or (single == 0.0 and f != 0.0):
         return None
-    return (g, s, c[:3].rstrip(" "), v[:2], single)
+    return (g, s, c[:3].rstrip(" ").ljust(3), v[:2], single)  # char(3) reads padded
 
 
 def _form(rows: list[list[Any]], how: str) -> Any:
@@ -178,3 +179,16 @@ def test_batches_land_exactly_or_not_at_all(db: twofold.Database,
             with pytest.raises(InvalidRows, match="nothing was written"):
                 t.insert(_form(full, how))
         assert _rows(db, name) == model
+
+
+def test_db_sql_reads_char_n_blank_padded_as_postgres(db: twofold.Database) -> None:
+    """`'ab'::char(3)` reads `'ab '` in PostgreSQL (and over twofold's pgwire); `db.sql` too,
+    the first time a text runs and as a prepared statement after; a cast to text, `||` and
+    `length` see the value without its padding, as PostgreSQL's."""
+    _table(db)
+    db.table("t").insert([(2, 0, 0, "x", "y", 0.0), (3, 0, 0, None, "y", 0.0)])
+    query = "select k, c, c::text, c || '|', length(c) from t order by k"
+    want = [(1, "ab ", "ab", "ab|", 2), (2, "x  ", "x", "x|", 1), (3, None, None, None, None)]
+    assert db.sql(query).rows == want
+    assert db.sql(query).rows == want  # the prepared path
+    assert db.sql("select max(c) from t").rows == [("x  ",)]

@@ -71,6 +71,21 @@ class Result:
         return f"Result({len(self.rows)} rows of {self.columns} at {self.timestamp})"
 
 
+def char_padded(result: Result) -> Result:
+    """`result` with each `char(n)` column's values blank-padded to n characters, as
+    PostgreSQL reads them (`'a'::char(3)` is `'a  '`; twofold stores them without trailing
+    spaces): what `db.sql` returns, so its rows equal a pgwire client's. Column-wise in polars;
+    `result` itself if it has no such column."""
+    sized = [(j, int(pg[len("bpchar("):-1])) for j, t in enumerate(result.schema.types)
+             if (pg := getattr(type(t), "pg", "")).startswith("bpchar(")]
+    if not sized or not result.rows:
+        return result
+    columns = list(zip(*result.rows, strict=True))
+    for j, n in sized:
+        columns[j] = tuple(pl.Series(columns[j], dtype=pl.String).str.pad_end(n).to_list())
+    return Result(result.schema, result.timestamp, list(zip(*columns, strict=True)))
+
+
 @dataclass(frozen=True)
 class Batch:
     """The changes of a subscribed relation in `[lower, upper)`: `(time, row, diff)` updates,

@@ -51,6 +51,7 @@ from twofold.api.errors import ConnectError, InvalidArgument
 from twofold.api.objects import Index, MaterializedView, Table, View
 from twofold.api.queries import Queries
 from twofold.api.remote import DEFAULT_CONNECT_TIMEOUT, connect_replicas, remote_factory
+from twofold.api.results import Result, char_padded
 from twofold.catalog import Catalog, Entry
 from twofold.controller import ConnectFactory, Controller, LagWindow
 from twofold.controller.storage_holds import storage_holds
@@ -250,8 +251,11 @@ class AsyncDatabase(Definitions, Queries):
         seen = self._sql_seen
         if text in seen:
             seen.move_to_end(text)
-            return await statement(self, text).execute(params)
-        seen[text] = None
-        if len(seen) > SQL_SEEN:
-            seen.popitem(last=False)
-        return await execute(self, text, params)
+            out = await statement(self, text).execute(params)
+        else:
+            seen[text] = None
+            if len(seen) > SQL_SEEN:
+                seen.popitem(last=False)
+            out = await execute(self, text, params)
+        # a char(n) column reads blank-padded, as PostgreSQL's (and the pgwire server's)
+        return char_padded(out) if isinstance(out, Result) else out
