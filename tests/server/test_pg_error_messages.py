@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.sql.pgcompare import fresh_database
+from tests.sql.pgcompare import postgres_with, wire_with
 
 from twofold.testing.pgwire import ServerHandle
 
@@ -45,19 +45,13 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def pg(servers: Any) -> Iterator[Any]:
-    with fresh_database(servers, "msg") as con:
-        for sql in SETUP:
-            con.execute(sql)
+    with postgres_with(servers, "msg", *SETUP) as con:
         yield con
 
 
 @pytest.fixture(scope="module")
 def tf(server: ServerHandle) -> Iterator[Any]:
-    import psycopg
-
-    with psycopg.connect(server.dsn(), autocommit=True) as con:
-        for sql in SETUP:
-            con.execute(sql)
+    with wire_with(server.dsn(), *SETUP) as con:
         yield con
 
 

@@ -5,7 +5,8 @@
   PostgreSQL can be started (the `servers` fixture does).
 - `postgres_with(servers, prefix, *statements)` / `twofold_with(*statements, storage=...)`: the
   same schema (and rows) in a fresh PostgreSQL database and in an embedded twofold database
-  with fast ticks, for a module's pair of fixtures.
+  with fast ticks, for a module's pair of fixtures; `wire_with(dsn, *statements)` the same
+  schema through a twofold pgwire server (`server.dsn()`), as an autocommit psycopg connection.
 - `rows_or_same_error(db, sql, states)`: twofold's rows of `sql`, or `None` when it failed
   with one of `states` — the SQLSTATEs PostgreSQL raised for the same rows; any other outcome
   (an error PostgreSQL does not raise, an answer where PostgreSQL fails) is an assertion error.
@@ -57,6 +58,17 @@ def twofold_with(*statements: str, storage: str | None = None) -> Iterator[twofo
         for sql in statements:
             database.sql(sql)
         yield database
+
+
+@contextmanager
+def wire_with(dsn: str, *statements: str) -> Iterator[Any]:
+    """An autocommit psycopg connection to `dsn` (a twofold server's) after `statements`."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as con:
+        for sql in statements:
+            con.execute(sql)
+        yield con
 
 
 def rows_or_same_error(db: twofold.Database, sql: str, states: set[str]
