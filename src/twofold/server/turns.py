@@ -52,7 +52,7 @@ def answer_together(turn: Turn, inboxes: list[Inbox]) -> None:
     requests: list[tuple[Any, bytes]] = []
     for inbox in inboxes:
         data = inbox.held()
-        conn = inbox.owner  # a `server._Conn`
+        conn = inbox.owner  # a `connection.Connection`
         if data is None or conn is None or not conn.fast_ready():
             continue
         taken.append((inbox, conn))
