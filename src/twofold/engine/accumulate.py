@@ -59,13 +59,14 @@ def accumulable(aggregates: Sequence[Aggregate], types: Sequence[ColumnType]) ->
     )
 
 
-def _canonical_float(c: pl.Series) -> pl.Series:
-    """-0.0 as 0.0 and every NaN as the canonical NaN (polars folds `x + 0.0` to `x`)."""
+def _canonical_float(c: pl.Series, positive_zeros: np.ndarray) -> pl.Series:
+    """Every NaN as the canonical NaN, a zero as 0.0 where `positive_zeros` (the group holds
+    a row of 0.0), else as -0.0."""
+    zero = pl.when(pl.Series(positive_zeros > 0)).then(0.0).otherwise(-0.0)
     return (
         c.to_frame()
-        .select(
-            pl.when(pl.col(c.name) == 0).then(0.0).otherwise(pl.col(c.name)).fill_nan(float("nan"))
-        )
+        .select(pl.when(pl.col(c.name) == 0).then(zero).otherwise(pl.col(c.name))
+                .fill_nan(float("nan")))
         .to_series()
         .alias(c.name)
     )
@@ -115,19 +116,23 @@ class AccumulateReduceOp(Operator):
         # per aggregate j `a{j}` (count of non-NULL values) or, for sums, `n{j}` (non-NULL
         # values summed) and `h{j}`/`l{j}` (the 128-bit sum; `l` holds uint64 bits).
         # count(*) is `_n` itself. A float sum j has `n{j}`, the counts `p{j}`
-        # (+infs), `m{j}` (-infs), `q{j}` (NaNs), `v{j}` (float64 bits of the current sum),
-        # and its limbs in `limbs[j]` (a row per group, limb 0 weighing 2^(32 lo[j] - 1074)).
+        # (+infs), `m{j}` (-infs), `q{j}` (NaNs), `z{j}` (-0.0s), `v{j}` (float64 bits of
+        # the current sum), and its limbs in `limbs[j]` (a row per group, limb 0 weighing
+        # 2^(32 lo[j] - 1074)). A float key column i has `y{i}`, the group's rows whose key is
+        # 0.0 (not -0.0): without any, a zero key is output as -0.0, as PostgreSQL's.
         names = ["_mark", "_n"]
         self.floats = [
             j
             for j, a in enumerate(self.aggs)
             if a.func == "sum" and a.column is not None and child.types[a.column].scalar == "float"
         ]
+        self.float_keys = [i for i, g in enumerate(group_key) if child.types[g].scalar == "float"]
+        names.extend(f"y{i}" for i in self.float_keys)
         for j, a in enumerate(self.aggs):
             if a.func == "count" and a.column is not None:
                 names.append(f"a{j}")
             elif j in self.floats:
-                names.extend([f"n{j}", f"p{j}", f"m{j}", f"q{j}", f"v{j}"])
+                names.extend([f"n{j}", f"p{j}", f"m{j}", f"q{j}", f"z{j}", f"v{j}"])
             elif a.func == "sum":
                 names.extend([f"n{j}", f"h{j}", f"l{j}"])
         self.limbs = {j: np.zeros((0, 0), np.int64) for j in self.floats}
@@ -206,6 +211,12 @@ class AccumulateReduceOp(Operator):
         old, new = self._views(old_rows), self._views(new_rows)
         dn = per_group(diff)
         new["_n"] += dn
+        for i in self.float_keys:
+            with np.errstate(invalid="ignore"):
+                key = d.get_column(self.key_in[i]).fill_null(1.0).to_numpy()
+                positive_zero = (key == 0) & ~np.signbit(key)
+            if positive_zero.any():
+                new[f"y{i}"] += per_group(np.where(positive_zero, diff, 0))
         for j, a in enumerate(self.aggs):
             if a.column is None:
                 continue
@@ -263,6 +274,11 @@ class AccumulateReduceOp(Operator):
             for name, mask in (("p", x == np.inf), ("m", x == -np.inf), ("q", np.isnan(x))):
                 if mask.any():
                     new[f"{name}{j}"] += per_group(np.where(mask, diff, 0))
+        negative_zero = finite & ~nonzero
+        if negative_zero.any():
+            negative_zero &= np.signbit(x)
+            if negative_zero.any():
+                new[f"z{j}"] += per_group(np.where(negative_zero, diff, 0))
         limbs = self.limbs[j]
         if nonzero.any():
             at = None if nonzero.all() else np.flatnonzero(nonzero)
@@ -285,6 +301,7 @@ class AccumulateReduceOp(Operator):
             block = limbs.take(touched, axis=0).T
         exact = fsum.to_float(block, self.lo[j]) if len(block) else np.zeros(len(touched))
         value = fsum.finish(exact, new[f"p{j}"], new[f"m{j}"], new[f"q{j}"])
+        value = fsum.signed_zeros(value, new[f"n{j}"], new[f"z{j}"])
         new[f"v{j}"][:] = value.view(np.int64)
 
     def _output(
@@ -321,7 +338,13 @@ class AccumulateReduceOp(Operator):
         at_old, at_new = sides
         cols: list[pl.Series] = []
         if self.k:
-            cols.extend(self._keys(d, touched, first, np.concatenate([at_old, at_new])))
+            positive_zeros = {
+                i: np.concatenate([old[f"y{i}"][at_old], new[f"y{i}"][at_new]])
+                for i in self.float_keys
+            }
+            cols.extend(
+                self._keys(d, touched, first, np.concatenate([at_old, at_new]), positive_zeros)
+            )
         for j, a in enumerate(self.aggs):
             name = f"c{self.k + j}"
             if a.column is None:
@@ -343,9 +366,15 @@ class AccumulateReduceOp(Operator):
         return self.conform(pl.DataFrame(cols)), err_diffs
 
     def _keys(
-        self, d: pl.DataFrame, touched: np.ndarray, first: np.ndarray, at: np.ndarray
+        self,
+        d: pl.DataFrame,
+        touched: np.ndarray,
+        first: np.ndarray,
+        at: np.ndarray,
+        positive_zeros: dict[int, np.ndarray],
     ) -> list[pl.Series]:
-        """The key columns (`c0..`) of the touched groups at positions `at`."""
+        """The key columns (`c0..`) of the touched groups at positions `at`; float key `i`'s
+        `positive_zeros` say, per output row, how many of the group's rows hold 0.0."""
         if self.table.exact:
             # The step's own rows hold the keys (equal codes are equal keys).
             col = d.get_column(self.key_in[0])
@@ -357,8 +386,11 @@ class AccumulateReduceOp(Operator):
         keys = self.table.keys[pl.Series(touched[at], dtype=pl.UInt32)]
         out = [keys.get_column(g).alias(f"c{j}") for j, g in enumerate(self.gcols)]
         # A float key's group holds values comparing equal (-0.0 and 0.0, NaNs): its output
-        # is their canonical form, as in `ReduceOp`.
-        return [_canonical_float(c) if c.dtype == pl.Float64 else c for c in out]
+        # is their canonical form, as in `ReduceOp` (-0.0 while no row holds 0.0).
+        return [
+            _canonical_float(c, positive_zeros[j]) if j in positive_zeros else c
+            for j, c in enumerate(out)
+        ]
 
     def _reclaim(self) -> None:
         """Drop dead group ids (amortised: runs once dead ids outnumber live ones)."""

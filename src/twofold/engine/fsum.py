@@ -4,8 +4,9 @@ A float sum is the exact (real-number) sum of the group's finite values, rounded
 nearest double (ties to even), so it depends only on the multiset of values — not on the order
 rows arrive, how steps split them, or what was retracted — and a maintained sum equals a one-off
 one bit for bit. Special values are counted, not summed: NaN, or both infinities, give NaN; one
-infinity gives it; a zero sum is 0.0, never -0.0 (rows compare -0.0 equal to 0.0, so a
-maintained collection could not tell a -0.0 result from a 0.0 one).
+infinity gives it; a zero sum is -0.0 exactly when every value summed is -0.0 (PostgreSQL's
+sum adds in order from the first value, and an IEEE sum is -0.0 only then), else 0.0
+(`signed_zeros`).
 
 Every finite double is `M * 2^(p - 1074)` with an odd integer `M` (|M| < 2^53) and a bit
 position `0 <= p <= 2045`. Sums are fixed point over that range: int64 *limbs*, limb `i` weighing
@@ -228,4 +229,15 @@ def checked_sums(
     ninf = count(valid & (values == -np.inf))
     nan = count(valid & np.isnan(values))
     sums = finish(exact, pinf, ninf, nan)
+    negative = valid & (values == 0)
+    if negative.any():
+        negative &= np.signbit(values)
+        sums = signed_zeros(sums, n, count(negative))
     return sums, n, overflowed(sums, pinf, ninf, nan)
+
+
+def signed_zeros(sums: np.ndarray, n: np.ndarray, negative_zeros: np.ndarray) -> np.ndarray:
+    """`sums` with -0.0 for the groups whose `n` values summed are all -0.0 (`negative_zeros`
+    of them): PostgreSQL's sum of those, and their IEEE sum in any order."""
+    out: np.ndarray = np.where((n > 0) & (negative_zeros == n), -0.0, sums)
+    return out

@@ -172,14 +172,20 @@ class ReduceOp(KeyedOp):
                 vals = c.filter(pos)
                 exprs.append((vals.min() if agg.func == "min" else vals.max()).alias(name))
         if self.key:
+            float_keys = [
+                j for j, g in enumerate(self.key) if self.child.types[g].scalar == "float"
+            ]
+            exprs.extend(
+                (_positive_zero(pl.col(self.key_cols[j])) & pos).any().alias(f"_z{j}")
+                for j in float_keys
+            )
             grouped = frame.group_by(
                 [pl.col(c).alias(f"_g{j}") for j, c in enumerate(self.key_cols)]
             ).agg(exprs)
             grouped = grouped.with_columns(
-                _canonical_float(pl.col(f"_g{j}")).alias(f"_g{j}")
-                for j, g in enumerate(self.key)
-                if self.child.types[g].scalar == "float"
-            )
+                _canonical_float(pl.col(f"_g{j}"), pl.col(f"_z{j}")).alias(f"_g{j}")
+                for j in float_keys
+            ).drop([f"_z{j}" for j in float_keys])
         else:
             grouped = frame.select(exprs)
         if floats:
@@ -266,10 +272,18 @@ def _first_of_each(groups: np.ndarray, x: np.ndarray, keep: np.ndarray) -> np.nd
     return out
 
 
-def _canonical_float(e: pl.Expr) -> pl.Expr:
-    """-0.0 as 0.0 and every NaN as the one canonical NaN (a float group key's output form:
-    the group's members compare equal, so none of them is the key's representative)."""
-    return pl.when(e == 0).then(0.0).otherwise(e).fill_nan(float("nan"))
+def _canonical_float(e: pl.Expr, positive_zero: pl.Expr) -> pl.Expr:
+    """A float group key's output form (the group's members compare equal, so none of them is
+    the key's representative): every NaN as the one canonical NaN, and a zero as 0.0 where
+    `positive_zero` (a member is 0.0), else -0.0 — PostgreSQL's key of a group of only -0.0
+    (over both zeros its key is the first member it read; 0.0 here)."""
+    zero = pl.when(positive_zero).then(0.0).otherwise(-0.0)
+    return pl.when(e == 0).then(zero).otherwise(e).fill_nan(float("nan"))
+
+
+def _positive_zero(e: pl.Expr) -> pl.Expr:
+    """Whether a float is 0.0 (not -0.0: 1 / -0.0 is -inf)."""
+    return (e == 0) & ((1.0 / e) > 0)
 
 
 def _float_column(name: str, values: np.ndarray, valid: np.ndarray) -> pl.Series:
@@ -318,7 +332,15 @@ def _distinct_float_sum(g: np.ndarray, m: int, x: np.ndarray
     pairs = pl.DataFrame({"g": g, "b": canon.view(np.int64)}).unique()
     ug = pairs.get_column("g").to_numpy()
     ux = pairs.get_column("b").to_numpy().view(np.float64)
-    return fsum.checked_sums(ug, m, ux, np.ones(len(ux), bool), np.ones(len(ux), np.int64))
+    sums, n, over = fsum.checked_sums(ug, m, ux, np.ones(len(ux), bool),
+                                      np.ones(len(ux), np.int64))
+    negative = (x == 0) & np.signbit(x)
+    if negative.any():
+        # A group whose values are all -0.0 sums to -0.0, as PostgreSQL's (over -0.0 and 0.0
+        # its DISTINCT keeps whichever its sort put first; 0.0 here).
+        others = np.bincount(g[~negative], minlength=m)
+        sums = np.where((n > 0) & (others == 0), -0.0, sums)
+    return sums, n, over
 
 
 class GlobalReduceOp(Operator):

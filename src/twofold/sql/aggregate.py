@@ -269,6 +269,8 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
         if func == "avg":
             total = call("cast_float", Column(index=nk + slot[0]))
             n: PExpr = Column(index=nk + slot[1])
+            # PostgreSQL's avg adds the values to 0.0, so it is never -0.0 (a sum can be).
+            total = call("if", call("eq", total, PLiteral(value=0.0)), PLiteral(value=0.0), total)
             finish.append(call("if", call("eq", n, PLiteral(value=0)), PLiteral(value=None),
                                call("fdiv", total, call("cast_float", n))))
             # numeric only inside this query's expressions (round(avg(k)) rounds as numeric);
