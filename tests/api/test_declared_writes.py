@@ -119,7 +119,7 @@ def test_written_values_are_stored_as_sql_stores_them(db: twofold.Database) -> N
 
 # -- a property: random batches of valid and invalid rows --------------------------------------
 
-_texts = st.text(alphabet="a ", max_size=5)
+_texts = st.text(alphabet="a\u00e9\u20ac ", max_size=5)  # 1-, 2- and 3-byte characters
 _ints = st.sampled_from([0, 1, -1, 2**15 - 1, -(2**15), 2**15, 2**31 - 1, -(2**31), 2**31,
                          -(2**31) - 1, 2**40]) | st.integers(-(2**33), 2**33)
 _floats = st.sampled_from([0.0, 0.1, -2.5, 1e38, 3.5e38, 1e39, 1e-45, 1e-46, float("inf")])
@@ -192,3 +192,19 @@ def test_db_sql_reads_char_n_blank_padded_as_postgres(db: twofold.Database) -> N
     assert db.sql(query).rows == want
     assert db.sql(query).rows == want  # the prepared path
     assert db.sql("select max(c) from t").rows == [("x  ",)]
+
+
+def test_declared_types_are_kept_after_reopening(tmp_path: Any) -> None:
+    """The declared types come from the durable catalog: a table reopened from storage (or
+    seen by a second database on it) checks writes as the one that created it."""
+    path = tmp_path / "db.sqlite"
+    with twofold.open(path, tick_interval=0.01, timeout=20) as first:
+        first.sql("create table r (c char(2), g int)")
+        with (twofold.open(path, tick_interval=0.01, timeout=20) as second,
+              pytest.raises(InvalidRows, match=re.escape("character(2)"))):
+            second.table("r").insert([("abc", 1)])
+    with twofold.open(path, tick_interval=0.01, timeout=20) as again:
+        with pytest.raises(InvalidRows, match="integer out of range"):
+            again.table("r").insert([("ab", 2**31)])
+        again.table("r").insert([("a ", 1)])
+        assert again.sql("select c, g from r").rows == [("a ", 1)]

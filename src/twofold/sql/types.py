@@ -148,10 +148,17 @@ def check_declared_series(col: pl.Series, pg: str) -> pl.Series:
     if limit is None:
         return col
     kind, n = limit
-    if (col.str.strip_chars_end(" ").str.len_chars() > n).any():
+    if kind == "varchar":
+        longest = col.str.len_bytes().max()  # at least the characters: a cheap first test
+        if longest is None or longest <= n:  # type: ignore[operator]
+            return col
+        if (col.str.strip_chars_end(" ").str.len_chars() > n).any():
+            raise StringDataRightTruncation(too_long(kind, n))
+        return col.str.slice(0, n)
+    kept = col.str.strip_chars_end(" ")  # at most n characters left: it is what n keeps
+    if (kept.str.len_chars() > n).any():
         raise StringDataRightTruncation(too_long(kind, n))
-    kept = col.str.slice(0, n)
-    return kept.str.strip_chars_end(" ") if kind == "bpchar" else kept
+    return kept
 
 
 def check_declared(values: list[object], pg: str) -> list[object]:
