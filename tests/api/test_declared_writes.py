@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 import twofold
 from twofold import col, lit
 from twofold.api.errors import InvalidRows
+from twofold.sql.errors import sqlstate_of
 from twofold.testing.profiles import examples
 
 DDL = "create table {} (k int primary key, g int, s smallint, c char(3), v varchar(2), f real)"
@@ -65,8 +66,9 @@ def test_insert_refuses_what_sql_refuses_in_every_input_form(
     t = _table(db)
     before = _rows(db)
     for form in _forms({**GOOD, **bad}):
-        with pytest.raises(InvalidRows, match=re.escape(message)):
+        with pytest.raises(InvalidRows, match=re.escape(message)) as refused:
             t.insert(form)
+        assert sqlstate_of(refused.value) == ("22001" if "too long" in message else "22003")
         # one bad row among good ones: the whole batch is refused
         if isinstance(form, list):
             with pytest.raises(InvalidRows, match=re.escape(message)):

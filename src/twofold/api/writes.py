@@ -291,7 +291,8 @@ def conform_declared(frame: pl.DataFrame, declared: Mapping[str, str], what: str
     `int2`, `int4`, `float4`, `varchar(n)`, `bpchar(n)`) as SQL stores it
     (`twofold.sql.types.check_declared_series`: ranges and lengths checked, float4 rounded,
     a char(n)'s trailing spaces dropped); a value SQL would refuse is `InvalidRows` naming
-    the column and PostgreSQL's message. Vectorised per column."""
+    the column and PostgreSQL's message, its `sqlstate` PostgreSQL's (22001, 22003).
+    Vectorised per column."""
     columns = []
     for name in frame.columns:
         pg = declared.get(name)
@@ -300,8 +301,10 @@ def conform_declared(frame: pl.DataFrame, declared: Mapping[str, str], what: str
         try:
             columns.append(check_declared_series(frame.get_column(name), pg).alias(name))
         except SqlError as e:
-            raise InvalidRows(f"{what}: column {name!r}: {e} (SQLSTATE {e.sqlstate}); "
-                              "nothing was written") from e
+            refused = InvalidRows(f"{what}: column {name!r}: {e} (SQLSTATE {e.sqlstate}); "
+                                  "nothing was written")
+            refused.sqlstate = e.sqlstate  # type: ignore[attr-defined]  # sqlstate_of's
+            raise refused from e
     return frame.with_columns(columns) if columns else frame
 
 
