@@ -3,8 +3,9 @@
 Contract: a `Table` writes through its storage shard (`table/<name>`) with the oracle's
 timestamps; each write returns a `Written` (timestamp, rows affected) and tells the database, so
 its later reads see the write (read-your-writes). Writes that read the table are checked and
-serialised (`twofold.api.writes`). Rows that do not fit the schema raise `InvalidRows`, a
-duplicate primary key `UniqueViolation`; either way nothing is written.
+serialised (`twofold.api.writes`). Rows that do not fit the schema — or, in a table SQL
+created, its columns' declared types (`conform_declared`) — raise `InvalidRows`, a duplicate
+primary key `UniqueViolation`; either way nothing is written.
 An `Index` is a maintained arrangement on the replicas, read by key with `lookup`. A
 `MaterializedView` is maintained into its own shard (`mv/<name>`) and reads like a table. A
 `View` is a named query, not maintained: reading it (or defining an object over it) runs its
