@@ -22,6 +22,12 @@ from twofold.server.server import Server
 INTROSPECTION_INTERVAL = 1.0
 """Seconds between updates of the replicas' introspection indexes (the monitoring relations)."""
 
+IDLE_TICK_INTERVAL = 1.0
+"""The storage ticker's longest pause while nothing is written (`Ticker.idle_interval`): an
+idle server's tables' uppers move once a second rather than every tick interval, so neither
+this process nor the maintenance process spends a round on every 50 ms tick; a write is
+followed by ticks at the usual interval, and reads wait for nothing more than before."""
+
 
 def _loopback(host: str) -> bool:
     if host in ("localhost", ""):
@@ -63,6 +69,8 @@ async def serve(host: str, port: int, *, storage: str | None = None,
     async with AsyncDatabase(storage, replicas=list(replicas) if replicas else None,
                              token=token, timeout=60.0,
                              introspection_interval=INTROSPECTION_INTERVAL) as db:
+        if db.ticker is not None:
+            db.ticker.idle_interval = IDLE_TICK_INTERVAL
         # This process is the server's own, and its event loop thread answers every request
         # (network, sessions, controller, point lookups): it asks for the read path's short
         # latency slice (`twofold.runtime.sched`; `TWOFOLD_LATENCY_SLICE_US=0` turns it off),

@@ -14,7 +14,10 @@ The checked writes users see live in `twofold.api` (`docs/semantics.md`, "Table 
 
 The `Ticker` advances every table's upper to a fresh timestamp on an interval, so reads "now"
 become possible without writes. It is a background thread with an owner: `start`/`stop` (which
-joins it) or a `with` block; `tick()` does one round synchronously for tests.
+joins it) or a `with` block; `tick()` does one round synchronously for tests. With
+`idle_interval` set (`twofold serve`'s), a round on a backend that says when another connection
+committed (SQLite's `data_version`) skips its tick while nothing was committed or stamped since
+the last one, ticking at least every `idle_interval` (see `Ticker`).
 """
 
 from __future__ import annotations
@@ -209,15 +212,30 @@ def _data_table(rows: RowsLike, desc: RelationDesc) -> pa.Table:
 class Ticker:
     """Advances the upper of every table of a storage to a fresh timestamp every `interval`
     seconds, on a background thread owned by this object; with `holds` (the controller's
-    critical readers, `twofold.storage.holds`), also moves them every `holds.every` seconds."""
+    critical readers, `twofold.storage.holds`), also moves them every `holds.every` seconds.
+
+    `idle_interval` (None: off; settable while running) lets an idle storage skip ticks: a
+    round ticks when a commit to the file by any other connection (this process's writes and
+    DDL on other threads, the maintenance process, other processes: the backend's
+    `data_version`, read on this thread, whose own ticks and hold moves do not move it) or a
+    timestamp the oracle handed out or observed came after the last tick — so a write is
+    followed by a tick within `interval`, as without it — and otherwise only once
+    `idle_interval` has passed since the last tick. Nothing a read needs waits longer: while no
+    write was stamped since the last tick, the oracle's `read_ts` is that tick's time, which
+    every table is complete through; what slows is the wall-clock movement of idle uppers
+    (freshness lag and SUBSCRIBE progress while nothing is written). A backend without
+    `data_version` (memory, PostgreSQL) ticks every `interval` regardless."""
 
     def __init__(self, storage: Storage, interval: float = 0.1,
-                 holds: ControllerHolds | None = None) -> None:
+                 holds: ControllerHolds | None = None,
+                 idle_interval: float | None = None) -> None:
         if interval <= 0:
             raise ValueError(f"ticker interval must be positive, got {interval}")
         self._storage = storage
         self.interval = interval
+        self.idle_interval = idle_interval
         self.holds = holds
+        self.skipped = 0  # rounds that skipped their tick (`idle_interval`)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._ticked = threading.Condition()
@@ -239,11 +257,31 @@ class Ticker:
         with self._ticked:
             return self._ticked.wait_for(lambda: self.ticks >= count, timeout)
 
+    def _idle(self, version: int | None, last_ts: int, last_tick: float) -> bool:
+        """Whether this round may skip its tick (`idle_interval`): the backend's data version
+        `version` (taken before the round) and the oracle are where the last tick left
+        them, and the last tick is recent."""
+        idle = self.idle_interval
+        return (idle is not None and version is not None
+                and self._storage.oracle.read_ts() == last_ts
+                and time.monotonic() - last_tick < idle)
+
     def _run(self) -> None:
         next_hold = time.monotonic()
+        data_version = getattr(self._storage.backend, "data_version", None)
+        seen: int | None = None  # the data version before the last tick
+        last_ts, last_tick = -1, 0.0
         while not self._stop.wait(self.interval):
             try:
-                self.tick()
+                # Taken before the tick: a commit after it moves the next round's.
+                version = (None if data_version is None or self.idle_interval is None
+                           else data_version())
+                if version is not None and version == seen and self._idle(
+                        version, last_ts, last_tick):
+                    self.skipped += 1
+                else:
+                    seen = version
+                    last_ts, last_tick = self.tick(), time.monotonic()
                 if self.holds is not None and time.monotonic() >= next_hold:
                     self.holds.step()
                     next_hold = time.monotonic() + self.holds.every
