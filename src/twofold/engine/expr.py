@@ -56,12 +56,23 @@ _first = first_error
 
 
 def _like_body(pattern: str) -> str:
-    return "".join(".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern)
+    """The regex of a `like` pattern: `%` any run, `_` one character, and PostgreSQL's default
+    escape character `\\`: the character after it matches itself (`'a\\%'` only `a%`). A
+    pattern ending in a lone `\\` matches nothing (PostgreSQL: false, or `22025` where the
+    match reaches it)."""
+    out = []
+    chars = iter(pattern)
+    for ch in chars:
+        if ch == "\\":
+            nxt = next(chars, None)
+            out.append(r"[^\s\S]" if nxt is None else re.escape(nxt))
+        else:
+            out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+    return "".join(out)
 
 
 def like_regex(pattern: str) -> str:
-    """The anchored (Rust-syntax, for polars) regex of a SQL `like` pattern (`%` any run, `_`
-    one character, no escape character)."""
+    """The anchored (Rust-syntax, for polars) regex of a SQL `like` pattern (`_like_body`)."""
     return r"(?s)\A" + _like_body(pattern) + r"\z"
 
 

@@ -340,9 +340,16 @@ class Binder(FunctionBinders, BuiltinBinders):
         raise FeatureNotSupported(f"IS {target.sql()} is not supported")
 
     def _Between(self, node: exp.Between) -> B:
-        lo = exp.GTE(this=node.this, expression=node.args["low"])
-        hi = exp.LTE(this=node.this, expression=node.args["high"])
-        return self._logic(exp.And(this=lo, expression=hi))
+        low, high = node.args["low"], node.args["high"]
+        lo = exp.GTE(this=node.this, expression=low)
+        hi = exp.LTE(this=node.this, expression=high)
+        both = exp.And(this=lo, expression=hi)
+        if node.args.get("symmetric"):
+            # PostgreSQL's BETWEEN SYMMETRIC: either order of the bounds.
+            swapped = exp.And(this=exp.GTE(this=node.this.copy(), expression=high.copy()),
+                              expression=exp.LTE(this=node.this.copy(), expression=low.copy()))
+            return self._logic(exp.Or(this=both, expression=swapped))
+        return self._logic(both)
 
     def _In(self, node: exp.In) -> B:
         if node.args.get("query") is not None:
