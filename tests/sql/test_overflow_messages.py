@@ -144,7 +144,10 @@ def test_overflow_in_maintained_views_names_the_type() -> None:
             db.sql(f"INSERT INTO s VALUES {bad}")
             reads = ["SELECT * FROM mv", "SELECT * FROM mv WHERE k = 1"]
             if "-9223372036854775808" in bad:
-                reads = ["SELECT * FROM v", "SELECT nb FROM v WHERE k = 1"]
+                reads = ["SELECT * FROM v"]
+                # v is planned inline: -b is computed for the rows k = 1 keeps, as
+                # PostgreSQL computes a select list after the scan's quals (it answers -7).
+                assert db.sql("SELECT nb FROM v WHERE k = 1").rows == [(-7,)]
             for read in reads:
                 with pytest.raises(twofold.TwofoldError) as e:
                     db.sql(read)

@@ -433,5 +433,35 @@ def _compile_mfp(mfp: MapFilterProject, types: Sequence[ColumnType]) -> _MfpPart
         value, err = _Compiler(all_types).compile(f)
         preds.append(value.cast(pl.Boolean, strict=False).fill_null(False))
         errs.append(err)
+    # A row's error counts only where it is reached, as PostgreSQL evaluates a scan's quals in
+    # order and the select list after them: filter k's (and the maps only it reads) where
+    # filters 0..k-1 hold, the output's maps where every filter does.
+    stages = [*_map_stages(mfp, len(types)), *range(len(mfp.filter))]
+    reached = [e if e is None or not k else
+               pl.when(pl.all_horizontal(preds[:k])).then(e).otherwise(_NULL_STR)
+               for e, k in zip(errs, stages, strict=True)]
     project = list(mfp.project) if mfp.project is not None else list(range(len(all_types)))
-    return maps, preds, _first(*errs), [all_types[c] for c in project]
+    return maps, preds, _first(*reached), [all_types[c] for c in project]
+
+
+def _map_stages(mfp: MapFilterProject, width: int) -> list[int]:
+    """For each map of `mfp`, the first filter that reads it (through other maps too), or the
+    number of filters where only the output (or nothing) does."""
+    stage = [len(mfp.filter)] * len(mfp.map)
+    for k in reversed(range(len(mfp.filter))):
+        for c in _columns(mfp.filter[k]):
+            if c >= width:
+                stage[c - width] = min(stage[c - width], k)
+    for j in reversed(range(len(mfp.map))):
+        for c in _columns(mfp.map[j]):
+            if c >= width:
+                stage[c - width] = min(stage[c - width], stage[j])
+    return stage
+
+
+def _columns(e: Expr) -> set[int]:
+    if isinstance(e, Column):
+        return {e.index}
+    if isinstance(e, Call):
+        return set().union(*(_columns(a) for a in e.args)) if e.args else set()
+    return set()
