@@ -170,7 +170,8 @@ class FunctionBinders:
     def _Nullif(self, node: exp.Nullif) -> B:
         _, scalar, bs = self._variadic(node, "NULLIF")
         (a, b), pg = self.unified(bs, scalar)
-        return Typed(call("if", call("eq", a, b), typed_null(scalar), a), scalar, bs[0][2], pg)
+        # NULL where the arguments are equal, whatever their nullability.
+        return Typed(call("if", call("eq", a, b), typed_null(scalar), a), scalar, True, pg)
 
     def _extreme(self, node: exp.Expr, func: str) -> B:
         _, scalar, bs = self._variadic(node, func.upper())
