@@ -7,6 +7,9 @@
   same schema (and rows) in a fresh PostgreSQL database and in an embedded twofold database
   with fast ticks, for a module's pair of fixtures; `wire_with(dsn, *statements)` the same
   schema through a twofold pgwire server (`server.dsn()`), as an autocommit psycopg connection.
+- `fixture_pair(prefix, *statements, rows={table: rows}, storage=...)`: a module's `pg, db`
+  fixtures (module-scoped) over `postgres_with` / `twofold_with`, with `rows` inserted into
+  each system (PostgreSQL through `executemany`, twofold through `db.table(t).insert`).
 - `rows_or_same_error(db, sql, states)`: twofold's rows of `sql`, or `None` when it failed
   with one of `states` — the SQLSTATEs PostgreSQL raised for the same rows; any other outcome
   (an error PostgreSQL does not raise, an answer where PostgreSQL fails) is an assertion error.
@@ -17,9 +20,11 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
+
+import pytest
 
 import twofold
 from twofold.sql.errors import sqlstate_of
@@ -58,6 +63,34 @@ def twofold_with(*statements: str, storage: str | None = None) -> Iterator[twofo
         for sql in statements:
             database.sql(sql)
         yield database
+
+
+def fixture_pair(prefix: str, *statements: str,
+                 rows: Mapping[str, Sequence[tuple[Any, ...]]] | None = None,
+                 storage: str | None = None) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The `pg, db` module fixtures of a PostgreSQL comparison: `statements` run in a fresh
+    PostgreSQL database and in an embedded twofold one, then each table's `rows` inserted."""
+    seeded = dict(rows or {})
+
+    @pytest.fixture(scope="module")
+    def pg(servers: Any) -> Iterator[Any]:
+        with postgres_with(servers, prefix, *statements) as con:
+            for table, values in seeded.items():
+                if values:
+                    marks = ", ".join(["%s"] * len(values[0]))
+                    with con.cursor() as cur:
+                        cur.executemany(f"INSERT INTO {table} VALUES ({marks})", list(values))
+            yield con
+
+    @pytest.fixture(scope="module")
+    def db() -> Iterator[twofold.Database]:
+        with twofold_with(*statements, storage=storage) as database:
+            for table, values in seeded.items():
+                if values:
+                    database.table(table).insert(list(values))
+            yield database
+
+    return pg, db
 
 
 @contextmanager

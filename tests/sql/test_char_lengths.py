@@ -9,13 +9,12 @@ PostgreSQL (`servers` fixture)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.sql.pgcompare import postgres_with, twofold_with
+from tests.sql.pgcompare import fixture_pair
 
 import twofold
 from twofold.sql.errors import sqlstate_of
@@ -25,18 +24,9 @@ COLS = "id bigint, v varchar(3), c char(3), w varchar(6), tx text"
 STATE = "SELECT id, v, c::text, length(c), c || '|', w, tx FROM t ORDER BY id"
 
 
-@pytest.fixture(scope="module")
-def pg(servers: Any) -> Iterator[Any]:
-    with postgres_with(servers, "chr", f"CREATE TABLE t ({COLS})") as con:
-        yield con
-
-
-@pytest.fixture(scope="module")
-def db() -> Iterator[twofold.Database]:
-    # memory://: both runtimes on threads, no SQLite round trips or maintenance process
-    # (the default placement: tests/replica, tests/storage)
-    with twofold_with(f"CREATE TABLE t ({COLS})", storage="memory://") as database:
-        yield database
+# memory://: both runtimes on threads, no SQLite round trips or maintenance process
+# (the default placement: tests/replica, tests/storage)
+pg, db = fixture_pair("chr", f"CREATE TABLE t ({COLS})", storage="memory://")
 
 
 def _pg(pg: Any, sql: str, params: Any = None) -> Any:

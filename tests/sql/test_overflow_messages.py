@@ -8,11 +8,10 @@ relation read in front of an evaluation error)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.sql.pgcompare import postgres_with, twofold_with
+from tests.sql.pgcompare import fixture_pair
 
 import twofold
 from twofold.sql.errors import sqlstate_of
@@ -26,16 +25,7 @@ SCHEMA = (f"CREATE TABLE t ({COLS})", f"CREATE TABLE w ({COLS})",
           f"INSERT INTO t VALUES {ROW}, {LOW}")
 
 
-@pytest.fixture(scope="module")
-def pg(servers: Any) -> Iterator[Any]:
-    with postgres_with(servers, "ovf", *SCHEMA) as con:
-        yield con
-
-
-@pytest.fixture(scope="module")
-def db() -> Iterator[twofold.Database]:
-    with twofold_with(*SCHEMA) as database:
-        yield database
+pg, db = fixture_pair("ovf", *SCHEMA)
 
 
 def _pg(pg: Any, sql: str) -> tuple[str, str] | list[tuple[Any, ...]]:

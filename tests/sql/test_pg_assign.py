@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.sql.pgcompare import postgres_with, twofold_with
+from tests.sql.pgcompare import fixture_pair, twofold_with
 
 import twofold
 from twofold.sql.errors import sqlstate_of
@@ -28,16 +27,7 @@ SCHEMA = ("CREATE TABLE t (i integer, f double precision, s text)",
           "b boolean, r real, f double precision)")
 
 
-@pytest.fixture(scope="module")
-def pg(servers: Any) -> Iterator[Any]:
-    with postgres_with(servers, "asg", *SCHEMA) as con:
-        yield con
-
-
-@pytest.fixture(scope="module")
-def db() -> Iterator[twofold.Database]:
-    with twofold_with(*SCHEMA) as database:
-        yield database
+pg, db = fixture_pair("asg", *SCHEMA)
 
 
 def _key(v: Any) -> Any:

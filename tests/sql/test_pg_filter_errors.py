@@ -7,11 +7,10 @@ PostgreSQL answers (found by a PostgreSQL fuzz run of `test_pg_differential`'s g
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.sql.pgcompare import postgres_with, twofold_with
+from tests.sql.pgcompare import fixture_pair
 
 import twofold
 from twofold.sql.errors import sqlstate_of
@@ -30,19 +29,7 @@ QUERIES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def pg(servers: Any) -> Iterator[Any]:
-    with postgres_with(servers, "pgfe", SCHEMA) as con:
-        with con.cursor() as cur:
-            cur.executemany("INSERT INTO t VALUES (%s, %s, %s)", ROWS)
-        yield con
-
-
-@pytest.fixture(scope="module")
-def db() -> Iterator[twofold.Database]:
-    with twofold_with(SCHEMA) as database:
-        database.table("t").insert(ROWS)
-        yield database
+pg, db = fixture_pair("pgfe", SCHEMA, rows={"t": ROWS})
 
 
 @pytest.mark.parametrize("sql", QUERIES)

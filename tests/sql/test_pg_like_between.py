@@ -4,11 +4,10 @@ ordinary character), and `BETWEEN SYMMETRIC 7 AND -7` was read as `BETWEEN 7 AND
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.sql.pgcompare import postgres_with, twofold_with
+from tests.sql.pgcompare import fixture_pair
 
 import twofold
 
@@ -29,19 +28,7 @@ QUERIES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def pg(servers: Any) -> Iterator[Any]:
-    with postgres_with(servers, "pglike", SCHEMA) as con:
-        with con.cursor() as cur:
-            cur.executemany("INSERT INTO p VALUES (%s, %s, %s)", ROWS)
-        yield con
-
-
-@pytest.fixture(scope="module")
-def db() -> Iterator[twofold.Database]:
-    with twofold_with(SCHEMA) as database:
-        database.table("p").insert(ROWS)
-        yield database
+pg, db = fixture_pair("pglike", SCHEMA, rows={"p": ROWS})
 
 
 @pytest.mark.parametrize("sql", QUERIES)

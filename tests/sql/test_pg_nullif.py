@@ -5,11 +5,9 @@ maintenance runtime down (found by a PostgreSQL fuzz of maintained views)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-from tests.sql.pgcompare import postgres_with, twofold_with
+from tests.sql.pgcompare import fixture_pair
 
 import twofold
 
@@ -17,16 +15,7 @@ SCHEMA = "CREATE TABLE t (k integer NOT NULL, a integer NOT NULL)"
 SQL = "SELECT k, nullif(2, k) AS c, nullif(nullif(-2, k), a) AS d FROM t"
 
 
-@pytest.fixture(scope="module")
-def pg(servers: Any) -> Iterator[Any]:
-    with postgres_with(servers, "pgni", SCHEMA) as con:
-        yield con
-
-
-@pytest.fixture(scope="module")
-def db() -> Iterator[twofold.Database]:
-    with twofold_with(SCHEMA) as database:
-        yield database
+pg, db = fixture_pair("pgni", SCHEMA)
 
 
 def test_nullif_of_equal_values_is_null_one_off_and_maintained(db: twofold.Database, pg: Any

@@ -5,11 +5,10 @@ read the column after the one it named when an expression key came before it).""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.sql.pgcompare import postgres_with, twofold_with
+from tests.sql.pgcompare import fixture_pair
 
 import twofold
 
@@ -28,16 +27,7 @@ ONS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def pg(servers: Any) -> Iterator[Any]:
-    with postgres_with(servers, "ojo", *SCHEMA) as con:
-        yield con
-
-
-@pytest.fixture(scope="module")
-def db() -> Iterator[twofold.Database]:
-    with twofold_with(*SCHEMA) as database:
-        yield database
+pg, db = fixture_pair("ojo", *SCHEMA)
 
 
 def _sorted(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from tests.sql.pgcompare import fresh_database, twofold_with
+from tests.sql.pgcompare import fixture_pair
 
 import twofold
 
@@ -58,22 +58,8 @@ def _strict(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return sorted((tuple(_token(v) for v in r) for r in rows), key=repr)
 
 
-@pytest.fixture(scope="module")
-def pg(servers: Any) -> Iterator[Any]:
-    with fresh_database(servers, "pgz") as con:
-        con.execute("CREATE TABLE z (k integer, f double precision)")
-        con.execute("CREATE TABLE t (k integer, f double precision)")
-        with con.cursor() as cur:
-            cur.executemany("INSERT INTO z VALUES (%s, %s)", ROWS)
-        yield con
-
-
-@pytest.fixture(scope="module")
-def db() -> Iterator[twofold.Database]:
-    with twofold_with("CREATE TABLE z (k integer, f double precision)",
-                      "CREATE TABLE t (k integer, f double precision)") as database:
-        database.table("z").insert(ROWS)
-        yield database
+pg, db = fixture_pair("pgz", "CREATE TABLE z (k integer, f double precision)",
+                      "CREATE TABLE t (k integer, f double precision)", rows={"z": ROWS})
 
 
 @pytest.mark.parametrize("sql", QUERIES)

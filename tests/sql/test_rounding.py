@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.sql.pgcompare import postgres_with, twofold_with
+from tests.sql.pgcompare import fixture_pair
 
 import twofold
 from twofold.sql.errors import sqlstate_of
@@ -30,16 +29,7 @@ ROWS = ("(1, 2, 2, 2, 2.5, 2.5), (2, -2, -2, -2, -2.5, -2.5), (3, 0, 0, 0, 0.5, 
 SCHEMA = (f"CREATE TABLE t ({COLS})", f"CREATE TABLE w ({COLS})", f"INSERT INTO t VALUES {ROWS}")
 
 
-@pytest.fixture(scope="module")
-def pg(servers: Any) -> Iterator[Any]:
-    with postgres_with(servers, "rnd", *SCHEMA) as con:
-        yield con
-
-
-@pytest.fixture(scope="module")
-def db() -> Iterator[twofold.Database]:
-    with twofold_with(*SCHEMA) as database:
-        yield database
+pg, db = fixture_pair("rnd", *SCHEMA)
 
 
 def _key(v: Any) -> Any:
