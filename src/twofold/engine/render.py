@@ -182,8 +182,10 @@ def _remap(e: Expr, columns: list[int]) -> Expr:
 def fuse_mfps(outer: Mfp, inner: Mfp, arity: int) -> Mfp | None:
     """`outer` over `inner` as one `Mfp` over inner's input (of `arity` columns), when that
     evaluates the same expressions on the same rows — inner has no filter (outer sees all its
-    rows anyway), or outer only projects — else None. A row's error is the same either way:
-    the fused one reports the first error in evaluation order, inner's before outer's."""
+    rows anyway), or outer only projects — else None. A row's error is the first one it
+    reaches in evaluation order, inner's before outer's (`expr._compile_mfp`): fused, an inner
+    map that only outer's output reads is reached only by rows outer's filters keep, as in
+    PostgreSQL, where unfused it was evaluated on every row."""
     if inner.filter and (outer.map or outer.filter):
         return None
     cols = list(inner.project) if inner.project is not None else list(

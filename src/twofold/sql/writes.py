@@ -137,7 +137,7 @@ def _check_declared(db: AsyncDatabase, table: Any, rows: list[list[Any]]) -> Non
     anything is written: a value out of range fails the whole statement; float4 values are
     rounded to single precision (`check_declared`)."""
     for j, pg in enumerate(declared_types(db, table)):
-        if pg in ("int2", "int4", "float4") or char_limit(pg) is not None:
+        if checks_declared(pg):
             column = check_declared([r[j] for r in rows], pg)
             for r, v in zip(rows, column, strict=True):
                 r[j] = v
@@ -149,7 +149,7 @@ def check_declared_rows(db: AsyncDatabase, table: Any, rows: Any) -> Any:
     range-checked (`NumericValueOutOfRange`, 22003, nothing written), float4 rounded to
     single precision — as INSERT stores them (`_check_declared`)."""
     pgs = declared_types(db, table)
-    if not any(pg in ("int2", "int4", "float4") or char_limit(pg) for pg in pgs):
+    if not any(checks_declared(pg) for pg in pgs):
         return rows
     import pyarrow as pa
 
