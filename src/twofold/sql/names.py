@@ -31,6 +31,8 @@ def output_name(node: exp.Expr) -> str:
         return "string_agg"
     if isinstance(node, exp.Variance | exp.VariancePop):
         return node.meta.get("name", "variance") if isinstance(node, exp.Variance) else "var_pop"
+    if isinstance(node, exp.LogicalAnd) and node.meta.get("name"):
+        return str(node.meta["name"])  # every(x)
     if isinstance(node, exp.Func) and not isinstance(node, exp.Anonymous):
         name = node.sql_name().lower()
         return {"logical_and": "bool_and", "logical_or": "bool_or"}.get(name, name)

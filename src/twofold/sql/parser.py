@@ -108,6 +108,15 @@ def _named(cls: type[exp.Func], name: str) -> Any:
     return build
 
 
+def _every(args: list[Any]) -> exp.Expr:
+    """`every(x)`, PostgreSQL's SQL-standard spelling of `bool_and(x)` (a column named
+    "every"); another number of arguments is an unknown function (42883), as in PostgreSQL."""
+    if len(args) != 1:
+        return exp.Anonymous(this="every", expressions=args)
+    node: exp.Expr = _named(exp.LogicalAnd, "every")(args)
+    return node
+
+
 class Twofold(Postgres):
     """PostgreSQL as sqlglot reads it, plus Materialize's statements (module docstring)."""
 
@@ -123,7 +132,9 @@ class Twofold(Postgres):
     class Parser(Postgres.Parser):  # type: ignore[misc, valid-type]
         # sqlglot reads var_samp as variance: keep the name the user wrote (a result column
         # is named after it).
-        FUNCTIONS = {**Postgres.Parser.FUNCTIONS, "VAR_SAMP": _named(exp.Variance, "var_samp")}
+        # every(x) is PostgreSQL's SQL-standard spelling of bool_and(x), named "every".
+        FUNCTIONS = {**Postgres.Parser.FUNCTIONS, "VAR_SAMP": _named(exp.Variance, "var_samp"),
+                     "EVERY": _every}
         # A dollar-quoted string (`$$it's$$`, `$tag$...$tag$`) is a string literal, as in
         # PostgreSQL (sqlglot makes it a RawString, which nothing binds).
         # An escape string (`E'a\tb'`) is a string literal decoded by PostgreSQL's rules from
