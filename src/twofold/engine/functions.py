@@ -21,7 +21,10 @@ precision` and `text`:
   (empty for `n <= 0`); a result over `MAX_LENGTH` characters is `54000` (PostgreSQL's limit
   is 1 GB); `reverse` reverses code points; `initcap` upper-cases every letter that follows a
   character that is not a letter or digit (or starts the string) and lower-cases the rest
-  (by the simple mappings of `case_map`: `ß` stays `ß`).
+  (by the simple mappings of `case_map`: `ß` stays `ß`); `trim_chars`/`ltrim_chars`/
+  `rtrim_chars(s, chars)` (PostgreSQL's `btrim`/`ltrim`/`rtrim(s, chars)`) remove the longest
+  prefix and suffix / prefix / suffix of characters in the set `chars` (nothing for an empty
+  `chars`).
   Lengths and positions count characters (code points).
 """
 
@@ -72,6 +75,9 @@ STRING_FUNCTIONS: Final[dict[str, tuple[tuple[str, ...], str]]] = {
     "reverse": (("str",), "str"),
     "initcap": (("str",), "str"),
     "md5": (("str",), "str"),
+    "trim_chars": (("str", "str"), "str"),
+    "ltrim_chars": (("str", "str"), "str"),
+    "rtrim_chars": (("str", "str"), "str"),
 }
 """Text functions: (argument scalars, result scalar)."""
 
@@ -363,6 +369,12 @@ def _string(func: str, vals: Sequence[pl.Expr]) -> tuple[pl.Expr, pl.Expr | None
         upper, lower = ch.replace(ups), ch.replace(lows)
         out = s.str.split("").list.eval(
             pl.when(after_word).then(lower).otherwise(upper)).list.join("")
+    elif func in ("trim_chars", "ltrim_chars", "rtrim_chars"):
+        # (a NULL set would strip whitespace in polars: NULL rows are NULL below)
+        chars = vals[1].cast(pl.String)
+        out = {"trim_chars": s.str.strip_chars(chars),
+               "ltrim_chars": s.str.strip_chars_start(chars),
+               "rtrim_chars": s.str.strip_chars_end(chars)}[func]
     elif func == "replace":
         old, new = vals[1].cast(pl.String), vals[2].cast(pl.String)
         out = pl.when((old == "") | (s == "")).then(s).otherwise(s.str.split(old).list.join(new))

@@ -26,6 +26,7 @@ FuncName = TypeLiteral[
     "sind", "cosd", "tand", "cotd", "asind", "acosd", "atand", "atan2d",
     "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
     "replace", "strpos", "split_part", "lpad", "rpad", "repeat", "reverse", "initcap", "md5",
+    "trim_chars", "ltrim_chars", "rtrim_chars",
 ]  # fmt: skip
 
 # Number of arguments per function; `None` means "one or more".
@@ -47,6 +48,7 @@ FUNCTION_ARITY: Final[dict[str, int | None]] = {
     "sinh": 1, "cosh": 1, "tanh": 1, "asinh": 1, "acosh": 1, "atanh": 1,
     "replace": 3, "strpos": 2, "split_part": 3, "lpad": 3, "rpad": 3, "repeat": 2,
     "reverse": 1, "initcap": 1, "md5": 1,
+    "trim_chars": 2, "ltrim_chars": 2, "rtrim_chars": 2,
 }  # fmt: skip
 
 

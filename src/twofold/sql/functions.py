@@ -248,12 +248,20 @@ class FunctionBinders:
         return self._string_fn(node, "upper")
 
     def _Trim(self, node: exp.Trim) -> B:
-        if node.expression is not None:
-            raise FeatureNotSupported("trim(... FROM ...) with characters is not supported; "
-                                      "trim removes spaces")
+        """`trim([BOTH|LEADING|TRAILING] [chars] FROM s)`, `btrim`/`ltrim`/`rtrim(s
+        [, chars])`: without `chars` spaces are removed, with them the longest prefix and/or
+        suffix of characters in that set (a NULL set makes the result NULL)."""
         where = (node.args.get("position") or "BOTH").upper()
         func = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(where, "trim")
-        return self._string_fn(node, func)
+        if node.expression is None:
+            return self._string_fn(node, func)
+        bs = [self.bind(node.this), self.bind(node.expression)]
+        if any(b[1] not in ("str", NULL) for b in bs):
+            name = {"trim": "btrim"}.get(func, func)
+            raise UndefinedFunction(f"function {name}({type_name(bs[0][1])}, "
+                                    f"{type_name(bs[1][1])}) does not exist")
+        es = [self.text_of(b) for b in bs]
+        return call(f"{func}_chars", *es), "str", bs[0][2] or bs[1][2]
 
     def _Substring(self, node: exp.Substring) -> B:
         e, s, n = self.bind(node.this)

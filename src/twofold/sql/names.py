@@ -31,6 +31,9 @@ def output_name(node: exp.Expr) -> str:
         return "string_agg"
     if isinstance(node, exp.Variance | exp.VariancePop):
         return node.meta.get("name", "variance") if isinstance(node, exp.Variance) else "var_pop"
+    if isinstance(node, exp.Trim):  # trim(...) is PostgreSQL's btrim/ltrim/rtrim
+        where = str(node.args.get("position") or "BOTH").upper()
+        return {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(where, "btrim")
     if isinstance(node, exp.LogicalAnd) and node.meta.get("name"):
         return str(node.meta["name"])  # every(x)
     if isinstance(node, exp.Func) and not isinstance(node, exp.Anonymous):
