@@ -94,17 +94,39 @@ class FunctionBinders:
 
     # -- CASE, casts, functions ---------------------------------------------------------------
 
+    def bind_resolved(self, nodes: list[exp.Expr], what: str) -> list[B]:
+        """`nodes` bound as one CASE/COALESCE/NULLIF/GREATEST/LEAST set, by PostgreSQL's rule
+        for its quoted literals (type `unknown`): they take the type the other arguments
+        resolve to (`coalesce(f, 'NaN')` is double precision, `nullif(i, '2')` integer,
+        range-checked), and are text only when nothing else has a type."""
+        bs = [self.bind(n) for n in nodes]
+        unknown = [isinstance(n, exp.Literal) and n.is_string and b[1] == "str"
+                   for n, b in zip(nodes, bs, strict=True)]
+        known = [b for b, u in zip(bs, unknown, strict=True) if not u]
+        typed_ = {b[1] for b in known} - {NULL}
+        if not any(unknown) or not typed_ or typed_ == {"str"}:
+            return bs
+        scalar = unify(self, [b[1] for b in known], what)
+        pg = unify_declared([pg_of(b) if b[1] != NULL else None for b in known],
+                            [b[1] for b in known])
+        return [self.retype_pg(n, scalar, pg) if u and isinstance(n, exp.Literal) else b
+                for n, b, u in zip(nodes, bs, unknown, strict=True)]
+
     def _Case(self, node: exp.Case) -> B:
         subject = node.this
-        branches: list[tuple[PExpr, B]] = []
+        conds: list[PExpr] = []
+        result_nodes: list[exp.Expr] = []
         for when in node.args.get("ifs") or []:
             cond_node = when.this
             if subject is not None:
                 cond_node = exp.EQ(this=subject, expression=cond_node)
-            cond = self.condition(cond_node, "CASE/WHEN")
-            branches.append((cond, self.bind(when.args["true"])))
+            conds.append(self.condition(cond_node, "CASE/WHEN"))
+            result_nodes.append(when.args["true"])
         default = node.args.get("default")
-        otherwise: B = self.bind(default) if default is not None else (
+        bound = self.bind_resolved(result_nodes + ([default] if default is not None else []),
+                                   "CASE")
+        branches = list(zip(conds, bound[:len(conds)], strict=True))
+        otherwise: B = bound[-1] if default is not None else (
             PLiteral(value=None), NULL, True)
         scalar = unify(self, [b[1] for _, b in branches] + [otherwise[1]], "CASE")
         results, pg = self.unified([*(b for _, b in branches), otherwise], scalar)
@@ -149,16 +171,19 @@ class FunctionBinders:
 
     _TryCast = _Cast
 
-    def _args(self, node: exp.Expr) -> list[B]:
+    def _arg_nodes(self, node: exp.Expr) -> list[exp.Expr]:
         args = [node.this, *node.expressions] if node.this is not None else node.expressions
         if node.args.get("expression") is not None:
             args.append(node.args["expression"])
         if node.args.get("decimals") is not None:
             args.append(node.args["decimals"])
-        return [self.bind(a) for a in args]
+        return list(args)
+
+    def _args(self, node: exp.Expr) -> list[B]:
+        return [self.bind(a) for a in self._arg_nodes(node)]
 
     def _variadic(self, node: exp.Expr, what: str) -> tuple[list[PExpr], str, list[B]]:
-        bs = self._args(node)
+        bs = self.bind_resolved(self._arg_nodes(node), what)
         scalar = unify(self, [b[1] for b in bs], what)
         return [self.planner.coerce(b, scalar) for b in bs], scalar, bs
 
