@@ -163,7 +163,12 @@ class _Compiler:
             out = (a & b) if func == "and" else (a | b)
             err = _first(*errs)
             if err is not None:
-                err = pl.when((a == decided) | (b == decided)).then(_NULL_STR).otherwise(err)
+                # A side decides the result (hiding the other's error) only where it has no
+                # error of its own: a failed side's value is no value (log(-1) = 'NaN' OR
+                # log(-1) = 1 fails, as in PostgreSQL, though the NaN "compares" true).
+                a_decides, b_decides = (v == decided if e is None else (v == decided) & e.is_null()
+                                        for v, e in ((a, errs[0]), (b, errs[1])))
+                err = pl.when(a_decides | b_decides).then(_NULL_STR).otherwise(err)
             return out, err
         if func == "not":
             return ~vals[0].cast(pl.Boolean), errs[0]

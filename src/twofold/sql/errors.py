@@ -192,6 +192,7 @@ _EVAL_STATES = (
     ("raised to a", "2201F"),  # zero to a negative power; a negative to a fraction
     ("cannot take logarithm", "2201E"),
     ("field position must not be zero", "22023"),
+    ("negative substring length not allowed", "22011"),
     ("requested length too large", "54000"),
     (SUBQUERY_ROWS, "21000"),
     ("duplicate key", "23505"),
