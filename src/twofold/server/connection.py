@@ -112,13 +112,17 @@ class Connection:
         assert session is not None
         transport = self.writer.transport
         if self.fast_ready():
-            # The common case: one kept lookup's request, answered in one write.
+            # The common case: one kept lookup's request, answered in one write — its checks
+            # shared with the iteration's other receives (`Turn.scope`).
+            turn = self.server.turn
+            turn.scope()
             done = fastpath.answer(session, data, 0)
             if done is not None:
                 reply, at = done
                 if at == len(data):
-                    self.server.turn.write(transport, reply)  # after the turn's others
+                    turn.write(transport, reply)  # after the turn's others
                     return True
+                turn.unscope()  # what came after it may have arrived after the checks
                 self.out(reply)
                 data = self._answer_at_once(data[at:])
             # else not a request it answers: the machine's (`_answer_at_once` would only

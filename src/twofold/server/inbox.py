@@ -33,6 +33,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from twofold.sql.catalog_watch import begin_scope, end_scope
+
 log = logging.getLogger(__name__)
 
 LIMIT = 1 << 17
@@ -48,6 +50,7 @@ class Turn:
     turn's), and the replies written while they are (`write`), sent after the last."""
 
     def __init__(self) -> None:
+        self._scoped = False
         self._held: list[Inbox] = []
         self._writes: list[tuple[asyncio.WriteTransport, bytes]] | None = None
         self.together: Callable[[list[Inbox]], None] | None = None
@@ -69,6 +72,32 @@ class Turn:
             loop.call_soon(self._settle)
         self._held.append(inbox)
         return True
+
+    def scope(self) -> bool:
+        """Open this iteration's catalog-check scope (`catalog_watch.begin_scope`), closed by
+        a callback scheduled now — which runs in the next iteration, after its poll and
+        before any receive it reports. Every receive offered within it was reported by this
+        iteration's poll: its first byte arrived before any check made in the scope. True
+        when open; False where the loop does not keep its callbacks so (then nothing is
+        shared)."""
+        if self._scoped:
+            return True
+        loop = asyncio.get_running_loop()
+        if getattr(loop, "_ready", None) is None:
+            return False
+        self._scoped = True
+        begin_scope()
+        loop.call_soon(self._unscope)
+        return True
+
+    def unscope(self) -> None:
+        """Close the scope early (what follows in this iteration checks storage itself)."""
+        if self._scoped:
+            end_scope()
+
+    def _unscope(self) -> None:
+        self._scoped = False
+        end_scope()
 
     def write(self, transport: asyncio.WriteTransport, data: bytes) -> None:
         """`transport.write(data)`, after the turn's other answers when settling one."""

@@ -7,6 +7,13 @@ does, but reads storage only when a catalog change may have been committed since
 another connection committed to the file — which also notices another process's DDL).
 `catalog_version(db)` is the catalog version `db`'s objects follow. What kept prepared
 statements (`twofold.sql.prepared`) check before a kept plan answers.
+
+`begin_scope()` / `end_scope()` bracket, on one thread, a stretch in which every check is
+answered by the first one made in it (one storage probe for many requests). Sound only for
+requests whose first byte reached this process before that first check: the server opens a
+scope for one event-loop iteration's receives (`inbox.Turn.scope`), every one of which was
+readable when the iteration's poll returned, before any check in it — so any commit a client
+saw before sending is in the first check, as it would be in its own.
 """
 
 from __future__ import annotations
@@ -16,6 +23,21 @@ import weakref
 from typing import Any
 
 _WATCH_ATTR = "_twofold_catalog_watch"
+
+_scope = threading.local()
+"""This thread's open scope (`begin_scope`), if any: its `tokens`, watch id -> the token
+its first check read."""
+
+
+def begin_scope() -> None:
+    """Open a scope on this thread (module docstring); a scope already open stays."""
+    if getattr(_scope, "tokens", None) is None:
+        _scope.tokens = {}
+
+
+def end_scope() -> None:
+    """Close this thread's scope, if one is open: the next check probes storage again."""
+    _scope.tokens = None
 
 
 class _CatalogWatch:
@@ -61,6 +83,12 @@ class _CatalogWatch:
     def _token(self) -> tuple[int, object] | None:
         if self._probe is None:
             return None
+        tokens: dict[int, tuple[int, object]] | None = getattr(_scope, "tokens", None)
+        if tokens is not None:
+            token = tokens.get(id(self))
+            if token is None:
+                token = tokens[id(self)] = (self._notes, self._probe())
+            return token
         # Read before the probe, without the lock: an int read is atomic, and a note landing
         # after it moves the next token.
         return self._notes, self._probe()
