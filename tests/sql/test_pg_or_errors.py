@@ -1,9 +1,10 @@
-"""An OR (AND) hides one side's evaluation error only where the other side is true (false)
-without an error of its own, against PostgreSQL 15. A failed side's value is no value: before,
-`log(f) IN ('-inf', 'NaN')` over f = 0 or -1 answered true (log's -inf / NaN "matching"),
-each side's error hidden by the other's, where PostgreSQL fails with 2201E (found by a
-differential probe of float functions). Also: a negative substring length is 22011, not
-XX000."""
+"""AND/OR errors in PostgreSQL 15's order: the left side's evaluation error always counts,
+the right side's only where the left side does not decide (is not false for AND, true for
+OR). Before, either side hid the other's error wherever its value decided - a failed side's
+value too, so `log(f) IN ('-inf', 'NaN')` over f = 0 or -1 answered true (log's -inf / NaN
+"matching"), each side's error hidden by the other's, and `sqrt(f) > 1 AND f > 100` answered
+false over f = -1, where PostgreSQL fails with 2201E / 2201F (found by a differential probe
+of float functions). Also: a negative substring length is 22011, not XX000."""
 
 from __future__ import annotations
 
@@ -25,12 +26,18 @@ FAILING = [
     "SELECT id, sqrt(f) < 0 AND sqrt(f) < 1 AS x FROM t",
     "SELECT id FROM t WHERE NOT (sqrt(f) < 0 AND sqrt(f) < 1)",
     "SELECT id, substring(s from 2 for -1) AS x FROM t",
+    "SELECT id, sqrt(f) > 1 AND f > 100 AS x FROM t",
+    "SELECT id, 10 / f > 1 OR f = 0 AS x FROM t",
+    "SELECT id FROM t WHERE 10 / f > 1 OR f = 0",
+    "SELECT id, CASE WHEN sqrt(f) > 1 AND f > 100 THEN 1 END AS x FROM t",
 ]
 ANSWERED = [
-    # the other side decides without an error: no error (either order)
+    # the left side decides without an error: the right side's error does not count
     "SELECT id, f <= 0 OR sqrt(f) = 2 AS x FROM t WHERE f <> 0",
     "SELECT id, f > 0 AND sqrt(f) = 2 AS x FROM t",
     "SELECT id FROM t WHERE f <= 0 OR ln(f) IN ('NaN', 0)",
+    "SELECT id, f = 0 OR 10 / f > 1 AS x FROM t",
+    "SELECT id, CASE WHEN f > 100 AND sqrt(f) > 1 THEN 1 END AS x FROM t",
 ]
 
 

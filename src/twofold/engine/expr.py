@@ -161,15 +161,13 @@ class _Compiler:
             a, b = (v.cast(pl.Boolean) for v in vals)
             decided = pl.lit(False) if func == "and" else pl.lit(True)
             out = (a & b) if func == "and" else (a | b)
-            err = _first(*errs)
-            if err is not None:
-                # A side decides the result (hiding the other's error) only where it has no
-                # error of its own: a failed side's value is no value (log(-1) = 'NaN' OR
-                # log(-1) = 1 fails, as in PostgreSQL, though the NaN "compares" true).
-                a_decides, b_decides = (v == decided if e is None else (v == decided) & e.is_null()
-                                        for v, e in ((a, errs[0]), (b, errs[1])))
-                err = pl.when(a_decides | b_decides).then(_NULL_STR).otherwise(err)
-            return out, err
+            # PostgreSQL's order: the left side's error always counts, the right side's only
+            # where the left one does not decide (false for AND, true for OR). A failed side's
+            # value is no value: log(-1) = 'NaN' OR log(-1) = 1 fails, though NaN "matches".
+            err_b = errs[1]
+            if err_b is not None:
+                err_b = pl.when(a == decided).then(_NULL_STR).otherwise(err_b)
+            return out, _first(errs[0], err_b)
         if func == "not":
             return ~vals[0].cast(pl.Boolean), errs[0]
         if func == "is_null":
