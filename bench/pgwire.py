@@ -38,6 +38,7 @@ import multiprocessing
 import os
 import random
 import re
+import resource
 import signal
 import statistics
 import subprocess
@@ -139,9 +140,9 @@ def copy_in(dsn: str, table: str, rows: int) -> float:
 def _client_process(dsn: str, table: str, rows: int, conns: int, seed: int,
                     seconds: float, ready: Any, start: Any, done: Any, out: Any) -> None:
     """One client process: `conns` connections, one thread each, a closed loop of lookups for
-    `seconds` once `start` is set; sends (latencies in ms, failures, its CPU seconds over the
-    window) back on `out`, and closes its connections once `done` is set (a PostgreSQL
-    backend's CPU is read while it lives)."""
+    `seconds` once `start` is set; sends (latencies in ms, failures, its CPU seconds and its
+    voluntary context switches over the window) back on `out`, and closes its connections
+    once `done` is set (a PostgreSQL backend's CPU is read while it lives)."""
     lat: list[list[float]] = [[] for _ in range(conns)]
     failed = [0] * conns
     connections = [psycopg.connect(dsn, autocommit=True) for _ in range(conns)]
@@ -153,6 +154,7 @@ def _client_process(dsn: str, table: str, rows: int, conns: int, seed: int,
     start.wait()
     stop = time.perf_counter() + seconds
     cpu0 = time.process_time()
+    waits0 = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
 
     def client(i: int) -> None:
         rnd = random.Random(seed * 1000 + i)
@@ -174,7 +176,8 @@ def _client_process(dsn: str, table: str, rows: int, conns: int, seed: int,
     for t in threads:
         t.join()
     cpu = time.process_time() - cpu0
-    out.send(([x for xs in lat for x in xs], sum(failed), cpu))
+    waits = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - waits0
+    out.send(([x for xs in lat for x in xs], sum(failed), cpu, waits))
     out.close()
     done.wait(60)
     for c in connections:
@@ -189,8 +192,10 @@ def client_processes(conns: int) -> int:
 
 
 def lookups(dsn: str, table: str, rows: int, conns: int, seconds: float,
-            window: Any = None) -> tuple[list[float], int, int, float]:
-    """(latencies in ms, operations, failures, client CPU seconds) of `conns` clients for
+            window: Any = None) -> tuple[list[float], int, int, float, int]:
+    """(latencies in ms, operations, failures, client CPU seconds, client voluntary context
+    switches: each time one of its threads slept, on its socket or on its interpreter
+    lock) of `conns` clients for
     `seconds`, spread over `client_processes(conns)` processes; `window` (a context manager
     factory) is entered for exactly the timed window, once every client is connected."""
     ctx = multiprocessing.get_context("fork")
@@ -212,17 +217,19 @@ def lookups(dsn: str, table: str, rows: int, conns: int, seconds: float,
     flat: list[float] = []
     bad = 0
     cpu = 0.0
+    waits = 0
     with window() if window is not None else contextlib.nullcontext():
         start.set()
         results = [recv.recv() for _, _, recv in workers]
     done.set()
     for proc, _, _ in workers:
         proc.join(30)
-    for lat, failed, used in results:
+    for lat, failed, used, slept in results:
         flat += lat
         bad += failed
         cpu += used
-    return flat, len(flat), bad, cpu
+        waits += slept
+    return flat, len(flat), bad, cpu, waits
 
 
 def subscribe_latency(dsn: str, samples: int) -> tuple[list[float], int]:
@@ -290,6 +297,10 @@ def main() -> int:
     # The client processes' CPU per lookup (the same client for both servers): it shares the
     # machine's cores with the server measured, so it is printed beside the server's.
     client_us: dict[str, dict[int, float]] = {"twofold": {}, "postgres": {}}
+    # ... and its voluntary context switches per lookup: one is the wait for the reply; more
+    # are its threads waiting for their process's interpreter lock (replies arriving
+    # together wake several threads of one process at once).
+    client_waits: dict[str, dict[int, float]] = {"twofold": {}, "postgres": {}}
     # Both servers run side by side, PostgreSQL loaded first (idle, it takes no CPU while
     # twofold loads; twofold's maintenance process merges its COPY's batches for a while
     # after it), and each connection count's two arms follow each other: on a machine others
@@ -328,24 +339,27 @@ def main() -> int:
         for n in levels:
             lookups(dsn, "kv", rows, n, args.warmup)
             meter = ServerCpu(serve_pid)
-            lat, ops, bad, client_cpu = lookups(dsn, "kv", rows, n, seconds, meter.window)
+            lat, ops, bad, client_cpu, waits = lookups(dsn, "kv", rows, n, seconds,
+                                                       meter.window)
             verdicts.ok(f"twofold lookups at {n} connections", bad, ops)
             results["twofold"][n] = (pct(lat, 50), pct(lat, 99), ops / seconds)
             per = 1e6 / max(ops, 1)
             cpu_us[n] = (meter.own * per, meter.children * per)
             client_us["twofold"][n] = client_cpu * per
+            client_waits["twofold"][n] = waits / max(ops, 1)
             if pg is None:
                 continue
             with paused(serve_pid):
                 lookups(pg_dsn, "kv", rows, n, args.warmup)
                 meter = ServerCpu(postmaster)
-                lat, ops, bad, client_cpu = lookups(pg_dsn, "kv", rows, n, seconds,
-                                                    meter.window)
+                lat, ops, bad, client_cpu, waits = lookups(pg_dsn, "kv", rows, n, seconds,
+                                                           meter.window)
             verdicts.ok(f"postgres lookups at {n} connections", bad, ops)
             results["postgres"][n] = (pct(lat, 50), pct(lat, 99), ops / seconds)
             per = 1e6 / max(ops, 1)
             pg_cpu_us[n] = (meter.own + meter.children) * per
             client_us["postgres"][n] = client_cpu * per
+            client_waits["postgres"][n] = waits / max(ops, 1)
         if not args.lookups_only:
             sub = subscribe_latency(dsn, 20 if args.quick else 100)
             verdicts.ok("SUBSCRIBE rows delivered", sub[1], sub[1] + len(sub[0]))
@@ -363,9 +377,11 @@ def main() -> int:
                   f" (its maintenance child {cpu_us[n][1]:.0f} us/lookup)")
         if n in client_us["twofold"]:
             line = (f"lookup {n:>2} conn: client CPU ({client_processes(n)} processes) "
-                    f"{client_us['twofold'][n]:.0f} us/lookup with twofold")
+                    f"{client_us['twofold'][n]:.0f} us/lookup with twofold "
+                    f"({client_waits['twofold'][n]:.2f} context switches/lookup)")
             if n in client_us["postgres"]:
-                line += (f", {client_us['postgres'][n]:.0f} with postgres (whose processes "
+                line += (f", {client_us['postgres'][n]:.0f} with postgres "
+                         f"({client_waits['postgres'][n]:.2f}; its processes "
                          f"took {pg_cpu_us[n]:.0f} us/lookup)")
             print(line)
         if pgr is not None:
