@@ -452,19 +452,24 @@ def _map_stages(mfp: MapFilterProject, width: int) -> list[int]:
     number of filters where only the output (or nothing) does."""
     stage = [len(mfp.filter)] * len(mfp.map)
     for k in reversed(range(len(mfp.filter))):
-        for c in _columns(mfp.filter[k]):
+        for c in columns_of(mfp.filter[k]):
             if c >= width:
                 stage[c - width] = min(stage[c - width], k)
     for j in reversed(range(len(mfp.map))):
-        for c in _columns(mfp.map[j]):
+        for c in columns_of(mfp.map[j]):
             if c >= width:
                 stage[c - width] = min(stage[c - width], stage[j])
     return stage
 
 
-def _columns(e: Expr) -> set[int]:
-    if isinstance(e, Column):
-        return {e.index}
-    if isinstance(e, Call):
-        return set().union(*(_columns(a) for a in e.args)) if e.args else set()
-    return set()
+def columns_of(*exprs: Expr) -> set[int]:
+    """The input columns `exprs` read (the indices of their `Column`s)."""
+    out: set[int] = set()
+    stack = list(exprs)
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Column):
+            out.add(e.index)
+        elif isinstance(e, Call):
+            stack.extend(e.args)
+    return out

@@ -24,6 +24,7 @@ from typing import Any
 from sqlglot import exp
 
 from twofold.api.joins import left_join_on, nullsafe_key, typed_null
+from twofold.engine.expr import columns_of
 from twofold.protocol import Aggregate, Column, ColumnType, Constant, Distinct, Join, Mfp, Reduce
 from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
@@ -96,7 +97,7 @@ def _attach(binder: Binder, right: Any, rtypes: list[Any], k: int, used: list[in
         total_ = Mfp(input=total_, project=list(range(1 + start, 1 + start + width)))
         joined = Join(left=orel.plan, right=total_, left_key=[], right_key=[])
     else:
-        src = _source(binder, [*used, *_columns(lextra_exprs)])
+        src = _source(binder, [*used, *columns_of(*lextra_exprs)])
         if src is binder.scope.rel or not lextra_exprs:
             d = Distinct(input=Mfp(input=src.plan, project=keys))
         else:
@@ -123,18 +124,6 @@ def _attach(binder: Binder, right: Any, rtypes: list[Any], k: int, used: list[in
                 for t in rtypes[start:start + width]]
     binder.scope.rel = Rel(joined, orel.cols + new_cols, {**orel.inputs})
     return n
-
-
-def _columns(exprs: tuple[PExpr, ...]) -> list[int]:
-    out: list[int] = []
-    stack = list(exprs)
-    while stack:
-        e = stack.pop()
-        if isinstance(e, Column):
-            out.append(e.index)
-        elif hasattr(e, "args"):
-            stack.extend(e.args)
-    return out
 
 
 def _added(types: list[Any], cols: list[int]) -> int:
