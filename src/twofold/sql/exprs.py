@@ -69,6 +69,69 @@ _NEGATABLE: Final = (exp.Is, exp.Like, exp.ILike, exp.In, exp.Between, exp.Exist
 _PY: Final = {bool: "bool", int: "int", float: "float", str: "str", bytes: "bytes"}
 
 
+_NON_STRICT: Final = frozenset({"and", "or", "is_null", "coalesce", "if", "error"})
+_NARROWING: Final = frozenset({"check_int2", "check_int4", "round_float4"})
+_COMPARE: Final = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
+                   "lt": lambda a, b: a < b, "le": lambda a, b: a <= b,
+                   "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
+
+
+def _null_constant(e: PExpr) -> bool:
+    """Whether `e` is a NULL constant: a NULL literal or `typed_null`'s form."""
+    if isinstance(e, PLiteral):
+        return e.value is None
+    return (isinstance(e, Call) and e.func == "if" and isinstance(e.args[0], PLiteral)
+            and e.args[0].value is True and isinstance(e.args[1], PLiteral)
+            and e.args[1].value is None)
+
+
+def _constant_comparison(e: Call) -> bool | None:
+    """The value of a comparison of two non-NULL literals of one kind (numbers, texts or
+    booleans; not NaN, whose order is PostgreSQL's, not Python's), else None."""
+    a, b = e.args
+    if not isinstance(a, PLiteral) or not isinstance(b, PLiteral):
+        return None
+    x, y = a.value, b.value
+    numbers = all(type(v) in (int, float) for v in (x, y))
+    if numbers and type(x) is not type(y):
+        x, y = float(x), float(y)  # as the engine compares an int with a float
+    if type(x) is not type(y) or type(x) not in (int, float, str, bool):
+        return None
+    if isinstance(x, float) and (x != x or y != y):
+        return None
+    return bool(_COMPARE[e.func](x, y))
+
+
+def folded(out: B) -> B:
+    """`out` after PostgreSQL's plan-time simplifications that decide which arguments are
+    evaluated at all (`eval_const_expressions`), so which errors count: a strict function of
+    a NULL constant is NULL (`sqrt(f) + NULL` is NULL over f = -1, a smallint/integer/real
+    result's range check included); AND with a FALSE constant argument is FALSE and OR with a
+    TRUE one TRUE, wherever it stands (`sqrt(f) > 1 AND false`); a comparison of two
+    constants is its value (`0 BETWEEN sqrt(f) AND -1` is false)."""
+    e = out[0]
+    if not isinstance(e, Call):
+        return out
+    new: PExpr | None = None
+    if e.func in ("and", "or"):
+        decided = e.func == "or"
+        if any(isinstance(a, PLiteral) and a.value is decided for a in e.args):
+            new = PLiteral(value=decided)
+    elif e.func in _NARROWING and isinstance(e.args[0], Call):
+        inner = folded((e.args[0], out[1], out[2]))[0]
+        if _null_constant(inner):
+            new = inner
+    elif e.func not in _NON_STRICT and any(_null_constant(a) for a in e.args):
+        new = typed_null(out[1]) if out[1] != NULL else PLiteral(value=None)
+    elif e.func in _COMPARE:
+        value = _constant_comparison(e)
+        if value is not None:
+            new = PLiteral(value=value)
+    if new is None:
+        return out
+    return Typed(new, out[1], out[2], getattr(out, "pg", None))
+
+
 def node_key(node: exp.Expr) -> Any:
     """A structural key of a syntax tree: equal for equal expressions, cheap to compute
     (generating SQL text for every bound node cost a few ms per statement)."""
@@ -115,8 +178,8 @@ class Binder(FunctionBinders, BuiltinBinders):
             if node.args.get("negate") and isinstance(node, _NEGATABLE):
                 # `x IS NOT NULL`, `s NOT LIKE p`: sqlglot marks the negation on the node.
                 e, s, n = out
-                return call("not", e), s, n
-            return out
+                out = call("not", e), s, n
+            return folded(out)
         if isinstance(node, exp.Window):
             raise FeatureNotSupported("window functions are not supported")
         if isinstance(node, AGGREGATES):
