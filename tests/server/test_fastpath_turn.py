@@ -125,6 +125,66 @@ def test_a_turns_bytes_are_offered_together_in_order_and_replied_to_after() -> N
     asyncio.run(go())
 
 
+def test_a_turn_answers_at_most_batch_together_each_groups_replies_sent_first() -> None:
+    """`Turn(batch=2)`: a turn's five held inboxes are answered in arrival order in groups of
+    two, two and one — `together` sees each group, and each group's replies are sent before
+    the next group is offered; `Turn(batch=0)` holds nothing."""
+    events: list[tuple[str, str, bytes]] = []
+
+    async def go() -> None:
+        turn = Turn(batch=2)
+        groups: list[list[str]] = []
+        boxes = [Inbox(turn) for _ in range(5)]
+        names = {id(b): str(i) for i, b in enumerate(boxes)}
+        turn.together = lambda held: groups.append([names[id(b)] for b in held])
+        for i, box in enumerate(boxes):
+            t = _Transport(str(i), events)
+            box.transport = t  # type: ignore[assignment]
+
+            def now(data: bytes, t: _Transport = t) -> bool:
+                events.append(("offered", t.name, data))
+                turn.write(t, data.upper())  # type: ignore[arg-type]
+                return True
+
+            box.now = now
+        loop = asyncio.get_running_loop()
+        loop.call_soon(lambda: None)  # more callbacks to run: the receives are held
+        for i, box in enumerate(boxes):
+            box.feed(b"r%d" % i)
+        assert events == []
+        await asyncio.sleep(0)
+        assert groups == [["0", "1"], ["2", "3"]]  # a group of one needs no batch
+        assert events == [
+            ("offered", "0", b"r0"), ("offered", "1", b"r1"),
+            ("sent", "0", b"R0"), ("sent", "1", b"R1"),
+            ("offered", "2", b"r2"), ("offered", "3", b"r3"),
+            ("sent", "2", b"R2"), ("sent", "3", b"R3"),
+            ("offered", "4", b"r4"), ("sent", "4", b"R4")]
+        events.clear()
+        unheld = Turn(batch=0)
+        box = Inbox(unheld)
+        t = _Transport("u", events)
+        box.transport = t  # type: ignore[assignment]
+        box.now = lambda data: (events.append(("offered", "u", data)), True)[1]
+        loop.call_soon(lambda: None)
+        box.feed(b"x")
+        assert events == [("offered", "u", b"x")]  # in the receive's own callback
+
+    asyncio.run(go())
+
+
+def test_turn_batch_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for raw, want in (("", inbox_module.TURN_BATCH), ("0", 0), ("8", 8), ("all", None)):
+        monkeypatch.setenv("TWOFOLD_TURN_BATCH", raw)
+        assert inbox_module.turn_batch() == want
+    for bad in ("-1", "eight"):
+        monkeypatch.setenv("TWOFOLD_TURN_BATCH", bad)
+        with pytest.raises(ValueError, match="TWOFOLD_TURN_BATCH"):
+            inbox_module.turn_batch()
+    with pytest.raises(ValueError):
+        Turn(batch=-1)
+
+
 def _bind_execute(stmt: str, key: int) -> bytes:
     body = (b"\0" + stmt.encode() + b"\0" + struct.pack("!hh", 1, 1) + struct.pack("!h", 1)
             + struct.pack("!iq", 8, key) + struct.pack("!hh", 1, 1))

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -42,14 +43,43 @@ LIMIT = 1 << 17
 CHUNK = 1 << 16
 """Bytes one receive takes at most (the size of the connection's receive buffer)."""
 
+TURN_BATCH: int | None = None
+"""How many of a turn's requests `twofold serve` answers together (`Turn.batch`) unless
+`TWOFOLD_TURN_BATCH` says otherwise (`turn_batch`)."""
+
+
+def turn_batch() -> int | None:
+    """`Turn.batch` from `TWOFOLD_TURN_BATCH`: a count (0: hold nothing), `all` (None), or
+    unset/empty for `TURN_BATCH`."""
+    raw = os.environ.get("TWOFOLD_TURN_BATCH", "").strip()
+    if not raw:
+        return TURN_BATCH
+    if raw == "all":
+        return None
+    try:
+        n = int(raw)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise ValueError(f"TWOFOLD_TURN_BATCH must be a count of requests or 'all', not {raw!r}")
+    return n
+
 
 class Turn:
     """The inboxes that received bytes for their `now` during one turn of the event loop,
     offered them together at its end (`asyncio`'s callbacks run in order: the one scheduled
     by a turn's first receive runs after that turn's other receives, before the next
-    turn's), and the replies written while they are (`write`), sent after the last."""
+    turn's), and the replies written while they are (`write`), sent after the last.
 
-    def __init__(self) -> None:
+    `batch` bounds how many are answered together: the held inboxes go in arrival order in
+    groups of at most `batch`, each group's replies sent before the next group is answered
+    (None: all of them as one group); 0 holds nothing — each receive is answered in its own
+    callback (its catalog check still shared with the iteration's others: `scope`)."""
+
+    def __init__(self, batch: int | None = None) -> None:
+        if batch is not None and batch < 0:
+            raise ValueError(f"a turn's batch is a count of requests, not {batch}")
+        self.batch = batch
         self._scoped = False
         self._held: list[Inbox] = []
         self._writes: list[tuple[asyncio.WriteTransport, bytes]] | None = None
@@ -61,6 +91,8 @@ class Turn:
         """Hold `inbox`'s bytes to the turn's end: True, unless nothing else is to run in
         this turn (then holding gains nothing and costs a turn of the loop: False, and its
         bytes are offered at once)."""
+        if self.batch == 0:
+            return False
         if not self._held:
             loop = asyncio.get_running_loop()
             # The callbacks left to run (asyncio's own loop keeps them in `_ready`: this
@@ -108,6 +140,11 @@ class Turn:
 
     def _settle(self) -> None:
         held, self._held = self._held, []
+        step = self.batch or len(held) or 1
+        for i in range(0, len(held), step):
+            self._answer(held[i:i + step])
+
+    def _answer(self, held: list[Inbox]) -> None:
         writes: list[tuple[asyncio.WriteTransport, bytes]] = []
         self._writes = writes
         try:

@@ -18,6 +18,7 @@ import secrets
 import ssl
 from typing import Any
 
+from twofold.server import inbox as inbox_module
 from twofold.server.connection import Connection
 from twofold.server.inbox import Inbox, InboxProtocol, Turn
 from twofold.server.turns import answer_together
@@ -28,7 +29,8 @@ READ_CHUNK = 65536
 
 class Server:
     def __init__(self, db: Any, *, auth: str = "trust", passwords: dict[str, str] | None = None,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, turn_batch: int | str | None = "env"
+                 ) -> None:
         self.db = db
         self.auth = auth
         self.passwords = passwords or {}
@@ -37,7 +39,10 @@ class Server:
         self._conns: set[asyncio.Task[Any]] = set()
         self._keys: dict[int, tuple[int, Connection]] = {}
         self._live: set[Connection] = set()
-        self.turn = Turn()  # the loop's: each turn's received requests answered together
+        # The loop's: each turn's received requests answered together, at most `turn_batch` at
+        # a time ("env": `TWOFOLD_TURN_BATCH`, else `inbox.TURN_BATCH`; see `inbox.Turn`).
+        self.turn = Turn(inbox_module.turn_batch() if turn_batch == "env" else
+                         None if turn_batch is None else int(turn_batch))
         self.turn.together = lambda inboxes: answer_together(self.turn, inboxes)
         self.closing = False  # close() has begun: sessions end with 57P01
         self.host = ""
