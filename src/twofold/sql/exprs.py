@@ -85,6 +85,14 @@ def _null_constant(e: PExpr) -> bool:
             and e.args[1].value is None)
 
 
+def _constant_node(node: exp.Expr) -> bool:
+    """Whether `node` is a written constant (a literal, negated or parenthesized), not a
+    parameter or anything computed."""
+    while isinstance(node, exp.Paren | exp.Neg):
+        node = node.this
+    return isinstance(node, exp.Literal)
+
+
 def _constant_comparison(e: Call) -> bool | None:
     """The value of a comparison of two non-NULL literals of one kind (numbers, texts or
     booleans; not NaN, whose order is PostgreSQL's, not Python's), else None."""
@@ -107,8 +115,9 @@ def folded(out: B) -> B:
     evaluated at all (`eval_const_expressions`), so which errors count: a strict function of
     a NULL constant is NULL (`sqrt(f) + NULL` is NULL over f = -1, a smallint/integer/real
     result's range check included); AND with a FALSE constant argument is FALSE and OR with a
-    TRUE one TRUE, wherever it stands (`sqrt(f) > 1 AND false`); a comparison of two
-    constants is its value (`0 BETWEEN sqrt(f) AND -1` is false)."""
+    TRUE one TRUE, wherever it stands (`sqrt(f) > 1 AND false`). (A comparison of two
+    constants is folded by `Binder._compare`, which tells a constant from a parameter: a
+    prepared statement's plan must not fold its stand-in values.)"""
     e = out[0]
     if not isinstance(e, Call):
         return out
@@ -123,10 +132,6 @@ def folded(out: B) -> B:
             new = inner
     elif e.func not in _NON_STRICT and any(_null_constant(a) for a in e.args):
         new = typed_null(out[1]) if out[1] != NULL else PLiteral(value=None)
-    elif e.func in _COMPARE:
-        value = _constant_comparison(e)
-        if value is not None:
-            new = PLiteral(value=value)
     if new is None:
         return out
     return Typed(new, out[1], out[2], getattr(out, "pg", None))
@@ -359,7 +364,14 @@ class Binder(FunctionBinders, BuiltinBinders):
     def _compare(self, node: exp.Binary) -> B:
         (ea, sa, na), (eb, sb, nb) = self._pair(node.this, node.expression, "=")
         unify(self, [sa, sb], _CMP_SYMBOL[type(node)])
-        return call(_CMP[type(node)], ea, eb), "bool", na or nb
+        out = call(_CMP[type(node)], ea, eb)
+        if _constant_node(node.this) and _constant_node(node.expression):
+            # PostgreSQL folds a comparison of constants (`0 BETWEEN sqrt(f) AND -1` is
+            # false, sqrt never taken); never of a parameter, whose value a kept plan varies.
+            value = _constant_comparison(out)
+            if value is not None:
+                return PLiteral(value=value), "bool", False
+        return out, "bool", na or nb
 
     _EQ = _NEQ = _LT = _LTE = _GT = _GTE = _compare
 
