@@ -2,7 +2,9 @@
 SQL's writes do (`api/writes.py`, `conform_declared`; `sql/types.py`, `check_declared_series`):
 a text longer than a `varchar(n)`/`char(n)`, an integer outside `smallint`/`integer`, a float
 that `real` cannot hold is `InvalidRows` and nothing is written — through insert (rows, dicts,
-polars, Arrow), upsert, delete, update of rows and update(set=) — and what is written is stored
+polars, Arrow), upsert, an update's new rows and update(set=); a row to find holding such a
+value (a delete's rows or keys, an update's old rows) is in no row of the table, so it is an
+absent row and changes nothing (spec/catalog.md) — and what is written is stored
 as SQL stores it (a `char(n)` without its trailing spaces, spaces past a `varchar(n)`'s n
 dropped, a `real` rounded to single precision). `db.sql` reads a `char(n)` blank-padded to n,
 as PostgreSQL does (`api/results.py`, `char_padded`)."""
@@ -98,6 +100,40 @@ def test_upsert_and_update_refuse_what_sql_refuses(db: twofold.Database) -> None
     with pytest.raises(InvalidRows, match="smallint out of range"):
         t.update(set={"s": col("g") + 2**15}, where=col("k") == 1)
     assert _rows(db) == before
+
+
+@pytest.mark.parametrize(("bad", "message"), BAD)
+def test_a_row_to_find_that_no_row_can_be_is_absent(db: twofold.Database, bad: dict[str, Any],
+                                                    message: str) -> None:
+    """Deleting (or updating) a row whose value the declared type could not hold deletes
+    nothing and raises nothing (absent rows change nothing), alongside a present row that
+    is deleted; as PostgreSQL's `DELETE ... WHERE v = 'abc'` on a `varchar(2)` finds no row.
+    An update's new row is still refused, whatever its old row."""
+    t = _table(db)
+    stored = {"k": 1, "g": 1, "s": 1, "c": "ab", "v": "x", "f": 0.5}
+    t.insert([GOOD])
+    before = _rows(db)
+    for form in _forms({**stored, **bad}):
+        assert t.delete(form).count == 0
+        assert _rows(db) == before
+    assert t.update([{**stored, **bad}], [GOOD | {"k": 9}]).count == 0
+    assert _rows(db) == before
+    with pytest.raises(InvalidRows, match=re.escape(message)):
+        t.update([{**stored, **bad}], [{**stored, **bad}])
+    assert _rows(db) == before
+    assert t.delete([{**stored, **bad}, GOOD]).count == 1  # the present one alone
+    assert sorted(r[0] for r in _rows(db).elements()) == [1]  # GOOD (k 2) deleted
+    if "k" not in bad:
+        column, value = next(iter(bad.items()))
+        if column in ("g", "s"):  # an out-of-range key of a table keyed by that column
+            db.sql(f"create table kd_{column} (g int primary key, s smallint)")
+            keyed = db.table(f"kd_{column}")
+            keyed.insert([(1, 1)])
+            if column == "g":
+                assert keyed.delete(keys=[value]).count == 0
+                assert keyed.delete(keys=[value, 1]).count == 1
+    t.delete([stored])
+    assert t.update([stored], [GOOD]).count == 0  # absent: the old row is gone
 
 
 def test_written_values_are_stored_as_sql_stores_them(db: twofold.Database) -> None:

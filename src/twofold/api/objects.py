@@ -32,7 +32,7 @@ from twofold.api.errors import (
 from twofold.api.expr import NULL, Expr, _operand
 from twofold.api.relation import Input, Relation
 from twofold.api.schema import Schema
-from twofold.api.writes import Compiled, TableWriter, Written, conform_declared
+from twofold.api.writes import Compiled, TableWriter, Written, conform_declared, storable_rows
 from twofold.engine.expr import compile_expr
 from twofold.protocol import Call, Column, ColumnType, Frontier, Get, GlobalId, IndexDesc
 from twofold.protocol import Expr as PExpr
@@ -127,8 +127,20 @@ class Table(Relation):
             out.append(row)
         return out
 
-    def _frame(self, rows: RowsLike, what: str, schema: Schema | None = None) -> pl.DataFrame:
-        """`rows` checked against the schema (or `schema`), in canonical column types."""
+    def _frame(self, rows: RowsLike, what: str, schema: Schema | None = None, *,
+               absent: bool = False) -> pl.DataFrame:
+        """`rows` checked against the schema (or `schema`), in canonical column types, and as
+        the table's declared types store them (`conform_declared`). With `absent`, rows those
+        types could not hold (too long, out of range: `storable_rows`) are dropped instead of
+        refused — rows to find (a delete's), which no row of the table can be."""
+        frame = self._parsed(rows, what, schema)
+        if absent:
+            ok = self._storable(frame)
+            if ok is not None:
+                frame = frame.filter(ok)
+        return self._conformed(frame, what)
+
+    def _parsed(self, rows: RowsLike, what: str, schema: Schema | None = None) -> pl.DataFrame:
         schema = schema or self.schema
         try:
             data = conform_rows(self._rows(rows, what, schema), schema.desc(), self.name)
@@ -136,6 +148,13 @@ class Table(Relation):
             raise InvalidRows(f"{what} into table {self.name!r}: {e}") from e
         frame = pl.from_arrow(data)
         assert isinstance(frame, pl.DataFrame)
+        return frame
+
+    def _storable(self, frame: pl.DataFrame) -> pl.Series | None:
+        declared = self._declared()
+        return storable_rows(frame, declared) if declared else None
+
+    def _conformed(self, frame: pl.DataFrame, what: str) -> pl.DataFrame:
         declared = self._declared()
         if declared:  # a SQL table: its declared types' ranges and lengths, as SQL's writes
             frame = conform_declared(frame, declared, f"{what} into table {self.name!r}")
@@ -147,7 +166,7 @@ class Table(Relation):
         if isinstance(keys, Sequence) and not isinstance(keys, str | bytes) and len(pk) == 1:
             keys = [k if isinstance(k, Sequence | Mapping) and not isinstance(k, str | bytes)
                     else (k,) for k in keys]
-        return self._frame(keys, "delete", schema)
+        return self._frame(keys, "delete", schema, absent=True)
 
     def _require_key(self, what: str) -> tuple[str, ...]:
         if self._primary_key is None:
@@ -229,7 +248,7 @@ class Table(Relation):
             raise InvalidArgument(f"delete on table {self.name!r}: give exactly one of rows, "
                                   "keys= or where=")
         if rows is not None:
-            frame = self._frame(rows, "delete")
+            frame = self._frame(rows, "delete", absent=True)
             return self._run("delete", lambda: self._writer.delete_rows(frame))
         if keys is not None:
             key_frame = self._keys(keys)
@@ -253,11 +272,15 @@ class Table(Relation):
         if where is not None or old_rows is None or new_rows is None:
             raise InvalidArgument(f"update on table {self.name!r}: give old and new rows, or "
                                   "set= (with an optional where=)")
-        old = self._frame(old_rows, "update")
-        new = self._frame(new_rows, "update")
+        new = self._frame(new_rows, "update")  # every new row checked: refused, not dropped
+        old = self._parsed(old_rows, "update")
         if old.height != new.height:
             raise InvalidArgument(f"update on table {self.name!r}: {old.height} old rows but "
                                   f"{new.height} new rows; give one new row per old row")
+        ok = self._storable(old)
+        if ok is not None:  # an old row no row of the table can be: its pair changes nothing
+            old, new = old.filter(ok), new.filter(ok)
+        old = self._conformed(old, "update")
         return self._run("update", lambda: self._writer.update_rows(old, new))
 
     def update_compiled(self, set: Mapping[str, PExpr], where: PExpr | None = None) -> Written:

@@ -32,7 +32,7 @@ import pyarrow as pa
 from twofold.api.errors import InvalidRows, QueryFailed, UniqueViolation
 from twofold.api.tablestate import TableState
 from twofold.sql.errors import SqlError
-from twofold.sql.types import check_declared_series
+from twofold.sql.types import check_declared_series, storable_declared
 from twofold.storage import StorageError
 from twofold.storage import Table as StorageTable
 
@@ -306,6 +306,20 @@ def conform_declared(frame: pl.DataFrame, declared: Mapping[str, str], what: str
             refused.sqlstate = e.sqlstate  # type: ignore[attr-defined]  # sqlstate_of's
             raise refused from e
     return frame.with_columns(columns) if columns else frame
+
+
+def storable_rows(frame: pl.DataFrame, declared: Mapping[str, str]) -> pl.Series | None:
+    """Which rows of `frame` a table whose columns are `declared` can hold
+    (`twofold.sql.types.storable_declared` of each declared column, and-ed); None when every
+    row can. A row it cannot hold is absent: deleting it (or updating it) changes nothing."""
+    ok: pl.Series | None = None
+    for name in frame.columns:
+        pg = declared.get(name)
+        if pg is None:
+            continue
+        col = storable_declared(frame.get_column(name), pg)
+        ok = col if ok is None else ok & col
+    return None if ok is None or bool(ok.all()) else ok
 
 
 def _assign(rows: pl.DataFrame, sets: dict[str, Compiled], nullable: dict[str, bool],

@@ -161,6 +161,32 @@ def check_declared_series(col: pl.Series, pg: str) -> pl.Series:
     return kept
 
 
+def storable_declared(col: pl.Series, pg: str) -> pl.Series:
+    """Which values of `col` a column declared `pg` can hold: False exactly where
+    `check_declared_series` would refuse the column for that value (an int2/int4 out of
+    range, a float4 that overflows or underflows, a text too long for its `varchar(n)` /
+    `char(n)` past trailing spaces); NULLs True. Such a value is in no row of the table: a
+    delete of it is a delete of an absent row. Vectorised."""
+    import polars as pl
+
+    bounds = INT_RANGES.get(pg)
+    if bounds is not None:
+        ok = col.is_between(bounds[0], bounds[1])
+    elif pg == "float4":
+        doubles = col.cast(pl.Float64)
+        rounded = doubles.cast(pl.Float32).cast(pl.Float64)
+        ok = ~((rounded.is_infinite() & ~doubles.is_infinite())
+               | ((rounded == 0.0) & (doubles != 0.0) & ~doubles.is_nan()))
+    else:
+        from twofold.sql.pgtypes import char_limit
+
+        limit = char_limit(pg)
+        if limit is None:
+            return pl.Series(col.name, [True] * col.len(), dtype=pl.Boolean)
+        ok = col.str.strip_chars_end(" ").str.len_chars() <= limit[1]
+    return ok.fill_null(True)
+
+
 def check_declared(values: list[object], pg: str) -> list[object]:
     """`values` as a column declared `pg` stores them (`check_declared_series`; an integer
     beyond 64 bits in an int2/int4 column is 22003 too)."""
