@@ -19,6 +19,19 @@ from twofold.server.inbox import Turn
 from twofold.sql import catalog_watch, prepared
 
 
+def _counted(obj: Any, attr: str) -> list[int]:
+    """Replace method `attr` of `obj` by one that counts its calls (in the returned cell)."""
+    calls = [0]
+    real = getattr(obj, attr)
+
+    def counted() -> Any:
+        calls[0] += 1
+        return real()
+
+    setattr(obj, attr, counted)
+    return calls
+
+
 @pytest.fixture
 def sqlite_db(tmp_path: Any) -> Iterator[tuple[Any, Any, list[int]]]:
     """A SQLite database's core, its catalog watch, and a count of the watch's probes."""
@@ -29,14 +42,7 @@ def sqlite_db(tmp_path: Any) -> Iterator[tuple[Any, Any, list[int]]]:
         adb = db.core
         prepared.refresh_catalog(adb)
         watch = adb.__dict__[prepared._WATCH_ATTR]
-        probes = [0]
-        real = watch._probe
-
-        def counted() -> Any:
-            probes[0] += 1
-            return real()
-
-        watch._probe = counted
+        probes = _counted(watch, "_probe")
         try:
             yield adb, watch, probes
         finally:
@@ -68,14 +74,7 @@ def test_a_commit_after_the_scope_is_seen_by_the_next_check(sqlite_db: Any,
     """Another process's commit after the scope's probe is not in its token; the first check
     after the scope closes reads it (the catalog is read again)."""
     adb, _, _ = sqlite_db
-    reads = [0]
-    real = adb._refresh
-
-    def counted() -> Any:
-        reads[0] += 1
-        return real()
-
-    adb._refresh = counted
+    reads = _counted(adb, "_refresh")
     catalog_watch.begin_scope()
     prepared.refresh_catalog(adb)
     _commit_elsewhere(str(tmp_path / "db.sqlite"))
