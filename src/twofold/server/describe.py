@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from twofold.server import shims
+from twofold.server.origins import sourced
 from twofold.server.portals import PROGRESS_COLS, SUB_COLS, Column, Outcome, columns_of
 from twofold.server.statements import parse_copy, parse_declare, parse_fetch
 
@@ -64,5 +65,5 @@ async def describe_sql(s: Session, sql: str, params: list[Any]) -> list[Column] 
     relation, visible = compile_query(s.db, node, params or None)
     cols = columns_of(relation.schema)[:visible]
     if not sub:
-        return cols
+        return sourced(s.db, sql, cols)  # from which table columns (RowDescription)
     return (PROGRESS_COLS if progress else SUB_COLS) + cols

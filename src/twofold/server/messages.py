@@ -273,14 +273,16 @@ def encode_ready(status: str) -> bytes:
     return _msg(b"Z", status.encode("ascii")) if ready is None else ready
 
 
-Field = tuple[str, int, int, int, int]
-"""A RowDescription field: name, type OID, type size, format code, type modifier."""
+Field = tuple[str, int, int, int, int, int, int]
+"""A RowDescription field: name, type OID, type size, format code, type modifier, and the
+table OID and attribute number it was read from (0, 0 for a computed column)."""
 
 
 def encode_row_description(fields: Sequence[Field]) -> bytes:
     body = [struct.pack("!h", len(fields))]
-    for name, oid, size, fmt, typmod in fields:
-        body.append(_cstr(name) + struct.pack("!ihihih", 0, 0, oid, size, typmod, fmt))
+    for name, oid, size, fmt, typmod, table, attnum in fields:
+        body.append(_cstr(name) + struct.pack("!ihihih", table, attnum, oid, size, typmod,
+                                              fmt))
     return _msg(b"T", b"".join(body))
 
 

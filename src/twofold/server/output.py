@@ -1,7 +1,8 @@
 """Result rows on the wire: RowDescription fields, DataRows and COPY text rows.
 
 Contract: `fields(cols, formats)` is the RowDescription of columns `(name, scalar)` with the
-result format codes of a Bind (none: text; one: every column; else per column).
+result format codes of a Bind (none: text; one: every column; else per column), a
+`portals.Sourced` column with its table OID and attribute number (others 0, 0).
 `row_description(cols, formats)` is that message encoded (kept for the most recent shapes: a
 prepared statement sends the same one at every execution).
 `data_rows(cols, rows, formats)` encodes rows as DataRow messages, all in one bytes object
@@ -17,25 +18,30 @@ from collections.abc import Iterable
 from typing import Any
 
 from twofold.server import messages as m
-from twofold.server.portals import Column, fmt
+from twofold.server.portals import Column, Sourced, fmt
 from twofold.server.statements import copy_text_row
 from twofold.server.types import encode, encoder, wire_field
 
 
 def fields(cols: list[Column], formats: tuple[int, ...]) -> list[m.Field]:
     out = []
-    for i, (name, scalar) in enumerate(cols):
+    for i, col in enumerate(cols):
+        name, scalar = col
         oid, size, typmod = wire_field(scalar)  # varchar(n)/char(n): typmod n + 4
-        out.append((name, oid, size, fmt(formats, i), typmod))
+        table, attnum = (col.table, col.attnum) if isinstance(col, Sourced) else (0, 0)
+        out.append((name, oid, size, fmt(formats, i), typmod, table, attnum))
     return out
 
 
 def row_description(cols: list[Column], formats: tuple[int, ...]) -> bytes:
-    return _row_description(tuple(cols), formats)
+    # keyed by origins too: a Sourced column equals its plain Column
+    return _row_description(tuple(cols), formats, tuple(
+        (c.table, c.attnum) if isinstance(c, Sourced) else None for c in cols))
 
 
 @functools.lru_cache(maxsize=256)
-def _row_description(cols: tuple[Column, ...], formats: tuple[int, ...]) -> bytes:
+def _row_description(cols: tuple[Column, ...], formats: tuple[int, ...],
+                     origins: tuple[tuple[int, int] | None, ...]) -> bytes:
     return m.encode_row_description(fields(list(cols), formats))
 
 

@@ -22,12 +22,46 @@ from twofold.sql.types import wire_type
 Column = tuple[str, str]  # name, engine scalar or declared type (`columns_of`)
 
 
+class Sourced(tuple[str, str]):
+    """A result column read straight from column `attnum` (from 1) of the table, view or
+    materialized view whose OID is `table` (`origins.sourced`): a `Column` that also says so
+    in its RowDescription field. It equals the plain `Column` (the result type is the same)."""
+
+    table: int
+    attnum: int
+
+    def __new__(cls, name: str, scalar: str, table: int, attnum: int) -> Sourced:
+        self = super().__new__(cls, (name, scalar))
+        self.table, self.attnum = table, attnum
+        return self
+
+    def __getnewargs__(self) -> tuple[str, str, int, int]:  # pickled as it was made
+        return self[0], self[1], self.table, self.attnum
+
+
 def columns_of(schema: Any) -> list[Column]:
     """A result schema's columns as announced on the wire: `(name, type)`, the type a
     declared `int2`/`int4`/`float4` (`twofold.sql.types.wire_type`) or the engine scalar
     (`int` is int8, `float` float8, ...). Every path that sends a result's RowDescription
     and DataRows takes its columns from here, so they agree."""
+    kept = _sourced.get(id(schema))
+    if kept is not None and kept[0] is schema:
+        return kept[1]
     return [(n, wire_type(t)) for n, t in zip(schema.names, schema.types, strict=True)]
+
+
+_SOURCED_KEPT = 1024
+_sourced: collections.OrderedDict[int, tuple[Any, list[Column]]] = collections.OrderedDict()
+
+
+def remember_sourced(schema: Any, cols: list[Column]) -> None:
+    """Have `columns_of(schema)` be `cols` (`columns_of`'s, some `Sourced`) from now on: a
+    prepared statement's later results share its schema object, so every path that
+    announces them (the fast path's included) says where their columns come from."""
+    _sourced[id(schema)] = (schema, cols)  # the schema held: its id is not reused
+    _sourced.move_to_end(id(schema))
+    if len(_sourced) > _SOURCED_KEPT:
+        _sourced.popitem(last=False)
 
 SUB_COLS: list[Column] = [("mz_timestamp", "int"), ("mz_diff", "int")]
 PROGRESS_COLS: list[Column] = [("mz_timestamp", "int"), ("mz_progressed", "bool"),

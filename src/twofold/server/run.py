@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from twofold.server import messages as m
 from twofold.server import shims, staging
 from twofold.server.copy import copy_statement
-from twofold.server.portals import Outcome
+from twofold.server.origins import sourced
+from twofold.server.portals import Outcome, Sourced, remember_sourced
 from twofold.server.statements import (
     command_tag,
     parse_close,
@@ -75,7 +76,7 @@ async def run(s: Session, sql: str, params: list[Any]) -> Outcome:
     _sql_texts[sql] = None
     if len(_sql_texts) > _SQL_TEXTS_KEPT:
         _sql_texts.popitem(last=False)
-    return Outcome.of(sql, await staging.sql(s, sql, params))
+    return _sourced(s, sql, await staging.sql(s, sql, params))
 
 
 def run_now(s: Session, sql: str, params: list[Any]) -> Outcome | None:
@@ -85,4 +86,16 @@ def run_now(s: Session, sql: str, params: list[Any]) -> Outcome | None:
     if sql not in _sql_texts or s.tx.explicit or s.tx.failed:
         return None
     result = statement(s.db, sql).execute_now(params)
-    return None if result is None else Outcome.of(sql, result)
+    return None if result is None else _sourced(s, sql, result)
+
+
+def _sourced(s: Session, sql: str, result: Any) -> Outcome:
+    """`Outcome.of(sql, result)`, its columns read from tables said to be (`origins`)."""
+    o = Outcome.of(sql, result)
+    if o.columns and o.stream is None and o.copy is None and \
+            not any(isinstance(c, Sourced) for c in o.columns):
+        cols = sourced(s.db, sql, o.columns)
+        if any(isinstance(c, Sourced) for c in cols):
+            o.columns = cols
+            remember_sourced(result.schema, cols)
+    return o
