@@ -281,6 +281,9 @@ def main() -> int:
     from twofold.testing.pgcluster import PgCluster, ServerUnavailable
 
     results: dict[str, dict[int, tuple[float, float, float]]] = {"twofold": {}, "postgres": {}}
+    # The mean latency beside the percentiles: a server that serves its connections unevenly
+    # (some often, some rarely) has its p50 well below its mean.
+    means: dict[str, dict[int, float]] = {"twofold": {}, "postgres": {}}
     copy_rate: dict[str, float] = {}
     sub: tuple[list[float], int] = ([], 0)
     load = os.getloadavg()
@@ -343,6 +346,7 @@ def main() -> int:
                                                        meter.window)
             verdicts.ok(f"twofold lookups at {n} connections", bad, ops)
             results["twofold"][n] = (pct(lat, 50), pct(lat, 99), ops / seconds)
+            means["twofold"][n] = statistics.fmean(lat) if lat else float("nan")
             per = 1e6 / max(ops, 1)
             cpu_us[n] = (meter.own * per, meter.children * per)
             client_us["twofold"][n] = client_cpu * per
@@ -356,6 +360,7 @@ def main() -> int:
                                                            meter.window)
             verdicts.ok(f"postgres lookups at {n} connections", bad, ops)
             results["postgres"][n] = (pct(lat, 50), pct(lat, 99), ops / seconds)
+            means["postgres"][n] = statistics.fmean(lat) if lat else float("nan")
             per = 1e6 / max(ops, 1)
             pg_cpu_us[n] = (meter.own + meter.children) * per
             client_us["postgres"][n] = client_cpu * per
@@ -372,6 +377,11 @@ def main() -> int:
             line += (f" | postgres p50 {pgr[0]:.3f} ms p99 {pgr[1]:.3f} ms {pgr[2]:,.0f} q/s"
                      f" | p50 ratio {tw[0] / pgr[0]:.2f}x, q/s ratio {tw[2] / pgr[2]:.2f}x")
         print(line)
+        if pgr is not None:
+            tm, pm = means["twofold"][n], means["postgres"][n]
+            print(f"lookup {n:>2} conn: mean twofold {tm:.3f} ms, postgres {pm:.3f} ms "
+                  f"(ratio {tm / pm:.2f}x; p50 / mean: twofold {tw[0] / tm:.2f}, "
+                  f"postgres {pgr[0] / pm:.2f})")
         if n in cpu_us:
             print(f"lookup {n:>2} conn: twofold serve process CPU {cpu_us[n][0]:.0f} us/lookup"
                   f" (its maintenance child {cpu_us[n][1]:.0f} us/lookup)")
