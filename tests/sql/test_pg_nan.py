@@ -3,7 +3,9 @@ and sorts above every number: `nullif`, `greatest`/`least`, `=`/`<>`/`<` with `'
 `IS [NOT] DISTINCT FROM`, `IN`, `ORDER BY`, grouping - one-off and as materialized views
 through inserts and deletes. A quoted literal among COALESCE/NULLIF/GREATEST/LEAST/CASE
 arguments takes the other arguments' type, as PostgreSQL's `unknown` does (`nullif(f, 'NaN')`
-is double precision; it failed 42804, "types double precision and text cannot be matched")."""
+is double precision; it failed 42804, "types double precision and text cannot be matched"),
+and so does one in an IN list with its subject (`i IN (NULL::float8, 'NaN')` failed 22P02,
+'NaN' taken as an integer)."""
 
 from __future__ import annotations
 
@@ -30,6 +32,9 @@ EXPRS = [
     "f = 'NaN'::float8", "f = 'NaN'", "f <> 'NaN'", "f < 'NaN'", "f > 'inf'", "f >= f",
     "f IS DISTINCT FROM 'NaN'", "f IS NOT DISTINCT FROM 'NaN'::float8",
     "f IS DISTINCT FROM nullif(f, 'NaN')", "f IN ('NaN', 1)", "f NOT IN ('NaN', 1)",
+    # an IN list resolves with its subject as one set: the literal is a double here
+    "i IN (NULL::float8, 'NaN')", "i IN (2.5, '-2')", "i NOT IN (2.0, '1')",
+    "i IN ('NaN', 1e0)",
 ]
 SQL = f"SELECT id, {', '.join(f'{e} AS e{i}' for i, e in enumerate(EXPRS))} FROM t"
 GROUPED = "SELECT f, count(*) AS n, max(f) AS hi, min(f) AS lo FROM t GROUP BY f"

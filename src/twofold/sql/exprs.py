@@ -434,7 +434,19 @@ class Binder(FunctionBinders, BuiltinBinders):
         if node.args.get("unnest") or node.args.get("field"):
             raise FeatureNotSupported("IN UNNEST/field is not supported")
         out: exp.Expr | None = None
-        for v in node.expressions:
+        values = list(node.expressions)
+        if any(isinstance(v, exp.Literal) and v.is_string for v in values) and not any(
+                n.find(exp.Select, exp.Subquery) for n in [node.this, *values]):  # bound once
+            # PostgreSQL resolves the list with its subject as one set: a quoted literal takes
+            # the common type (`i IN (1.5, '2.5')` and `i IN ('NaN', 1e0)` compare as double
+            # precision), not the subject's alone.
+            scalars = [self.bind(n)[1] for n in [node.this, *values]
+                       if not (isinstance(n, exp.Literal) and n.is_string)]
+            if set(scalars) - {NULL} == {"int", "float"}:
+                to = exp.DataType.build("double precision")
+                values = [exp.Cast(this=v, to=to.copy())
+                          if isinstance(v, exp.Literal) and v.is_string else v for v in values]
+        for v in values:
             term = exp.EQ(this=node.this, expression=v)
             out = term if out is None else exp.Or(this=out, expression=term)
         if out is None:
