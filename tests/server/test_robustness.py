@@ -62,7 +62,7 @@ def test_bad_startup_packets_close_the_connection(server: ServerHandle) -> None:
 
 
 @pytest.mark.parametrize("bad", [
-    msg(b"d", b"data outside COPY"),              # out of phase
+    msg(b"p", b"secret\0"),                        # out of phase (a Password when ready)
     msg(b"?", b""),                               # unknown type
     b"Q" + struct.pack("!i", 2**30),              # oversized
     msg(b"P", b"noterminator"),                   # truncated field

@@ -41,7 +41,7 @@ from twofold.server.portals import (
 )
 from twofold.server.statements import CopyStatement, parse_copy_rows
 from twofold.server.types import OIDS, TEXT, InvalidParameterValue, decode, encode
-from twofold.sql.errors import FeatureNotSupported, NotNullViolation
+from twofold.sql.errors import FeatureNotSupported, NotNullViolation, UndefinedTable
 
 SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
 HEADER = SIGNATURE + struct.pack("!ii", 0, 0)
@@ -53,7 +53,12 @@ async def copy_statement(db: Any, copy: CopyStatement, params: list[Any],
                          ) -> Outcome:
     if copy.direction == "in":
         assert copy.table is not None
-        obj = db.get(copy.table)
+        from twofold.api.errors import UnknownObject
+
+        try:
+            obj = db.get(copy.table)
+        except UnknownObject:
+            raise UndefinedTable(f'relation "{copy.table}" does not exist') from None
         if not hasattr(obj, "insert"):
             raise SessionError(f"cannot copy to {copy.table!r}: it is not a table", "42809")
         cols = table_columns(db, copy.table)

@@ -11,6 +11,7 @@ sends an 08P01 error and closes that connection). The server tells the machine w
 | STARTUP  | Startup, SslRequest, GssEncRequest, CancelRequest| AUTH (startup), CLOSED (cancel)|
 | AUTH     | Password                                         | READY (auth ok)                |
 | READY    | Query, Parse..Sync, Flush, Terminate             | EXTENDED, COPY_IN, CLOSED      |
+|          | CopyData, CopyDone, CopyFail (dropped: a failed COPY's rest; here and below) |      |
 | EXTENDED | Parse, Bind, Describe, Execute, Close, Flush, Sync | READY (Sync), FAILED (error) |
 |          | Query (as PostgreSQL: it runs, like any simple query) | READY                     |
 | FAILED   | everything is read and dropped until Sync        | READY (Sync)                   |
@@ -65,12 +66,13 @@ class Phase(enum.Enum):
 
 
 _EXTENDED = (Parse, Bind, Describe, Execute, Close)
+_COPY = (CopyData, CopyDone, CopyFail)  # outside COPY_IN: read and dropped, as PostgreSQL
 _ACCEPTS: dict[Phase, tuple[type, ...]] = {
     Phase.STARTUP: (Startup, SslRequest, GssEncRequest, CancelRequest),
     Phase.AUTH: (Password, Terminate),
-    Phase.READY: (Query, *_EXTENDED, Sync, Flush, Terminate),
-    Phase.EXTENDED: (*_EXTENDED, Sync, Flush, Terminate, Query),
-    Phase.FAILED: (*_EXTENDED, Sync, Flush, Terminate, Query),
+    Phase.READY: (Query, *_EXTENDED, Sync, Flush, Terminate, *_COPY),
+    Phase.EXTENDED: (*_EXTENDED, Sync, Flush, Terminate, Query, *_COPY),
+    Phase.FAILED: (*_EXTENDED, Sync, Flush, Terminate, Query, *_COPY),
     Phase.COPY_IN: (CopyData, CopyDone, CopyFail, Flush, Sync, Terminate),
     Phase.CLOSED: (),
 }
@@ -181,6 +183,10 @@ class Machine:
                 return msg
             return None  # skipped until Sync after an error
         if phase is Phase.COPY_IN and isinstance(msg, Flush | Sync):
+            return None
+        if phase is not Phase.COPY_IN and isinstance(msg, CopyData | CopyDone | CopyFail):
+            # PostgreSQL accepts and ignores them: the rest of a COPY FROM STDIN that failed
+            # before CopyInResponse, which a client (asyncpg) sends without waiting for it
             return None
         if phase is Phase.READY and isinstance(msg, _EXTENDED):
             self.phase = Phase.EXTENDED

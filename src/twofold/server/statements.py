@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from twofold.server.types import InvalidParameterValue, decode_text
-from twofold.sql.errors import FeatureNotSupported, SqlSyntaxError
+from twofold.sql.errors import FeatureNotSupported, SqlError, SqlSyntaxError
 
 
 def split_statements(text: str) -> list[str]:
@@ -110,11 +110,31 @@ class CopyStatement(msgspec.Struct, frozen=True):
     binary: bool = False  # FORMAT binary (PostgreSQL's binary COPY file format)
 
 
-_COPY_IN = re.compile(r"^\s*copy\s+(\"?[\w.]+\"?)\s*(\(([^)]*)\))?\s+from\s+stdin\b(.*)$",
+class UndefinedSchema(SqlError):
+    sqlstate = "3F000"
+
+
+_IDENT = r'(?:"(?:[^"]|"")+"|[\w$]+)'
+_NAME = rf"({_IDENT}(?:\s*\.\s*{_IDENT})?)"  # a table, optionally schema-qualified
+_COPY_IN = re.compile(rf"^\s*copy\s+{_NAME}\s*(\(([^)]*)\))?\s+from\s+stdin\b(.*)$",
                       re.I | re.S)
 _COPY_OUT = re.compile(r"^\s*copy\s+\((.*)\)\s+to\s+stdout\b(.*)$", re.I | re.S)
-_COPY_OUT_T = re.compile(r"^\s*copy\s+(\"?[\w.]+\"?)\s*(\(([^)]*)\))?\s+to\s+stdout\b(.*)$",
+_COPY_OUT_T = re.compile(rf"^\s*copy\s+{_NAME}\s*(\(([^)]*)\))?\s+to\s+stdout\b(.*)$",
                          re.I | re.S)
+_PART = re.compile(_IDENT)
+
+
+def _table_name(text: str) -> str:
+    """A COPY's table: `t`, `"t"`, or qualified by the one schema, `public.t` (asyncpg's
+    `copy_records_to_table(schema_name=...)` sends `"public"."t"`); another schema is
+    `3F000`, as PostgreSQL says of a schema it does not have."""
+    parts: list[str] = [p[1:-1].replace('""', '"') if p.startswith('"') else p
+                        for p in _PART.findall(text)]
+    if len(parts) == 2:
+        if parts[0] != "public":
+            raise UndefinedSchema(f'schema "{parts[0]}" does not exist')
+        return parts[1]
+    return parts[0]
 
 
 def _options(text: str) -> tuple[bool, bool, str | None, str | None, bool]:
@@ -149,11 +169,12 @@ def parse_copy(sql: str) -> CopyStatement | None:
     m = _COPY_IN.match(sql)
     direction, table, cols, query, opts = "in", None, "", None, ""
     if m is not None:
-        table, cols, opts = m.group(1).strip('"'), m.group(3) or "", m.group(4)
+        table, cols, opts = _table_name(m.group(1)), m.group(3) or "", m.group(4)
     elif (m := _COPY_OUT.match(sql)) is not None:
         direction, query, opts = "out", m.group(1), m.group(2)
     elif (m := _COPY_OUT_T.match(sql)) is not None:
-        direction, table, cols, opts = "out", m.group(1).strip('"'), m.group(3) or "", m.group(4)
+        direction, table, cols, opts = "out", _table_name(m.group(1)), m.group(3) or "", \
+            m.group(4)
     else:
         raise FeatureNotSupported("COPY supports 'COPY t [(cols)] FROM STDIN' and "
                                   "'COPY (query | SUBSCRIBE ...) TO STDOUT'")
