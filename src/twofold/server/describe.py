@@ -59,7 +59,8 @@ async def describe_sql(s: Session, sql: str, params: list[Any]) -> list[Column] 
     if isinstance(node, AsOf):
         node = node.this
     if not isinstance(node, exp.Select | exp.SetOperation | exp.Values | exp.Subquery):
-        if isinstance(node, exp.Show) or type(node).__name__ == "Show":
+        if isinstance(node, exp.Show) or type(node).__name__ in ("Show", "Explain"):
+            # EXPLAIN plans (never runs) its query: its rows' column as it is answered
             return Outcome.of(sql, await s.db.sql(sql, params or None)).columns
         return None
     relation, visible = compile_query(s.db, node, params or None)
