@@ -30,7 +30,7 @@ from twofold.server.catalog_ddl import DDL as _DDL
 from twofold.server.catalog_ddl import FORMAT as _FORMAT
 from twofold.server.catalog_ddl import TYPES as _TYPES
 from twofold.server.shims import DEFAULTS
-from twofold.server.types import OIDS
+from twofold.server.types import BPCHAR, BYTEA, NUMERIC, OIDS, SIZES, TEXT, VARCHAR
 from twofold.sql.errors import FeatureNotSupported
 from twofold.sql.pgtypes import char_limit
 
@@ -171,6 +171,10 @@ class _Snapshot:
                 by = {c[0]: c for c in info["columns"].get(info["indexes"][name][0], cols)}
                 cols = [by[k] for k in info["indexes"][name][1] if k in by] or cols
             oid = oid_of(name)
+            # PostgreSQL's views and materialized views have no NOT NULL constraints: their
+            # columns are nullable in pg_attribute and information_schema (psql's \d,
+            # SQLAlchemy's reflection), however their rows are; twofold_columns says which
+            constrained = kind in ("table", "index")
             con.execute(
                 "INSERT INTO pg_class (oid, relname, relnamespace, reltype, reloftype, "
                 "relowner, relam, relfilenode, reltablespace, relpages, reltuples, "
@@ -187,9 +191,11 @@ class _Snapshot:
                 "attnum, attndims, attcacheoff, atttypmod, attbyval, attalign, attstorage, "
                 "attcompression, attnotnull, atthasdef, atthasmissing, attidentity, "
                 "attgenerated, attisdropped, attislocal, attinhcount, attcollation) VALUES "
-                "(?, ?, ?, -1, -1, ?, 0, -1, ?, false, 'i', 'p', '', ?, false, false, '', '', "
+                "(?, ?, ?, -1, ?, ?, 0, -1, ?, ?, 'i', ?, '', ?, false, false, '', '', "
                 "false, true, 0, 0)",
-                [(oid, c, _oid(s), i, _typmod(s), not nullable)
+                [(oid, c, _oid(s), SIZES.get(_oid(s), -1), i, _typmod(s),
+                  SIZES.get(_oid(s), -1) in (1, 2, 4, 8), _storage(s),
+                  constrained and not nullable)
                  for i, (c, s, nullable) in enumerate(cols, 1)])
             if kind != "index":
                 con.execute("INSERT INTO information_schema_tables VALUES "
@@ -198,7 +204,7 @@ class _Snapshot:
                 con.executemany(
                     "INSERT INTO information_schema_columns VALUES ('twofold', 'public', ?, ?, "
                     "?, NULL, ?, ?, ?, NULL, ?)",
-                    [(name, c, i, "YES" if nullable else "NO",
+                    [(name, c, i, "YES" if nullable or not constrained else "NO",
                       _FORMAT.get(_oid(s), "text"), _length(s), _typname(_oid(s)))
                      for i, (c, s, nullable) in enumerate(cols, 1)])
             con.execute("INSERT INTO twofold_objects VALUES (?, ?, ?)", [name, kind, oid])
@@ -283,6 +289,14 @@ def _declared(db: Any, name: str, cols: list[tuple[str, str, bool]]
 def _oid(t: str) -> int:
     """The type OID of a column typed `t` (an engine scalar or a declared type)."""
     return OIDS.get(t.split("(")[0], 25)
+
+
+_EXTENDED = frozenset({TEXT, BYTEA, VARCHAR, BPCHAR, NUMERIC})
+
+
+def _storage(t: str) -> str:
+    """PostgreSQL's `attstorage`: `x` (extended) for a variable-length type, else `p`."""
+    return "x" if _oid(t) in _EXTENDED else "p"
 
 
 def _length(t: str) -> int | None:
