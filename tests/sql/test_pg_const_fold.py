@@ -80,3 +80,19 @@ def test_parameters_are_not_constants(db: twofold.Database, pg: Any, sql: str,
     for v in values:
         want = _rows(pg.execute(sql.replace("$1", "%s"), [v]).fetchall())
         assert _rows(db.sql(sql, [v]).rows) == want, (sql, v)
+
+
+@pytest.mark.parametrize("sql", ["SELECT id FROM t WHERE sqrt(f) IN (NULL::float8, NULL)",
+                                 "SELECT id, ln(f) NOT IN (NULL, 1) AS x FROM t"])
+def test_an_in_list_of_nulls_still_evaluates_its_subject(db: twofold.Database, pg: Any,
+                                                         sql: str) -> None:
+    # PostgreSQL's `= ANY (ARRAY[...])` evaluates the subject: not folded as `x = NULL`.
+    import psycopg
+
+    from twofold.sql.errors import sqlstate_of
+
+    with pytest.raises(psycopg.Error) as p:
+        pg.execute(sql)
+    with pytest.raises(twofold.TwofoldError) as e:
+        db.sql(sql)
+    assert sqlstate_of(e.value) == p.value.sqlstate

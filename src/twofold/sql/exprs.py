@@ -433,7 +433,6 @@ class Binder(FunctionBinders, BuiltinBinders):
             return in_subquery(self, node.this, node.args["query"])
         if node.args.get("unnest") or node.args.get("field"):
             raise FeatureNotSupported("IN UNNEST/field is not supported")
-        out: exp.Expr | None = None
         values = list(node.expressions)
         if any(isinstance(v, exp.Literal) and v.is_string for v in values) and not any(
                 n.find(exp.Select, exp.Subquery) for n in [node.this, *values]):  # bound once
@@ -446,12 +445,17 @@ class Binder(FunctionBinders, BuiltinBinders):
                 to = exp.DataType.build("double precision")
                 values = [exp.Cast(this=v, to=to.copy())
                           if isinstance(v, exp.Literal) and v.is_string else v for v in values]
-        for v in values:
-            term = exp.EQ(this=node.this, expression=v)
-            out = term if out is None else exp.Or(this=out, expression=term)
-        if out is None:
+        if not values:
             raise FeatureNotSupported("IN () with no values")
-        return self.bind(out)
+        # PostgreSQL compares with a constant list as `= ANY (ARRAY[...])`, evaluating the
+        # subject on every row: a NULL item is not a NULL constant argument to fold away
+        # (`g::integer IN (NULL, NULL)` still fails where g::integer does).
+        out: PExpr | None = None
+        for v in values:
+            term = self._compare(exp.EQ(this=node.this, expression=v))[0]
+            out = term if out is None else call("or", out, term)
+        assert out is not None
+        return out, "bool", True
 
     def _Like(self, node: exp.Like) -> B:
         if node.args.get("escape") is not None:
