@@ -26,7 +26,7 @@ from twofold.protocol import Expr as PExpr
 from twofold.protocol import Literal as PLiteral
 from twofold.sql.errors import FeatureNotSupported, SqlSyntaxError
 from twofold.sql.exprs import AGGREGATES, AggContext, B, Binder, call, node_key
-from twofold.sql.names import output_name
+from twofold.sql.names import output_name, position_of
 from twofold.sql.pgtypes import base, col_pg, is_numeric, narrow
 from twofold.sql.scope import NULL, Col, Outer, Rel, Scope
 
@@ -147,11 +147,9 @@ def plan_aggregate(planner: Planner, rel: Rel, node: exp.Select, items: list[exp
     group_nodes: list[exp.Expr] = []
     group = node.args.get("group")
     for g in (group.expressions if group is not None else []):
-        if isinstance(g, exp.Literal) and not g.is_string:
-            k = int(g.this)
-            if not 1 <= k <= len(items):
-                raise SqlSyntaxError(f"GROUP BY position {k} is not in select list")
-            g = items[k - 1].this if isinstance(items[k - 1], exp.Alias) else items[k - 1]
+        k = position_of(g, len(items), "GROUP BY")
+        if k is not None:
+            g = items[k].this if isinstance(items[k], exp.Alias) else items[k]
         elif isinstance(g, exp.Column) and not g.table:
             aliased = [i.this for i in items if isinstance(i, exp.Alias) and i.alias == g.name]
             if aliased and pre.find(None, g.name) is None:

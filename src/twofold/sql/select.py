@@ -30,7 +30,7 @@ from twofold.sql.errors import (
 )
 from twofold.sql.exprs import AggContext, B, Binder
 from twofold.sql.from_ import conjuncts, filtered, plan_from
-from twofold.sql.names import output_name
+from twofold.sql.names import output_name, position_of
 from twofold.sql.pgtypes import col_pg
 from twofold.sql.scope import Col, Outer, Rel, Scope
 
@@ -184,11 +184,9 @@ def _target(e: exp.Expr, names: list[str], items: list[exp.Expr], what: str = "O
             ) -> int | exp.Expr:
     """What an ORDER BY or DISTINCT ON expression names: an output column (its index, from a
     position, an output name or an equal SELECT item), else the expression itself."""
-    if isinstance(e, exp.Literal) and not e.is_string:
-        k = int(e.this)
-        if not 1 <= k <= len(names):
-            raise SqlSyntaxError(f"{what} position {k} is not in select list")
-        return k - 1
+    pos = position_of(e, len(names), what)
+    if pos is not None:
+        return pos
     if isinstance(e, exp.Column) and not e.table and e.name in names:
         return names.index(e.name)
     for j, i in enumerate(items):
@@ -221,11 +219,9 @@ def _order_keys(onode: exp.Expr | None, ncorr: int, names: list[str], items: lis
     next_extra = visible
     for o in (onode.expressions if onode is not None else []):
         e = o.this
-        if isinstance(e, exp.Literal) and not e.is_string:
-            k = int(e.this)
-            if not 1 <= k <= len(names):
-                raise SqlSyntaxError(f"ORDER BY position {k} is not in select list")
-            pos = ncorr + k - 1
+        k = position_of(e, len(names), "ORDER BY")
+        if k is not None:
+            pos = ncorr + k
         elif isinstance(e, exp.Column) and not e.table and e.name in names:
             pos = ncorr + names.index(e.name)
         else:
