@@ -73,3 +73,17 @@ def test_reflected_view_columns_as_postgres(both: tuple[tuple[str, int, str], ..
         finally:
             engine.dispose()
     assert got[0] == got[1]
+
+
+def test_show_a_view_definition(both: tuple[tuple[str, int, str], ...]) -> None:
+    """`\\sv` looks the view up as `'pd_v'::pg_catalog.regclass` and reads its reloptions
+    with array_remove and `= ANY`: it was a 0A000 catalog query."""
+    pg, tf = both
+    got, want = _run(*tf, "\\sv pd_v"), _run(*pg, "\\sv pd_v")
+    assert got.splitlines()[0] == want.splitlines()[0] == \
+        "CREATE OR REPLACE VIEW public.pd_v AS"
+    assert "FROM pd_t" in got
+    looked_up = _run(*tf, "SELECT 'pd_v'::regclass::oid = oid AS a, '\"pd_v\"'::regclass::oid "
+                          "= oid AS b, 'public.PD_V'::regclass::oid = oid AS c FROM pg_class "
+                          "WHERE relname = 'pd_v'")
+    assert [v.strip() for v in looked_up.splitlines()[2].split("|")] == ["t", "t", "t"]

@@ -348,7 +348,22 @@ def _value(v: Any) -> Any:
     return str(v)
 
 
-_REWRITES = [
+def _regclass(m: re.Match[str]) -> str:
+    """`'name'::regclass` (psql's `\\sv`, `\\ev` look a relation up so): its pg_class oid
+    (NULL where there is none), the name read as PostgreSQL reads it (quotes, case, schema)."""
+    text = m.group(1).replace("''", "'")
+    parts = [p[1:-1].replace('""', '"') if p.startswith('"') else p.lower()
+             for p in re.findall(r'"(?:[^"]|"")*"|[^."]+', text)]
+    name = parts[-1] if parts and (len(parts) == 1 or parts[0] in ("public", "pg_catalog")) \
+        else ""
+    return "to_regclass('" + name.replace("'", "''") + "')"
+
+
+_REWRITES: list[tuple[re.Pattern[str], Any]] = [
+    (re.compile(r"'((?:[^']|'')*)'\s*::\s*(?:pg_catalog\.)?regclass\b", re.I), _regclass),
+    # an array holding a value (DuckDB has no `= ANY (list)`)
+    (re.compile(r"('(?:[^']|'')*')\s*=\s*ANY\s*\(\s*([\w.]+)\s*\)", re.I),
+     r"list_contains(\2, \1)"),
     (re.compile(r"OPERATOR\s*\(\s*pg_catalog\.([~!=<>]+)\s*\)", re.I), r"\1"),
     (re.compile(r"\s+COLLATE\s+pg_catalog\.\"?\w+\"?", re.I), ""),
     (re.compile(r"::\s*(pg_catalog\.)?(regclass|regtype|regproc|regnamespace|regprocedure|"

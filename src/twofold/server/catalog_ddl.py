@@ -167,6 +167,7 @@ CREATE MACRO _current_setting(x) AS (SELECT min(setting) FROM _settings
   WHERE lower(name) = lower(x)), (x, y) AS (SELECT min(setting) FROM _settings
   WHERE lower(name) = lower(x));
 CREATE MACRO pg_get_userbyid(x) AS 'twofold';
+CREATE MACRO array_remove(a, x) AS list_filter(a, lambda e: e IS DISTINCT FROM x);
 CREATE MACRO to_regtype(x) AS (SELECT min(oid) FROM pg_type WHERE typname = x);
 CREATE MACRO to_regclass(x) AS (SELECT min(oid) FROM pg_class WHERE relname = x);
 CREATE MACRO pg_table_is_visible(x) AS true;
