@@ -26,6 +26,8 @@ QUERIES = [
     "SELECT k FROM t WHERE k = 1 AND 10 / a > 1",
     "SELECT k, round(f)::integer AS r FROM t WHERE f = 0.5 OR f = 2.5",
     "SELECT v.k, v.i FROM (SELECT k, f::integer AS i FROM t) v WHERE v.k = 4",
+    # BETWEEN is two quals: the second is not evaluated where the first is NULL
+    "SELECT k FROM t WHERE f BETWEEN nullif(a, a) AND f::integer",
 ]
 
 

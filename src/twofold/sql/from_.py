@@ -43,6 +43,11 @@ def conjuncts(node: exp.Expr | None) -> list[exp.Expr]:
         return conjuncts(node.this) + conjuncts(node.expression)
     if isinstance(node, exp.Paren):
         return conjuncts(node.this)
+    if isinstance(node, exp.Between) and not node.args.get("symmetric"):
+        # PostgreSQL's `x BETWEEN a AND b` is `x >= a AND x <= b`, two quals of the scan: the
+        # second is not evaluated where the first is not true (NULL included).
+        return [exp.GTE(this=node.this, expression=node.args["low"]),
+                exp.LTE(this=node.this.copy(), expression=node.args["high"])]
     return [node]
 
 
