@@ -326,10 +326,13 @@ def _scalar(duck: str) -> str:
     d = duck.upper()
     if d.endswith("[]"):  # a one-dimensional array of one of the scalars below
         element = _scalar(d[:-2])
-        return f"{element}[]" if element in ("bool", "int", "float", "str") else "str[]"
+        return f"{element}[]" if element in ("bool", "int", "float", "str", "oid") else \
+            "str[]"
     if d in ("BOOLEAN", "BOOL"):
         return "bool"
-    if d in ("BIGINT", "INTEGER", "SMALLINT", "TINYINT", "HUGEINT", "UBIGINT", "UINTEGER",
+    if d == "UINTEGER":  # a column of PostgreSQL's type oid (pg_attribute.atttypid)
+        return "oid"
+    if d in ("BIGINT", "INTEGER", "SMALLINT", "TINYINT", "HUGEINT", "UBIGINT",
              "USMALLINT", "UTINYINT", "NUMBER"):
         return "int"
     if d in ("DOUBLE", "FLOAT", "REAL") or d.startswith("DECIMAL"):

@@ -41,7 +41,7 @@ CREATE TABLE pg_class (oid BIGINT, relname VARCHAR, relnamespace BIGINT, reltype
   relispopulated BOOLEAN, relreplident VARCHAR, relispartition BOOLEAN, relrewrite BIGINT,
   relfrozenxid BIGINT, relminmxid BIGINT, relacl VARCHAR, reloptions VARCHAR[],
   relpartbound VARCHAR);
-CREATE TABLE pg_attribute (attrelid BIGINT, attname VARCHAR, atttypid BIGINT,
+CREATE TABLE pg_attribute (attrelid BIGINT, attname VARCHAR, atttypid UINTEGER,
   attstattarget INTEGER, attlen INTEGER, attnum INTEGER, attndims INTEGER, attcacheoff INTEGER,
   atttypmod INTEGER, attbyval BOOLEAN, attalign VARCHAR, attstorage VARCHAR,
   attcompression VARCHAR, attnotnull BOOLEAN, atthasdef BOOLEAN, atthasmissing BOOLEAN,
@@ -109,7 +109,8 @@ CREATE TABLE pg_extension (oid BIGINT, extname VARCHAR, extowner BIGINT,
   extnamespace BIGINT, extrelocatable BOOLEAN, extversion VARCHAR, extconfig BIGINT[],
   extcondition VARCHAR[]);
 CREATE TABLE pg_enum (oid BIGINT, enumtypid BIGINT, enumsortorder DOUBLE, enumlabel VARCHAR);
-CREATE TABLE pg_range (rngtypid BIGINT, rngsubtype BIGINT);
+CREATE TABLE pg_range (rngtypid BIGINT, rngsubtype BIGINT, rngmultitypid BIGINT,
+  rngcollation BIGINT, rngsubopc BIGINT, rngcanonical VARCHAR, rngsubdiff VARCHAR);
 CREATE TABLE pg_proc (oid BIGINT, proname VARCHAR, pronamespace BIGINT, proowner BIGINT,
   prolang BIGINT, procost DOUBLE, prorows DOUBLE, provariadic BIGINT, prosupport VARCHAR,
   prokind VARCHAR, prosecdef BOOLEAN, proleakproof BOOLEAN, proisstrict BOOLEAN,

@@ -7,7 +7,7 @@ infers it, else its engine scalar's), assigned to (`UPDATE ... SET c = $n`) or i
 into (`INSERT INTO t (c, ...) VALUES ($n, ...)`), the type it is cast to (`$n::bigint`), the
 type of the other operand of an operator or the other arguments of `COALESCE`/`NULLIF` (a
 column, a cast, a number literal, an expression of those: `k = $1 + 1`, `$1::bigint + $2`),
-`int8` for `LIMIT`/`OFFSET`, else `text`.
+`int8` for `LIMIT`/`OFFSET`, `oid[]` where cast to it (`$1::oid[]`), else `text`.
 A statement that does not parse gets `text` for its parameters (its error comes at Execute).
 """
 
@@ -19,7 +19,18 @@ from typing import Any
 from sqlglot import exp
 
 from twofold.server.statements import parse_declare
-from twofold.server.types import BOOL, BYTEA, FLOAT4, FLOAT8, INT2, INT4, INT8, OIDS, TEXT
+from twofold.server.types import (
+    BOOL,
+    BYTEA,
+    FLOAT4,
+    FLOAT8,
+    INT2,
+    INT4,
+    INT8,
+    OID_ARRAY,
+    OIDS,
+    TEXT,
+)
 
 _T = exp.DataType.Type
 _CAST_OIDS = {_T.BIGINT: INT8, _T.INT: INT4, _T.SMALLINT: INT2, _T.DOUBLE: FLOAT8,
@@ -28,6 +39,7 @@ _CAST_OIDS = {_T.BIGINT: INT8, _T.INT: INT4, _T.SMALLINT: INT2, _T.DOUBLE: FLOAT
 _ARITH = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)
 
 _PARAM = re.compile(r"\$(\d+)")
+_OID_ARRAY = re.compile(r"\$(\d+)\s*::\s*(?:pg_catalog\.)?oid\s*\[\s*\]", re.I)
 
 
 def _columns(db: Any, names: list[str]) -> dict[str, str]:
@@ -52,6 +64,10 @@ def infer_param_types(db: Any, sql: str, given: tuple[int, ...]) -> tuple[int, .
     oids = [given[i] if i < len(given) else 0 for i in range(n)]
     if all(oids):
         return tuple(oids)
+    for m in _OID_ARRAY.finditer(sql):  # `$1::oid[]` (asyncpg's type introspection)
+        i = int(m.group(1)) - 1
+        if i < n and oids[i] == 0:
+            oids[i] = OID_ARRAY
     if (declared := parse_declare(sql)) is not None:
         sql = declared[1]  # DECLARE c CURSOR FOR query: the query's parameters
     try:

@@ -30,16 +30,17 @@ from twofold.sql.errors import NumericValueOutOfRange, SqlError
 BOOL, BYTEA, INT8, INT2, INT4, TEXT, OID, FLOAT4, FLOAT8, UNKNOWN, VARCHAR, BPCHAR, NAME = (
     16, 17, 20, 21, 23, 25, 26, 700, 701, 705, 1043, 1042, 19)
 NUMERIC = 1700
+OID_ARRAY = 1028
 
 OIDS: Final = {"bool": BOOL, "int": INT8, "float": FLOAT8, "str": TEXT, "bytes": BYTEA,
                "null": TEXT, "bool[]": 1000, "int[]": 1016, "float[]": 1022, "str[]": 1009,
                "int2vector": 22, "int4": INT4, "int2": INT2, "int8": INT8, "float4": FLOAT4,
                "float8": FLOAT8, "text": TEXT, "varchar": VARCHAR, "bpchar": BPCHAR,
-               "bytea": BYTEA, "numeric": NUMERIC}
+               "bytea": BYTEA, "numeric": NUMERIC, "oid": OID, "oid[]": OID_ARRAY}
 """... the one-dimensional arrays the catalog relations hold (`str[]` is text[], ...), and the
 declared column types (`int2`, `varchar`, ...) pg_catalog reports for SQL tables."""
 _ELEMENT: Final = {"bool[]": (BOOL, "bool"), "int[]": (INT8, "int"), "float[]": (FLOAT8, "float"),
-                   "str[]": (TEXT, "str")}
+                   "str[]": (TEXT, "str"), "oid[]": (OID, "oid")}
 SIZES: Final = {BOOL: 1, INT8: 8, FLOAT8: 8, TEXT: -1, BYTEA: -1, INT2: 2, INT4: 4,
                 FLOAT4: 4, OID: 4}
 SCALAR_OF_OID: Final = {BOOL: "bool", INT2: "int", INT4: "int", INT8: "int", OID: "int",
@@ -219,6 +220,8 @@ def encode(value: Any, scalar: str, binary: bool) -> bytes | None:
         return _narrow(_I, value, "integer")
     if scalar == "int2":
         return _narrow(_H, value, "smallint")
+    if scalar == "oid":  # a catalog relation's oid column (pg_attribute.atttypid)
+        return _OID.pack(value)
     if scalar == "float":
         return _D.pack(value)
     if scalar == "float4":
@@ -232,6 +235,7 @@ def encode(value: Any, scalar: str, binary: bool) -> bytes | None:
 
 
 _Q, _I, _H, _D = struct.Struct("!q"), struct.Struct("!i"), struct.Struct("!h"), struct.Struct("!d")
+_OID = struct.Struct("!I")
 _F4_PACK = _F4.pack
 
 
@@ -363,6 +367,39 @@ def _utf8(raw: bytes) -> str:
     return raw.decode("utf-8")
 
 
+def _binary_oid_array(raw: bytes) -> list[int | None]:
+    """A one-dimensional binary array of 4-byte oids (PostgreSQL's array_send)."""
+    ndim, _, _ = struct.unpack_from("!iii", raw)
+    if ndim == 0:
+        return []
+    if ndim != 1:
+        raise ValueError("only one-dimensional arrays are supported")
+    count, _ = struct.unpack_from("!ii", raw, 12)
+    out: list[int | None] = []
+    at = 20
+    for _ in range(count):
+        (size,) = struct.unpack_from("!i", raw, at)
+        at += 4
+        if size < 0:
+            out.append(None)
+            continue
+        out.append(_binary_int(raw[at:at + size]) & 0xFFFFFFFF)
+        at += size
+    if at != len(raw):
+        raise ValueError("trailing bytes after the array")
+    return out
+
+
+def _text_int_array(raw: bytes) -> list[int | None]:
+    """`{1,2,NULL}`."""
+    text = raw.decode("utf-8").strip()
+    if not (text.startswith("{") and text.endswith("}")):
+        raise ValueError(f"malformed array literal: {text!r}")
+    body = text[1:-1].strip()
+    return [None if e.strip().upper() == "NULL" else int(e)
+            for e in body.split(",")] if body else []
+
+
 def _unsupported(raw: bytes) -> Any:
     raise ValueError("binary format of this type is not supported")
 
@@ -372,6 +409,8 @@ def decoder(oid: int, binary: bool) -> Callable[[bytes], Any]:
     """The parser of a non-NULL parameter of type `oid` in binary or text format: a Python
     scalar, or ValueError, KeyError, struct.error or UnicodeDecodeError (`decode` turns those
     into 22P02)."""
+    if oid == OID_ARRAY:  # `$1::oid[]`: a list of ints
+        return _binary_oid_array if binary else _text_int_array
     if binary:
         if oid == BOOL:
             return lambda raw: raw != b"\x00"
