@@ -87,3 +87,12 @@ def test_show_a_view_definition(both: tuple[tuple[str, int, str], ...]) -> None:
                           "= oid AS b, 'public.PD_V'::regclass::oid = oid AS c FROM pg_class "
                           "WHERE relname = 'pd_v'")
     assert [v.strip() for v in looked_up.splitlines()[2].split("|")] == ["t", "t", "t"]
+
+
+@pytest.mark.parametrize("command", ["\\drds", "\\dRp", "\\dRs", "\\dX"])
+def test_empty_lists_as_postgres(both: tuple[tuple[str, int, str], ...],
+                                 command: str) -> None:
+    """psql's lists of role settings, publications, subscriptions and extended statistics:
+    twofold has none, and says so as PostgreSQL does (they were 0A000 catalog queries)."""
+    pg, tf = both
+    assert _run(*tf, command) == _run(*pg, command)

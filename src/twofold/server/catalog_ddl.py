@@ -95,7 +95,16 @@ CREATE TABLE pg_policy (oid BIGINT, polname VARCHAR, polrelid BIGINT, polcmd VAR
 CREATE TABLE pg_statistic_ext (oid BIGINT, stxrelid BIGINT, stxname VARCHAR,
   stxnamespace BIGINT, stxowner BIGINT, stxstattarget INTEGER, stxkeys VARCHAR,
   stxkind VARCHAR[]);
-CREATE TABLE pg_publication (oid BIGINT, pubname VARCHAR, puballtables BOOLEAN);
+CREATE TABLE pg_publication (oid BIGINT, pubname VARCHAR, pubowner BIGINT,
+  puballtables BOOLEAN, pubinsert BOOLEAN, pubupdate BOOLEAN, pubdelete BOOLEAN,
+  pubtruncate BOOLEAN, pubviaroot BOOLEAN);
+CREATE TABLE pg_subscription (oid BIGINT, subdbid BIGINT, subskiplsn VARCHAR, subname VARCHAR,
+  subowner BIGINT, subenabled BOOLEAN, subbinary BOOLEAN, substream VARCHAR,
+  subtwophasestate VARCHAR, subdisableonerr BOOLEAN, subconninfo VARCHAR,
+  subslotname VARCHAR, subsynccommit VARCHAR, subpublications VARCHAR[]);
+CREATE TABLE pg_db_role_setting (setdatabase BIGINT, setrole BIGINT, setconfig VARCHAR[]);
+CREATE TABLE pg_statistic_ext_data (stxoid BIGINT, stxdinherit BOOLEAN, stxdndistinct VARCHAR,
+  stxddependencies VARCHAR, stxdmcv VARCHAR, stxdexpr VARCHAR);
 CREATE TABLE pg_publication_rel (oid BIGINT, prpubid BIGINT, prrelid BIGINT, prqual VARCHAR,
   prattrs SMALLINT[]);
 CREATE TABLE pg_publication_namespace (oid BIGINT, pnpubid BIGINT, pnnspid BIGINT);
@@ -182,6 +191,7 @@ CREATE MACRO pg_get_viewdef(x) AS (SELECT def FROM _viewdef WHERE oid = x),
 CREATE MACRO pg_get_constraintdef(x) AS NULL, (x, y) AS NULL;
 CREATE MACRO pg_get_partkeydef(x) AS NULL;
 CREATE MACRO pg_get_statisticsobjdef_columns(x) AS NULL;
+CREATE MACRO pg_statistics_obj_is_visible(x) AS true;
 CREATE MACRO pg_relation_is_publishable(x) AS false;
 CREATE MACRO pg_relation_size(x) AS 0;
 CREATE MACRO pg_total_relation_size(x) AS 0;
