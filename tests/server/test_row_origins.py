@@ -136,3 +136,16 @@ def test_origins_move_with_the_catalog(tf: psycopg.Connection[tuple[object, ...]
     tf.execute("CREATE TABLE ro_w (b text, c bigint, a bigint)")
     assert _named(tf, tf.execute("SELECT a, b FROM ro_w")) == [("a", "ro_w", "a"),
                                                                ("b", "ro_w", "b")]
+
+
+def test_origins_of_a_cursor(pg: psycopg.Connection[tuple[object, ...]],
+                             tf: psycopg.Connection[tuple[object, ...]]) -> None:
+    """FETCH from a cursor over a query says them as the query does."""
+    got = []
+    for con in (pg, tf):
+        with con.transaction():
+            con.execute("DECLARE ro_c CURSOR FOR SELECT n, v || 'x', k FROM ro_t ORDER BY k")
+            got.append(_named(con, con.execute("FETCH 1 ro_c")))
+            con.execute("CLOSE ro_c")
+    assert got[1] == got[0] == [("n", "ro_t", "n"), ("?column?", None, None),
+                                ("k", "ro_t", "k")]

@@ -36,6 +36,10 @@ class Cursors:
         if name in self.open:
             raise SessionError(f"cursor \"{name}\" already exists", "42P03")
         o = Outcome.of(query, await self.sql(query, params))
+        if o.stream is None and o.columns:  # FETCH's RowDescription says their origins
+            from twofold.server.origins import sourced
+
+            o.columns = sourced(self.db, query, o.columns)
         self.open[name] = o.stream if o.stream is not None else \
             Stream.of_rows(o.columns or [], o.rows)
         if not hold:
