@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 
+import asyncpg
+import pytest
+
 from twofold.testing.pgwire import ServerHandle
 
 
@@ -20,5 +23,20 @@ def test_asyncpg_explain_and_show(server: ServerHandle, name: str) -> None:
             assert rows and all(isinstance(r[0], str) for r in rows)
             assert (await conn.fetch(f"EXPLAIN SELECT * FROM {name}"))[0][0]
             assert await conn.fetchval("SHOW TimeZone") == "UTC"
+
+    asyncio.run(main())
+
+
+def test_a_write_to_a_missing_table_fails_at_describe(server: ServerHandle) -> None:
+    """As PostgreSQL at Parse: 42P01 before any parameter is sent (asyncpg's executemany
+    otherwise failed in the client, "expected str, got int", with text-typed parameters)."""
+    async def main() -> None:
+        async with server.asyncpg() as conn:
+            for sql in ("INSERT INTO nope VALUES ($1)", "INSERT INTO nope (k) VALUES ($1)",
+                        "UPDATE nope SET k = $1", "DELETE FROM nope WHERE k = $1"):
+                with pytest.raises(asyncpg.UndefinedTableError,
+                                   match='relation "nope" does not exist'):
+                    await conn.executemany(sql, [(1,)])
+            assert await conn.fetchval("SELECT 3") == 3
 
     asyncio.run(main())

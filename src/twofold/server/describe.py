@@ -62,9 +62,30 @@ async def describe_sql(s: Session, sql: str, params: list[Any]) -> list[Column] 
         if isinstance(node, exp.Show) or type(node).__name__ in ("Show", "Explain"):
             # EXPLAIN plans (never runs) its query: its rows' column as it is answered
             return Outcome.of(sql, await s.db.sql(sql, params or None)).columns
+        if isinstance(node, exp.Insert | exp.Update | exp.Delete):
+            _target_exists(s.db, node)
         return None
     relation, visible = compile_query(s.db, node, params or None)
     cols = columns_of(relation.schema)[:visible]
     if not sub:
         return sourced(s.db, sql, cols)  # from which table columns (RowDescription)
     return (PROGRESS_COLS if progress else SUB_COLS) + cols
+
+
+def _target_exists(db: Any, node: Any) -> None:
+    """A write's table exists, or `42P01` now: PostgreSQL says so at Parse, before a driver
+    (asyncpg's executemany) encodes parameters with the types inferred without it."""
+    from sqlglot import exp
+
+    from twofold.api.errors import UnknownObject
+    from twofold.sql.errors import UndefinedTable
+
+    target = node.this
+    if isinstance(target, exp.Schema):
+        target = target.this
+    if not isinstance(target, exp.Table) or not target.name:
+        return
+    try:
+        db.get(target.name)
+    except UnknownObject:
+        raise UndefinedTable(f'relation "{target.name}" does not exist') from None
