@@ -149,3 +149,23 @@ def test_origins_of_a_cursor(pg: psycopg.Connection[tuple[object, ...]],
             con.execute("CLOSE ro_c")
     assert got[1] == got[0] == [("n", "ro_t", "n"), ("?column?", None, None),
                                 ("k", "ro_t", "k")]
+
+
+def test_jdbc_result_set_metadata_query(tf: psycopg.Connection[tuple[object, ...]]) -> None:
+    """pgjdbc's ResultSetMetaData (getTableName, getColumnName, isNullable) sends this query
+    with the RowDescription's table OIDs and attribute numbers; it finds each column."""
+    res = tf.execute("SELECT v, k, k + 1 FROM ro_t").pgresult
+    assert res is not None
+    pairs = [(res.ftable(i), res.ftablecol(i)) for i in range(res.nfields) if res.ftable(i)]
+    vals = " UNION ALL ".join(f"SELECT {t} AS oid, {c} AS attnum" for t, c in pairs)
+    got = tf.execute(
+        "SELECT c.oid, a.attnum, a.attname, c.relname, n.nspname, a.attnotnull OR "
+        "(t.typtype = 'd' AND t.typnotnull), a.attidentity != '' OR "
+        "pg_catalog.pg_get_expr(d.adbin, d.adrelid) LIKE '%nextval(%' "
+        "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON (c.relnamespace = n.oid) "
+        "JOIN pg_catalog.pg_attribute a ON (c.oid = a.attrelid) "
+        "JOIN pg_catalog.pg_type t ON (a.atttypid = t.oid) "
+        "LEFT JOIN pg_catalog.pg_attrdef d ON (d.adrelid = a.attrelid AND d.adnum = a.attnum) "
+        f"JOIN ({vals}) vals ON (c.oid = vals.oid AND a.attnum = vals.attnum)").fetchall()
+    assert sorted((r[2], r[3], r[4], r[5]) for r in got) == [
+        ("k", "ro_t", "public", True), ("v", "ro_t", "public", False)]
