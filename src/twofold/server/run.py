@@ -16,6 +16,7 @@ caller awaits `run`.
 from __future__ import annotations
 
 import collections
+import re
 from typing import TYPE_CHECKING, Any
 
 from twofold.server import messages as m
@@ -73,6 +74,7 @@ async def run(s: Session, sql: str, params: list[Any]) -> Outcome:
     if catalog.is_catalog_query(sql):
         cols, rows = await catalog.run(s.db, sql, params, s)
         return Outcome(f"SELECT {len(rows)}", cols, rows)
+    _notice_skipped(s, sql)
     _sql_texts[sql] = None
     if len(_sql_texts) > _SQL_TEXTS_KEPT:
         _sql_texts.popitem(last=False)
@@ -99,3 +101,47 @@ def _sourced(s: Session, sql: str, result: Any) -> Outcome:
             o.columns = cols
             remember_sourced(result.schema, cols)
     return o
+
+
+_NAME = r'(?:"(?:[^"]|"")+"|[\w$]+)(?:\s*\.\s*(?:"(?:[^"]|"")+"|[\w$]+))?'
+_DROP_IF = re.compile(rf"^\s*drop\s+(table|view|materialized\s+view|index)\s+if\s+exists\s+"
+                      rf"({_NAME}(?:\s*,\s*{_NAME})*)", re.I | re.S)
+_CREATE_IF = re.compile(rf"^\s*create\s+(?:table|materialized\s+view|(?:default\s+)?index)\s+"
+                        rf"if\s+not\s+exists\s+({_NAME})", re.I | re.S)
+_PART = re.compile(r'"(?:[^"]|"")+"|[\w$]+')
+
+
+def _object_name(text: str) -> str:
+    last: str = _PART.findall(text)[-1]
+    return last[1:-1].replace('""', '"') if last.startswith('"') else last.lower()
+
+
+def _notice_skipped(s: Session, sql: str) -> None:
+    """PostgreSQL's NOTICE for what `IF [NOT] EXISTS` skips: `table "t" does not exist,
+    skipping` (00000) for each missing name of a DROP, `relation "t" already exists,
+    skipping` (42P07) for a CREATE of one that exists (psql prints them; migration tools
+    log them)."""
+    if not sql.lstrip()[:6].lower().startswith(("drop", "create")):
+        return  # the cheap test first: every statement run here passes through
+    from twofold.api.errors import UnknownObject
+
+    def exists(name: str) -> bool:
+        try:
+            s.db.get(name)
+        except UnknownObject:
+            return False
+        except Exception:
+            return True  # not ours to judge: the statement says
+        return True
+
+    if (drop := _DROP_IF.match(sql)) is not None:
+        kind = " ".join(drop.group(1).lower().split())
+        for name in (_object_name(n) for n in re.findall(_NAME, drop.group(2))):
+            if not exists(name):
+                s.out(m.encode_error("00000", f'{kind} "{name}" does not exist, skipping',
+                                     severity="NOTICE", notice=True))
+    elif (create := _CREATE_IF.match(sql)) is not None:
+        name = _object_name(create.group(1))
+        if exists(name):
+            s.out(m.encode_error("42P07", f'relation "{name}" already exists, skipping',
+                                 severity="NOTICE", notice=True))
