@@ -33,6 +33,8 @@ QUERIES = [
     "SELECT id FROM t WHERE sqrt(f) > NULL",
     "SELECT id FROM t WHERE ln(f) > 0 OR 1 < 2",
     "SELECT id FROM t WHERE NOT (sqrt(f) > 1 AND 2 = 3)",
+    "SELECT id FROM t WHERE least(sqrt(f), 1) > (NULL::float8)::integer",
+    "SELECT id, ln(f) <> NULL::text::real AS x, (NULL::integer)::smallint AS y FROM t",
 ]
 LATER = [(5, -4.0, 7, "c"), (6, 9.0, None, "d")]
 

@@ -76,7 +76,7 @@ _COMPARE: Final = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
                    "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
 
 
-def _null_constant(e: PExpr) -> bool:
+def null_constant(e: PExpr) -> bool:
     """Whether `e` is a NULL constant: a NULL literal or `typed_null`'s form."""
     if isinstance(e, PLiteral):
         return e.value is None
@@ -128,9 +128,9 @@ def folded(out: B) -> B:
             new = PLiteral(value=decided)
     elif e.func in _NARROWING and isinstance(e.args[0], Call):
         inner = folded((e.args[0], out[1], out[2]))[0]
-        if _null_constant(inner):
+        if null_constant(inner):
             new = inner
-    elif e.func not in _NON_STRICT and any(_null_constant(a) for a in e.args):
+    elif e.func not in _NON_STRICT and any(null_constant(a) for a in e.args):
         new = typed_null(out[1]) if out[1] != NULL else PLiteral(value=None)
     if new is None:
         return out

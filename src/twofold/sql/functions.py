@@ -153,6 +153,12 @@ class FunctionBinders:
             pg = "text"  # a char/varchar without a length
         if s == "str" and isinstance(node.this, exp.Literal) and target != "str":
             return self.retype_pg(node.this, target, pg)
+        from twofold.sql.exprs import null_constant
+
+        if s != NULL and null_constant(e):
+            # a cast of a NULL constant is a NULL constant of the target type, as PostgreSQL
+            # folds it (so `x > NULL::float8::integer` is a NULL constant in turn)
+            return Typed(typed_null(target), target, True, pg)
         if target == "str" and s != NULL:
             # to varchar(n) the first n characters, to char(n) without trailing spaces
             # (PostgreSQL's explicit cast: never an error); the same type again is as it is
