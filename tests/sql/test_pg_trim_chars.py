@@ -61,7 +61,10 @@ def test_trim_columns_are_named_as_in_postgresql(db: twofold.Database, pg: Any) 
 
 
 @pytest.mark.parametrize("sql", ["SELECT ltrim(id, 'a') FROM t", "SELECT btrim(s, 1) FROM t",
-                                 "SELECT trim(both id from s) FROM t"])
+                                 "SELECT trim(both id from s) FROM t",
+                                 # other arities (btrim's was XX000, ltrim's third dropped)
+                                 "SELECT btrim(s, 'a', 'b') FROM t",
+                                 "SELECT ltrim(s, 'a', 'b') FROM t", "SELECT rtrim() FROM t"])
 def test_trim_of_non_text_is_an_unknown_function(db: twofold.Database, pg: Any,
                                                  sql: str) -> None:
     import psycopg

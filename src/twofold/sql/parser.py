@@ -117,6 +117,24 @@ def _every(args: list[Any]) -> exp.Expr:
     return node
 
 
+_TRIMS: Final = ("BTRIM", "LTRIM", "RTRIM")
+
+
+def _trim_builder(name: str) -> Any:
+    """sqlglot's `btrim`/`ltrim`/`rtrim(s [, chars])`; another number of arguments is an
+    unknown function (42883), as in PostgreSQL (sqlglot dropped a third argument of ltrim
+    and took btrim's for a position)."""
+    build = Postgres.Parser.FUNCTIONS[name]
+
+    def checked(args: list[Any]) -> exp.Expr:
+        if not 1 <= len(args) <= 2:
+            return exp.Anonymous(this=name.lower(), expressions=args)
+        node: exp.Expr = build(args)
+        return node
+
+    return checked
+
+
 class Twofold(Postgres):
     """PostgreSQL as sqlglot reads it, plus Materialize's statements (module docstring)."""
 
@@ -134,7 +152,7 @@ class Twofold(Postgres):
         # is named after it).
         # every(x) is PostgreSQL's SQL-standard spelling of bool_and(x), named "every".
         FUNCTIONS = {**Postgres.Parser.FUNCTIONS, "VAR_SAMP": _named(exp.Variance, "var_samp"),
-                     "EVERY": _every}
+                     "EVERY": _every, **{name: _trim_builder(name) for name in _TRIMS}}
         # A dollar-quoted string (`$$it's$$`, `$tag$...$tag$`) is a string literal, as in
         # PostgreSQL (sqlglot makes it a RawString, which nothing binds).
         # An escape string (`E'a\tb'`) is a string literal decoded by PostgreSQL's rules from
