@@ -20,7 +20,8 @@ _DDL = ["CREATE TABLE ro_t (k bigint PRIMARY KEY, v text, n integer)",
         "CREATE VIEW ro_v AS SELECT v, k, n + 1 AS n1 FROM ro_t",
         "CREATE MATERIALIZED VIEW ro_m AS SELECT k, v FROM ro_t",
         "INSERT INTO ro_t VALUES (1, 'a', 10), (2, 'b', 20)",
-        "INSERT INTO ro_u VALUES (1, 'x')"]
+        "INSERT INTO ro_u VALUES (1, 'x')",
+        "CREATE TABLE ro_v_w (w varchar(4))"]
 
 QUERIES = [
     "SELECT * FROM ro_t",
@@ -39,6 +40,9 @@ QUERIES = [
     "SELECT DISTINCT v FROM ro_t",
     "SELECT w FROM ro_t JOIN ro_u USING (k)",
     "SELECT 1 AS one",
+    "SELECT k::bigint, v::text, n::integer, CAST(k AS bigint) AS kk FROM ro_t",
+    "SELECT k::integer, n::bigint, v::varchar, (k)::bigint FROM ro_t",
+    "SELECT w::text FROM ro_v_w",
 ]
 
 
@@ -71,7 +75,7 @@ def pg(postgres: tuple[str, int]) -> Iterator[psycopg.Connection[tuple[object, .
                          autocommit=True) as con:
         for t in ("ro_m", "ro_v"):
             con.execute(f"DROP {'MATERIALIZED ' if t == 'ro_m' else ''}VIEW IF EXISTS {t}")
-        con.execute("DROP TABLE IF EXISTS ro_t, ro_u")
+        con.execute("DROP TABLE IF EXISTS ro_t, ro_u, ro_v_w")
         for s in _DDL:
             con.execute(s)
         yield con

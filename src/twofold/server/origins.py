@@ -74,7 +74,7 @@ def _origins(db: Any, sql: str) -> list[tuple[str, Origin]] | None:
         node = parse(sql)
         if isinstance(node, AsOf):
             node = node.this
-        return _query(db, node, {})
+        return _query(db, node, {}, {})
     except Exception:  # _Unknown, or anything the SQL layer will report itself
         return None
 
@@ -82,9 +82,12 @@ def _origins(db: Any, sql: str) -> list[tuple[str, Origin]] | None:
 _Cols = list[tuple[str, Origin]]
 
 
-def _query(db: Any, node: exp.Expr, ctes: dict[str, exp.Expr]) -> _Cols:
+def _query(db: Any, node: exp.Expr, ctes: dict[str, exp.Expr], types: dict[Origin, str]
+           ) -> _Cols:
+    """`node`'s output columns and their origins; `types` gets each traced column's
+    PostgreSQL type (`int4`, `varchar(5)`, ...) by origin."""
     if isinstance(node, exp.Subquery):
-        return _query(db, node.this, ctes)
+        return _query(db, node.this, ctes, types)
     if not isinstance(node, exp.Select):
         raise _Unknown  # set operations (PostgreSQL: 0/0), VALUES, anything else
     with_ = node.args.get("with_")
@@ -101,7 +104,7 @@ def _query(db: Any, node: exp.Expr, ctes: dict[str, exp.Expr]) -> _Cols:
     merged = any(j.args.get("using") or j.args.get("method") or j.args.get("kind") == "NATURAL"
                  for j in node.args.get("joins") or [])
     for item in items:
-        sources.append(_source(db, item, ctes))
+        sources.append(_source(db, item, ctes, types))
     out: _Cols = []
     for e in node.expressions:
         inner = e.this if isinstance(e, exp.Alias) else e
@@ -120,12 +123,35 @@ def _query(db: Any, node: exp.Expr, ctes: dict[str, exp.Expr]) -> _Cols:
         name = output_name(e)
         if isinstance(inner, exp.Column):
             out.append((name, _lookup(sources, inner.table, inner.name)))
+        elif isinstance(inner, exp.Cast) and isinstance(of := _unwrap(inner.this), exp.Column):
+            # a cast to the column's own type is no cast: PostgreSQL keeps the column
+            origin = _lookup(sources, of.table, of.name)
+            same = _CAST_TYPES.get(inner.to.this) if not inner.to.expressions else None
+            declared = types.get(origin)
+            out.append((name, origin if same is not None and declared is not None and
+                        declared.split("(")[0] == same else _NONE))
         else:
             out.append((name, _NONE))
     return out
 
 
-def _source(db: Any, item: exp.Expr, ctes: dict[str, exp.Expr]) -> tuple[str, _Cols | None]:
+def _unwrap(e: exp.Expr) -> exp.Expr:
+    while isinstance(e, exp.Paren):
+        e = e.this
+    return e
+
+
+_T = exp.DataType.Type
+_CAST_TYPES = {_T.BIGINT: "int8", _T.INT: "int4", _T.SMALLINT: "int2", _T.DOUBLE: "float8",
+               _T.FLOAT: "float4", _T.TEXT: "text", _T.VARCHAR: "varchar", _T.BOOLEAN: "bool",
+               _T.VARBINARY: "bytea"}
+_SCALAR_TYPES = {"int": "int8", "float": "float8", "str": "text", "bool": "bool",
+                 "bytes": "bytea"}
+
+
+
+def _source(db: Any, item: exp.Expr, ctes: dict[str, exp.Expr], types: dict[Origin, str]
+            ) -> tuple[str, _Cols | None]:
     alias = item.args.get("alias")
     renames = [c.name for c in alias.columns] if isinstance(alias, exp.TableAlias) else []
     cols: _Cols | None
@@ -134,16 +160,17 @@ def _source(db: Any, item: exp.Expr, ctes: dict[str, exp.Expr]) -> tuple[str, _C
         schema = item.args.get("db")
         if schema is None and name in ctes:
             try:
-                cols = _query(db, ctes[name], {k: v for k, v in ctes.items() if k != name})
+                cols = _query(db, ctes[name], {k: v for k, v in ctes.items() if k != name},
+                              types)
             except _Unknown:
                 cols = None
         elif schema is None or schema.name == "public":
-            cols = _object(db, name)
+            cols = _object(db, name, types)
         else:
             cols = None
     elif isinstance(item, exp.Subquery):
         try:
-            cols = _query(db, item.this, ctes)
+            cols = _query(db, item.this, ctes, types)
         except _Unknown:
             cols = None
         name = item.alias
@@ -154,12 +181,18 @@ def _source(db: Any, item: exp.Expr, ctes: dict[str, exp.Expr]) -> tuple[str, _C
     return (item.alias or name), cols
 
 
-def _object(db: Any, name: str) -> _Cols:
+def _object(db: Any, name: str, types: dict[Origin, str]) -> _Cols:
     from twofold.server.catalog import oid_of
 
-    names = db.get(name).schema.names  # a table's, view's or materialized view's columns
+    schema = db.get(name).schema  # a table's, view's or materialized view's columns
     oid = oid_of(name)
-    return [(c, (oid, i)) for i, c in enumerate(names, 1)]
+    entry = getattr(db, "_entries", {}).get(name)
+    declared = list(getattr(entry, "pg_types", None) or [])
+    if len(declared) != len(schema.names):
+        declared = [""] * len(schema.names)
+    for i, (t, pg) in enumerate(zip(schema.types, declared, strict=True), 1):
+        types[(oid, i)] = pg or _SCALAR_TYPES.get(t.scalar, "")
+    return [(c, (oid, i)) for i, c in enumerate(schema.names, 1)]
 
 
 def _lookup(sources: list[tuple[str, _Cols | None]], qual: str, name: str) -> Origin:
