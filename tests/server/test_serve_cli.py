@@ -103,3 +103,19 @@ def test_serve_over_a_remote_replica_with_a_token(tmp_path: Path) -> None:
             assert c.execute("SELECT count(*) FROM t").fetchone() == (2,)
     finally:
         _stop(*(p for p in (server, replica) if p is not None))
+
+
+def test_serve_as_the_main_module() -> None:
+    """`python -m twofold.cli.main serve` starts the server as `python -m twofold.cli serve`
+    does (it exited at once, silently, status 0)."""
+    port = free_port()
+    proc, line = _started([sys.executable, "-W", "ignore::RuntimeWarning", "-m",
+                           "twofold.cli.main", "serve", "--listen", f"127.0.0.1:{port}",
+                           "--storage", "memory://"], "twofold serve")
+    try:
+        assert f"listening on 127.0.0.1:{port}" in line, line
+        with psycopg.connect(f"host=127.0.0.1 port={port} user=twofold dbname=twofold",
+                             autocommit=True, connect_timeout=10) as c:
+            assert c.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        _stop(proc)

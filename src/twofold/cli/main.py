@@ -306,3 +306,7 @@ def main(argv: list[str] | None = None) -> None:
             traceback.print_exc()
         _fail(command, f"unexpected {type(e).__name__}: {e} (TWOFOLD_DEBUG=1 shows where)", 1)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":  # `python -m twofold.cli.main ...` too (not only `-m twofold.cli`)
+    main()
