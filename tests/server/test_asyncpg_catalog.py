@@ -44,3 +44,23 @@ def test_oid_columns_as_postgres_types(server: ServerHandle, name: str) -> None:
             rows = cur.execute(q, [name]).fetchall()
             assert [d.type_code for d in cur.description or []] == [26, 1028]
             assert [r[0] for r in rows] == [20, 25] and sorted(rows[0][1]) == [20, 25]
+
+
+def test_char_columns_as_postgres(server: ServerHandle, name: str) -> None:
+    """pg_class.relkind and the other "char" columns are PostgreSQL's "char" (OID 18): asyncpg
+    reads them as bytes, as against PostgreSQL (b'r'); psycopg as text."""
+    async def main() -> None:
+        async with server.asyncpg() as conn:
+            await conn.execute(f"CREATE TABLE {name} (k bigint)")
+            row = await conn.fetchrow(
+                "SELECT c.relkind, c.relpersistence, a.attidentity, a.attname FROM pg_class c "
+                "JOIN pg_attribute a ON a.attrelid = c.oid WHERE c.relname = $1", name)
+            assert tuple(row) == (b"r", b"p", b"", "k")
+
+    asyncio.run(main())
+    with psycopg.connect(server.dsn(), autocommit=True, connect_timeout=10) as c:
+        for binary in (False, True):
+            cur = c.cursor(binary=binary)
+            assert cur.execute("SELECT relkind FROM pg_class WHERE relname = %s",
+                               [name]).fetchall() == [("r",)]
+            assert [d.type_code for d in cur.description or []] == [18]

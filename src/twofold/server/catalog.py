@@ -258,9 +258,27 @@ class _Snapshot:
             cur = self.con.execute(sql, params or None)
             desc = cur.description or []
             rows = cur.fetchall()
-        cols = [(d[0], "int2vector" if d[0] == "indoption" and str(d[1]) == "VARCHAR" else
-                 _scalar(str(d[1]))) for d in desc]  # PostgreSQL's "0 0" form, OID 22
+        cols = [(d[0], _named_type(d[0], str(d[1])) or _scalar(str(d[1]))) for d in desc]
         return cols, [tuple(_value(v) for v in r) for r in rows]
+
+
+_CHAR_COLUMNS = frozenset({
+    "relpersistence", "relkind", "relreplident", "typtype", "typcategory", "typdelim",
+    "typalign", "typstorage", "attalign", "attstorage", "attcompression", "attidentity",
+    "attgenerated", "contype", "confupdtype", "confdeltype", "confmatchtype", "prokind",
+    "provolatile", "proparallel", "amtype", "datlocprovider", "tgenabled", "ev_type",
+    "ev_enabled", "polcmd", "collprovider", "castcontext", "castmethod"})
+"""Catalog columns of PostgreSQL's one-byte type "char" (OID 18; asyncpg reads it as bytes)."""
+
+
+def _named_type(name: str, duck: str) -> str | None:
+    """The wire type of a catalog query's text column that PostgreSQL types otherwise, by its
+    name: `indoption` an int2vector (PostgreSQL's "0 0" form, OID 22), the "char" ones."""
+    if duck != "VARCHAR":
+        return None
+    if name == "indoption":
+        return "int2vector"
+    return "char" if name in _CHAR_COLUMNS else None
 
 
 _VIEW_HEAD = re.compile(r"^\s*create\s+(?:or\s+replace\s+)?(?:materialized\s+)?view\s+"

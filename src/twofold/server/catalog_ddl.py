@@ -24,11 +24,12 @@ TYPES = [  # oid, name, len, category, array oid
     (1042, "bpchar", -1, "S", 1014), (1043, "varchar", -1, "S", 1015),
     (1700, "numeric", -1, "N", 1231), (2205, "regclass", 4, "N", 2210),
     (1114, "timestamp", 8, "D", 1115), (1184, "timestamptz", 8, "D", 1185),
+    (18, "char", 1, "Z", 1002),
 ]
 FORMAT = {16: "boolean", 17: "bytea", 19: "name", 20: "bigint", 21: "smallint",
            23: "integer", 25: "text", 26: "oid", 700: "real", 701: "double precision",
            705: "unknown", 1042: "character", 1043: "character varying", 1700: "numeric",
-           1114: "timestamp without time zone", 1184: "timestamp with time zone"}
+           1114: "timestamp without time zone", 1184: "timestamp with time zone", 18: '"char"'}
 
 DDL = """
 CREATE TABLE pg_namespace (oid BIGINT, nspname VARCHAR, nspowner BIGINT, nspacl VARCHAR);

@@ -31,22 +31,23 @@ BOOL, BYTEA, INT8, INT2, INT4, TEXT, OID, FLOAT4, FLOAT8, UNKNOWN, VARCHAR, BPCH
     16, 17, 20, 21, 23, 25, 26, 700, 701, 705, 1043, 1042, 19)
 NUMERIC = 1700
 OID_ARRAY = 1028
+CHAR = 18  # PostgreSQL's one-byte "char" (pg_class.relkind, ...)
 
 OIDS: Final = {"bool": BOOL, "int": INT8, "float": FLOAT8, "str": TEXT, "bytes": BYTEA,
                "null": TEXT, "bool[]": 1000, "int[]": 1016, "float[]": 1022, "str[]": 1009,
                "int2vector": 22, "int4": INT4, "int2": INT2, "int8": INT8, "float4": FLOAT4,
                "float8": FLOAT8, "text": TEXT, "varchar": VARCHAR, "bpchar": BPCHAR,
-               "bytea": BYTEA, "numeric": NUMERIC, "oid": OID, "oid[]": OID_ARRAY}
+               "bytea": BYTEA, "numeric": NUMERIC, "oid": OID, "oid[]": OID_ARRAY, "char": CHAR}
 """... the one-dimensional arrays the catalog relations hold (`str[]` is text[], ...), and the
 declared column types (`int2`, `varchar`, ...) pg_catalog reports for SQL tables."""
 _ELEMENT: Final = {"bool[]": (BOOL, "bool"), "int[]": (INT8, "int"), "float[]": (FLOAT8, "float"),
                    "str[]": (TEXT, "str"), "oid[]": (OID, "oid")}
-SIZES: Final = {BOOL: 1, INT8: 8, FLOAT8: 8, TEXT: -1, BYTEA: -1, INT2: 2, INT4: 4,
+SIZES: Final = {BOOL: 1, CHAR: 1, INT8: 8, FLOAT8: 8, TEXT: -1, BYTEA: -1, INT2: 2, INT4: 4,
                 FLOAT4: 4, OID: 4}
-SCALAR_OF_OID: Final = {BOOL: "bool", INT2: "int", INT4: "int", INT8: "int", OID: "int",
-                        FLOAT4: "float", FLOAT8: "float", NUMERIC: "float", TEXT: "str",
+SCALAR_OF_OID: Final = {BOOL: "bool", CHAR: "str", INT2: "int", INT4: "int", INT8: "int",
+                        OID: "int", FLOAT4: "float", FLOAT8: "float", NUMERIC: "float", TEXT: "str",
                         VARCHAR: "str", BPCHAR: "str", NAME: "str", BYTEA: "bytes"}
-BINARY_OIDS: Final = frozenset({BOOL, INT2, INT4, INT8, FLOAT4, FLOAT8, TEXT, VARCHAR,
+BINARY_OIDS: Final = frozenset({BOOL, CHAR, INT2, INT4, INT8, FLOAT4, FLOAT8, TEXT, VARCHAR,
                                 BPCHAR, NAME, BYTEA, OID})
 
 
@@ -420,7 +421,7 @@ def decoder(oid: int, binary: bool) -> Callable[[bytes], Any]:
             return _binary_float
         if oid == BYTEA:
             return bytes
-        if oid in (TEXT, VARCHAR, BPCHAR, NAME, UNKNOWN):
+        if oid in (TEXT, VARCHAR, BPCHAR, NAME, UNKNOWN, CHAR):
             return _utf8
         return _unsupported
     scalar = SCALAR_OF_OID.get(oid, "str")
