@@ -34,7 +34,8 @@ EXPRS = [
     "f IS DISTINCT FROM nullif(f, 'NaN')", "f IN ('NaN', 1)", "f NOT IN ('NaN', 1)",
     # an IN list resolves with its subject as one set: the literal is a double here
     "i IN (NULL::float8, 'NaN')", "i IN (2.5, '-2')", "i NOT IN (2.0, '1')",
-    "i IN ('NaN', 1e0)",
+    "i IN ('NaN', 1e0)", "'NaN' IN (-1, 'NaN'::float8)", "'-2' IN (i, f)",
+    "nullif('-0', 1e308)::float8",  # numeric: no negative zero
 ]
 SQL = f"SELECT id, {', '.join(f'{e} AS e{i}' for i, e in enumerate(EXPRS))} FROM t"
 GROUPED = "SELECT f, count(*) AS n, max(f) AS hi, min(f) AS lo FROM t GROUP BY f"

@@ -434,25 +434,31 @@ class Binder(FunctionBinders, BuiltinBinders):
         if node.args.get("unnest") or node.args.get("field"):
             raise FeatureNotSupported("IN UNNEST/field is not supported")
         values = list(node.expressions)
-        if any(isinstance(v, exp.Literal) and v.is_string for v in values) and not any(
-                n.find(exp.Select, exp.Subquery) for n in [node.this, *values]):  # bound once
-            # PostgreSQL resolves the list with its subject as one set: a quoted literal takes
-            # the common type (`i IN (1.5, '2.5')` and `i IN ('NaN', 1e0)` compare as double
-            # precision), not the subject's alone.
-            scalars = [self.bind(n)[1] for n in [node.this, *values]
-                       if not (isinstance(n, exp.Literal) and n.is_string)]
-            if set(scalars) - {NULL} == {"int", "float"}:
-                to = exp.DataType.build("double precision")
-                values = [exp.Cast(this=v, to=to.copy())
-                          if isinstance(v, exp.Literal) and v.is_string else v for v in values]
         if not values:
             raise FeatureNotSupported("IN () with no values")
-        # PostgreSQL compares with a constant list as `= ANY (ARRAY[...])`, evaluating the
-        # subject on every row: a NULL item is not a NULL constant argument to fold away
-        # (`g::integer IN (NULL, NULL)` still fails where g::integer does).
+        # PostgreSQL's `x IN (...)` (transformAExprIn): the items without a column, when
+        # there are two or more, are one `x = ANY (ARRAY[...])` of x's and their common type
+        # (a quoted literal takes it: `i IN (1.5, '2.5')` and `i IN ('NaN', 1e0)` compare as
+        # double precision), evaluating x on every row - a NULL item is no NULL constant to
+        # fold away (`g::integer IN (NULL, NULL)` fails where g::integer does); each other
+        # item is `x = item` of its own, OR-ed after.
+        consts = [v for v in values if not v.find(exp.Column)]
+        if len(consts) < 2:
+            consts = []
+        others = [v for v in values if all(v is not c for c in consts)]
+        subject = node.this
+        group = [subject, *consts]
+        unknown = [isinstance(n, exp.Literal) and n.is_string for n in group]
+        if consts and any(unknown) and not any(
+                n.find(exp.Select, exp.Subquery) for n in group):  # bound once
+            scalars = [self.bind(n)[1] for n, u in zip(group, unknown, strict=True) if not u]
+            if set(scalars) - {NULL} == {"int", "float"}:
+                to = exp.DataType.build("double precision")
+                subject, *consts = [exp.Cast(this=n, to=to.copy()) if u else n
+                                    for n, u in zip(group, unknown, strict=True)]
         out: PExpr | None = None
-        for v in values:
-            term = self._compare(exp.EQ(this=node.this, expression=v))[0]
+        for lhs, v in [*((subject, c) for c in consts), *((node.this, o) for o in others)]:
+            term = self._compare(exp.EQ(this=lhs, expression=v))[0]
             out = term if out is None else call("or", out, term)
         assert out is not None
         return out, "bool", True

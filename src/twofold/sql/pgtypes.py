@@ -225,6 +225,8 @@ def narrow_literal(value: Any, pg: str | None, text: str) -> Any:
     from twofold.sql.errors import NumericValueOutOfRange
 
     b = base(pg)
+    if b == "numeric" and value == 0 and isinstance(value, float):
+        return 0.0  # numeric has no negative zero: '-0' as numeric is 0
     if value is None or b not in ("int2", "int4", "float4"):
         return value
     if b in INT_RANGES:
