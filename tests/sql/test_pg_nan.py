@@ -83,7 +83,8 @@ def test_nan_sorts_above_every_number(db: twofold.Database, pg: Any, order: str)
 @pytest.mark.parametrize("sql", ["SELECT coalesce(f, 'x') FROM t",
                                  "SELECT coalesce(i, '1.5') FROM t",
                                  "SELECT greatest(i, '3000000000') FROM t",
-                                 "SELECT coalesce(b, 'maybe') FROM t"])
+                                 "SELECT coalesce(b, 'maybe') FROM t",
+                                 "SELECT '2.5' IN (i, 2.5) FROM t"])  # i = '2.5' alone
 def test_a_literal_of_the_wrong_type_fails_as_in_postgresql(db: twofold.Database, pg: Any,
                                                             sql: str) -> None:
     import psycopg
