@@ -92,3 +92,15 @@ def test_describe_shows_declared_types(server: ServerHandle) -> None:
         assert line in d, d
     done = psql(server, "INSERT INTO p_decl (b) VALUES (3000000000)", check=False)
     assert "integer out of range" in done.stderr
+
+
+def test_a_materialized_views_definition_is_shown(server: ServerHandle) -> None:
+    """`\\d+` of a materialized view prints its query under "View definition:", as psql does
+    against PostgreSQL (pg_get_viewdef: the query, not the CREATE statement); before, a
+    materialized view recorded no text and the section was empty."""
+    psql(server, "CREATE TABLE p9 (k bigint, v text)",
+         "CREATE MATERIALIZED VIEW p9_mv AS SELECT k, count(*) AS n FROM p9 GROUP BY k")
+    out = psql(server, "\\d+ p9_mv").stdout
+    assert "View definition:" in out
+    definition = out.split("View definition:", 1)[1]
+    assert "SELECT k, count(*) AS n FROM p9 GROUP BY k" in definition

@@ -352,3 +352,18 @@ def test_drop_of_several_names_is_one_change_all_or_none(tmp_path: Path) -> None
         assert db.objects() == []
         db.sql("CREATE TABLE a (k int)")
         assert db.sql("SELECT count(*) FROM a").rows == [(0,)]
+
+
+def test_show_create_materialized_view_is_its_statement(tmp_path: Path) -> None:
+    """A SQL-made materialized view records its statement (as a view does): `SHOW CREATE
+    MATERIALIZED VIEW` gives it, after a reopen too; before, it printed the object's repr."""
+    path = tmp_path / "mv.sqlite"
+    text = "CREATE MATERIALIZED VIEW counts AS SELECT k, count(*) AS n FROM t GROUP BY k"
+    with _open(path) as db:
+        db.sql("CREATE TABLE t (k bigint, v bigint)")
+        view = db.sql(text + ";")
+        assert isinstance(view, twofold.MaterializedView) and view.sql == text
+        assert db.sql("SHOW CREATE MATERIALIZED VIEW counts").rows == [("counts", text)]
+    with _open(path) as db:
+        assert db.sql("SHOW CREATE MATERIALIZED VIEW counts").rows == [("counts", text)]
+        assert db.get("counts").sql == text

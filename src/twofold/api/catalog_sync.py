@@ -193,7 +193,7 @@ class CatalogSync(Inputs):
         except StorageError as e:
             raise TwofoldError(f"cannot restore materialized view {entry.name!r}: {e}") from e
         return MaterializedView(db, entry.name, entry.id, entry.read_id, entry.shard,
-                                rel.schema, rel, entry.as_of)
+                                rel.schema, rel, entry.as_of, entry.sql)
 
     def _relation_for(self, entry: Entry) -> Relation:
         assert entry.plan is not None

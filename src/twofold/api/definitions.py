@@ -178,20 +178,21 @@ class Definitions(CatalogSync):
         return obj
 
     async def create_materialized_view(self, name: str, relation: Relation, *,
-                                       exist_ok: bool = False,
+                                       exist_ok: bool = False, sql: str | None = None,
                                        pg_types: Sequence[str] | None = None
                                        ) -> MaterializedView:
         """Maintain `relation` into a storage shard of its own; read it like a table. It
         survives the process: a later `twofold.open` of the same storage resumes it.
-        `exist_ok=True` returns an existing view of the same definition. `pg_types`: as
-        `create_view`'s."""
+        `exist_ok=True` returns an existing view of the same definition. `sql`, `pg_types`:
+        as `create_view`'s."""
         self._check_name(name)
         await self._refresh_async()
         rel = self._check_relation(relation, "create_materialized_view")
         as_of = self._as_of_for(rel).time
         request = Entry(name=name, kind="materialized view", id=_UNSET,
                         desc=rel.schema.desc(), plan=rel.plan, inputs=self._refs(rel),
-                        as_of=as_of, views=self._view_refs(rel), pg_types=list(pg_types or []))
+                        as_of=as_of, views=self._view_refs(rel), sql=sql,
+                        pg_types=list(pg_types or []))
         obj = await self._create_maintained(request, exist_ok, "create_materialized_view")
         assert isinstance(obj, MaterializedView)
         return obj

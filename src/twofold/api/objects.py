@@ -382,7 +382,8 @@ class MaterializedView(Relation):
     """A relation maintained into its own storage shard; reads like a table."""
 
     def __init__(self, db: AsyncDatabase, name: str, id: GlobalId, read_id: GlobalId,
-                 shard: str, schema: Schema, source: Relation, as_of: int) -> None:
+                 shard: str, schema: Schema, source: Relation, as_of: int,
+                 sql: str | None = None) -> None:
         inp = Input(name=name, kind="view", id=read_id,
                     schema=schema, shard=shard)
         super().__init__(db, Get(id=read_id), schema, {read_id: inp})
@@ -393,6 +394,8 @@ class MaterializedView(Relation):
         self.source = source
         self.as_of = as_of
         """The first time the view is defined at: it reads from here on."""
+        self.sql = sql
+        """The SQL statement that created it, or `None` (created with the DSL)."""
 
     def __repr__(self) -> str:
         return f"<MaterializedView {self.name!r} {self.schema.as_dict()}>"

@@ -63,7 +63,7 @@ def _describe(db: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
 
     objects = [(n, k) for n, k in db.objects()]
     texts: dict[str, str] = {n: getattr(db.get(n), "sql", None) or "" for n, k in objects
-                             if k == "view"}
+                             if k in ("view", "materialized view")}
     sql_views = _sql_views(db)  # views kept by the SQL layer, where it keeps its own
     objects += [(n, "view") for n in sql_views if n not in texts]
     texts.update({n: v.text for n, v in sql_views.items() if n not in texts})

@@ -166,7 +166,8 @@ async def create_view(db: AsyncDatabase, node: exp.Create, text: str, params: An
     pgs = recorded_types(rel.cols)
     try:
         if materialized:
-            view = await db.create_materialized_view(name, relation, pg_types=pgs)
+            view = await db.create_materialized_view(
+                name, relation, sql=text.strip().rstrip(";").strip(), pg_types=pgs)
             await check_first_contents(db, view)  # PostgreSQL runs the query: its errors
             return view
         return db.create_view(name, relation, sql=text.strip().rstrip(";").strip(),
