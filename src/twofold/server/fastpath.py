@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from twofold.server import messages as m
 from twofold.server import run as run_module
 from twofold.server.output import RowEncoder, row_description
-from twofold.server.portals import Column, Prepared, columns_of, fmt
+from twofold.server.portals import Column, Prepared, Sourced, columns_of, fmt, remember_sourced
 from twofold.server.turns import rows_now_each
 from twofold.server.types import decoder
 from twofold.sql.prepared import PreparedStatement, catalog_version, statement
@@ -86,13 +86,18 @@ class _Plan:
         self.prepared: PreparedStatement | None = None  # `statement(db, sql)`, kept
 
     def shape(self, columns: list[Column]) -> _Shape:
+        origins = _origins(columns)  # a Sourced column equals its plain Column: told apart
         for s in self.shapes:
-            if s.columns == columns:
+            if s.columns == columns and _origins(s.columns) == origins:
                 return s
         s = _Shape(columns, self.result_formats)
         if len(self.shapes) < 4:
             self.shapes.append(s)
         return s
+
+
+def _origins(columns: list[Column]) -> list[tuple[int, int] | None]:
+    return [(c.table, c.attnum) if isinstance(c, Sourced) else None for c in columns]
 
 
 _NO_CODES = b"\0\0"  # the format-code lists drivers send most: none (all text) ...
@@ -288,6 +293,16 @@ def _reply(req: _Request, got: tuple[Any, int, list[tuple[Any, ...]]] | None
         columns, shape = plan.columns, plan.last
     else:
         columns = columns_of(schema)  # as every path announces them (declared int4, ...)
+        if not any(isinstance(c, Sourced) for c in columns):
+            # A schema no path has announced yet (a plan kept again after the catalog moved,
+            # its first result this one): which table columns its columns are, as the
+            # session's path says (`run._sourced`), worked out once for the schema.
+            from twofold.server.origins import sourced
+
+            traced = sourced(db, stmt.sql, columns)
+            if any(isinstance(c, Sourced) for c in traced):
+                columns = traced
+                remember_sourced(schema, traced)
         shape = plan.shape(columns)
         plan.schema, plan.columns, plan.last = schema, columns, shape
     version = catalog_version(db)
