@@ -43,9 +43,15 @@ LIMIT = 1 << 17
 CHUNK = 1 << 16
 """Bytes one receive takes at most (the size of the connection's receive buffer)."""
 
-TURN_BATCH: int | None = None
+TURN_BATCH: int | None = 0
 """How many of a turn's requests `twofold serve` answers together (`Turn.batch`) unless
-`TWOFOLD_TURN_BATCH` says otherwise (`turn_batch`)."""
+`TWOFOLD_TURN_BATCH` says otherwise (`turn_batch`): none — each is answered in its own
+receive, which spreads the replies out. Answered together, a turn's replies leave back to
+back, and a client process with many connections (threads under one interpreter lock) has
+many of them woken at once; on an otherwise idle two-core machine that costs the client more
+than answering together saves the server (docs/pgwire.md, "How many are answered together":
+measured both ways). On a machine busy with other work it is the other way round:
+`TWOFOLD_TURN_BATCH=all` there."""
 
 
 def turn_batch() -> int | None:

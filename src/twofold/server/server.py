@@ -39,8 +39,9 @@ class Server:
         self._conns: set[asyncio.Task[Any]] = set()
         self._keys: dict[int, tuple[int, Connection]] = {}
         self._live: set[Connection] = set()
-        # The loop's: each turn's received requests answered together, at most `turn_batch` at
-        # a time ("env": `TWOFOLD_TURN_BATCH`, else `inbox.TURN_BATCH`; see `inbox.Turn`).
+        # The loop's: a turn's received requests answered together, at most `turn_batch` at a
+        # time (None: all; 0: each in its own receive) - "env": `TWOFOLD_TURN_BATCH`, else
+        # `inbox.TURN_BATCH` (0); see `inbox.Turn`.
         self.turn = Turn(inbox_module.turn_batch() if turn_batch == "env" else
                          None if turn_batch is None else int(turn_batch))
         self.turn.together = lambda inboxes: answer_together(self.turn, inboxes)
