@@ -83,15 +83,22 @@ class Table(Relation):
         """The primary key's columns, or `None` for a table without one."""
         return self._primary_key
 
-    def _declared(self) -> dict[str, str]:
-        """The columns whose writes their SQL-declared types check (`CREATE TABLE`'s
-        `Entry.pg_types`: int2/int4, float4, varchar(n)/char(n)) and those types; none for a
-        table the Python API created."""
+    def declared_types(self) -> list[str]:
+        """The columns' declared PostgreSQL types (`CREATE TABLE`'s `Entry.pg_types`), one per
+        column; empty for a table the Python API created, one an older catalog recorded, or
+        when this object's name now names another table. What every write path checks a
+        SQL table's rows against (`_declared`; SQL's INSERT, UPDATE and COPY)."""
         entry = getattr(self._db, "_entries", {}).get(self.name)
         pgs = list(getattr(entry, "pg_types", None) or [])
         if entry is None or entry.id != self.id or len(pgs) != len(self.schema.names):
-            return {}
-        return {n: pg for n, pg in zip(self.schema.names, pgs, strict=True)
+            return []
+        return pgs
+
+    def _declared(self) -> dict[str, str]:
+        """The columns whose writes their SQL-declared types check (int2/int4, float4,
+        varchar(n)/char(n): `declared_types`) and those types; none for a table the Python
+        API created."""
+        return {n: pg for n, pg in zip(self.schema.names, self.declared_types(), strict=False)
                 if checks_declared(pg)}
 
     # -- input ------------------------------------------------------------------------------

@@ -124,12 +124,10 @@ async def insert(db: AsyncDatabase, node: exp.Insert, params: Any) -> int:
 
 
 def declared_types(db: AsyncDatabase, table: Any) -> list[str]:
-    """The declared PostgreSQL types of `table`'s columns (`Entry.pg_types`); empty for a
-    table the Python API created or an older catalog recorded (its engine scalars')."""
-    entry = db._entries.get(table.name)
-    if entry is None or len(entry.pg_types) != len(table.schema.names):
-        return []
-    return list(entry.pg_types)
+    """The declared PostgreSQL types of `table`'s columns (`Table.declared_types`: the one
+    reading of `Entry.pg_types` the Python API's writes use too); empty for a table the
+    Python API created or an older catalog recorded (its engine scalars')."""
+    return list(table.declared_types())
 
 
 def _check_declared(db: AsyncDatabase, table: Any, rows: list[list[Any]]) -> None:
