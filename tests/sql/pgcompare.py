@@ -104,6 +104,20 @@ def wire_with(dsn: str, *statements: str) -> Iterator[Any]:
         yield con
 
 
+def same_error(db: twofold.Database, pg: Any, sql: str) -> str:
+    """`sql` fails on PostgreSQL (connection `pg`) and on `db` with one SQLSTATE: that state."""
+    import psycopg
+
+    with pytest.raises(psycopg.Error) as p:
+        pg.execute(sql)
+    with pytest.raises(twofold.TwofoldError) as e:
+        db.sql(sql)
+    state = p.value.sqlstate
+    assert sqlstate_of(e.value) == state, f"{sql}: {e.value}; PostgreSQL: {p.value}"
+    assert state is not None
+    return state
+
+
 def rows_or_same_error(db: twofold.Database, sql: str, states: set[str]
                        ) -> list[tuple[Any, ...]] | None:
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.sql.pgcompare import fixture_pair
+from tests.sql.pgcompare import fixture_pair, same_error
 
 import twofold
 
@@ -89,12 +89,4 @@ def test_parameters_are_not_constants(db: twofold.Database, pg: Any, sql: str,
 def test_an_in_list_of_nulls_still_evaluates_its_subject(db: twofold.Database, pg: Any,
                                                          sql: str) -> None:
     # PostgreSQL's `= ANY (ARRAY[...])` evaluates the subject: not folded as `x = NULL`.
-    import psycopg
-
-    from twofold.sql.errors import sqlstate_of
-
-    with pytest.raises(psycopg.Error) as p:
-        pg.execute(sql)
-    with pytest.raises(twofold.TwofoldError) as e:
-        db.sql(sql)
-    assert sqlstate_of(e.value) == p.value.sqlstate
+    same_error(db, pg, sql)

@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 import pytest
-from tests.sql.pgcompare import fixture_pair
+from tests.sql.pgcompare import fixture_pair, same_error
 
 import twofold
 from twofold.sql.errors import sqlstate_of
@@ -49,11 +49,5 @@ def test_errors_of_rows_a_filter_drops_do_not_count(db: twofold.Database, pg: An
 
 
 def test_an_error_the_filter_reaches_still_fails(db: twofold.Database, pg: Any) -> None:
-    import psycopg
-
     sql = "SELECT k FROM t WHERE k = 2 AND f::integer > 0"
-    with pytest.raises(psycopg.Error) as p:
-        pg.execute(sql)
-    with pytest.raises(twofold.TwofoldError) as e:
-        db.sql(sql)
-    assert sqlstate_of(e.value) == p.value.sqlstate == "22003"
+    assert same_error(db, pg, sql) == "22003"

@@ -13,10 +13,9 @@ import math
 from typing import Any
 
 import pytest
-from tests.sql.pgcompare import fixture_pair
+from tests.sql.pgcompare import fixture_pair, same_error
 
 import twofold
-from twofold.sql.errors import sqlstate_of
 
 SCHEMA = "CREATE TABLE t (id integer, f double precision, i integer, b boolean)"
 ROWS = [(1, 1.0, 1, True), (2, math.nan, 2, False), (3, None, None, None),
@@ -87,10 +86,4 @@ def test_nan_sorts_above_every_number(db: twofold.Database, pg: Any, order: str)
                                  "SELECT '2.5' IN (i, 2.5) FROM t"])  # i = '2.5' alone
 def test_a_literal_of_the_wrong_type_fails_as_in_postgresql(db: twofold.Database, pg: Any,
                                                             sql: str) -> None:
-    import psycopg
-
-    with pytest.raises(psycopg.Error) as p:
-        pg.execute(sql)
-    with pytest.raises(twofold.TwofoldError) as e:
-        db.sql(sql)
-    assert sqlstate_of(e.value) == p.value.sqlstate
+    same_error(db, pg, sql)

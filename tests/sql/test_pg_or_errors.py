@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.sql.pgcompare import fixture_pair
+from tests.sql.pgcompare import fixture_pair, same_error
 
 import twofold
 from twofold.sql.errors import sqlstate_of
@@ -46,16 +46,10 @@ pg, db = fixture_pair("pgoe", SCHEMA, rows={"t": ROWS})
 
 @pytest.mark.parametrize("sql", FAILING)
 def test_a_failed_side_decides_nothing(db: twofold.Database, pg: Any, sql: str) -> None:
-    import psycopg
-
-    with pytest.raises(psycopg.Error) as p:
-        pg.execute(sql)
-    with pytest.raises(twofold.TwofoldError) as e:
-        db.sql(sql)
-    assert sqlstate_of(e.value) == p.value.sqlstate
+    state = same_error(db, pg, sql)
     with pytest.raises(twofold.TwofoldError) as e:  # as PostgreSQL's would, it fails
         db.sql(f"CREATE MATERIALIZED VIEW oe{FAILING.index(sql)} AS {sql}")
-    assert sqlstate_of(e.value) == p.value.sqlstate, f"maintained: {sql}"
+    assert sqlstate_of(e.value) == state, f"maintained: {sql}"
 
 
 @pytest.mark.parametrize("sql", ANSWERED)

@@ -8,10 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.sql.pgcompare import fixture_pair
+from tests.sql.pgcompare import fixture_pair, same_error
 
 import twofold
-from twofold.sql.errors import sqlstate_of
 
 pg, db = fixture_pair("pgop", "CREATE TABLE t (id integer, s text)",
                       rows={"t": [(1, "a"), (2, "b"), (3, "a")]})
@@ -28,13 +27,7 @@ ANSWERED = ["SELECT id, s FROM t ORDER BY 2, 1", "SELECT s, count(*) FROM t GROU
 
 @pytest.mark.parametrize("sql", FAILING)
 def test_constants_fail_as_in_postgresql(db: twofold.Database, pg: Any, sql: str) -> None:
-    import psycopg
-
-    with pytest.raises(psycopg.Error) as p:
-        pg.execute(sql)
-    with pytest.raises(twofold.TwofoldError) as e:
-        db.sql(sql)
-    assert sqlstate_of(e.value) == p.value.sqlstate
+    same_error(db, pg, sql)
 
 
 @pytest.mark.parametrize("sql", ANSWERED)

@@ -10,10 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.sql.pgcompare import fixture_pair
+from tests.sql.pgcompare import fixture_pair, same_error
 
 import twofold
-from twofold.sql.errors import sqlstate_of
 
 SCHEMA = "CREATE TABLE t (id integer, s text, c text, ch char(4))"
 ROWS = [(1, "xxabcxx", "x", "ab"), (2, "", "ab", None), (3, None, None, "a"),
@@ -67,10 +66,4 @@ def test_trim_columns_are_named_as_in_postgresql(db: twofold.Database, pg: Any) 
                                  "SELECT ltrim(s, 'a', 'b') FROM t", "SELECT rtrim() FROM t"])
 def test_trim_of_non_text_is_an_unknown_function(db: twofold.Database, pg: Any,
                                                  sql: str) -> None:
-    import psycopg
-
-    with pytest.raises(psycopg.Error) as p:
-        pg.execute(sql)
-    with pytest.raises(twofold.TwofoldError) as e:
-        db.sql(sql)
-    assert sqlstate_of(e.value) == p.value.sqlstate == "42883"
+    assert same_error(db, pg, sql) == "42883"
