@@ -141,11 +141,14 @@ class Table(Relation):
         types could not hold (too long, out of range: `storable_rows`) are dropped instead of
         refused — rows to find (a delete's), which no row of the table can be."""
         frame = self._parsed(rows, what, schema)
+        declared = self._declared()
+        if not declared:
+            return frame
         if absent:
-            ok = self._storable(frame)
+            ok = storable_rows(frame, declared)
             if ok is not None:
                 frame = frame.filter(ok)
-        return self._conformed(frame, what)
+        return conform_declared(frame, declared, f"{what} into table {self.name!r}")
 
     def _parsed(self, rows: RowsLike, what: str, schema: Schema | None = None) -> pl.DataFrame:
         schema = schema or self.schema
@@ -155,16 +158,6 @@ class Table(Relation):
             raise InvalidRows(f"{what} into table {self.name!r}: {e}") from e
         frame = pl.from_arrow(data)
         assert isinstance(frame, pl.DataFrame)
-        return frame
-
-    def _storable(self, frame: pl.DataFrame) -> pl.Series | None:
-        declared = self._declared()
-        return storable_rows(frame, declared) if declared else None
-
-    def _conformed(self, frame: pl.DataFrame, what: str) -> pl.DataFrame:
-        declared = self._declared()
-        if declared:  # a SQL table: its declared types' ranges and lengths, as SQL's writes
-            frame = conform_declared(frame, declared, f"{what} into table {self.name!r}")
         return frame
 
     def _keys(self, keys: Any) -> pl.DataFrame:
@@ -284,10 +277,12 @@ class Table(Relation):
         if old.height != new.height:
             raise InvalidArgument(f"update on table {self.name!r}: {old.height} old rows but "
                                   f"{new.height} new rows; give one new row per old row")
-        ok = self._storable(old)
-        if ok is not None:  # an old row no row of the table can be: its pair changes nothing
-            old, new = old.filter(ok), new.filter(ok)
-        old = self._conformed(old, "update")
+        declared = self._declared()
+        if declared:
+            ok = storable_rows(old, declared)
+            if ok is not None:  # an old row no row of the table can be: its pair does nothing
+                old, new = old.filter(ok), new.filter(ok)
+            old = conform_declared(old, declared, f"update into table {self.name!r}")
         return self._run("update", lambda: self._writer.update_rows(old, new))
 
     def update_compiled(self, set: Mapping[str, PExpr], where: PExpr | None = None) -> Written:

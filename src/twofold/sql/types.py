@@ -122,7 +122,6 @@ def check_declared_series(col: pl.Series, pg: str) -> pl.Series:
     `StringDataRightTruncation` (22001) unless the characters past the n-th are spaces, which
     are dropped, and a `char(n)` value kept without its trailing spaces (as `db.sql` stores
     one). NULLs stay NULL. Vectorised in polars, no Python per value."""
-    import polars as pl
 
     if col.len() == 0:
         return col
@@ -134,11 +133,10 @@ def check_declared_series(col: pl.Series, pg: str) -> pl.Series:
             raise NumericValueOutOfRange(f"{name} out of range")
         return col
     if pg == "float4":
-        doubles = col.cast(pl.Float64)
-        rounded = doubles.cast(pl.Float32).cast(pl.Float64)  # round to nearest, ties to even
-        if (rounded.is_infinite() & ~doubles.is_infinite()).any():
+        rounded, overflow, underflow = _float4(col)
+        if overflow.any():
             raise NumericValueOutOfRange("value out of range: overflow")
-        if ((rounded == 0.0) & (doubles != 0.0) & ~doubles.is_nan()).any():
+        if underflow.any():
             raise NumericValueOutOfRange("value out of range: underflow")
         return rounded
     from twofold.sql.errors import StringDataRightTruncation
@@ -161,6 +159,19 @@ def check_declared_series(col: pl.Series, pg: str) -> pl.Series:
     return kept
 
 
+def _float4(col: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
+    """`col`'s values rounded to single precision (to nearest, ties to even; NaN and
+    infinities kept), and where that overflows (a finite value turned infinite) or
+    underflows (a nonzero value turned zero)."""
+    import polars as pl
+
+    doubles = col.cast(pl.Float64)
+    rounded = doubles.cast(pl.Float32).cast(pl.Float64)
+    overflow = rounded.is_infinite() & ~doubles.is_infinite()
+    underflow = (rounded == 0.0) & (doubles != 0.0) & ~doubles.is_nan()
+    return rounded, overflow, underflow
+
+
 def storable_declared(col: pl.Series, pg: str) -> pl.Series:
     """Which values of `col` a column declared `pg` can hold: False exactly where
     `check_declared_series` would refuse the column for that value (an int2/int4 out of
@@ -173,10 +184,8 @@ def storable_declared(col: pl.Series, pg: str) -> pl.Series:
     if bounds is not None:
         ok = col.is_between(bounds[0], bounds[1])
     elif pg == "float4":
-        doubles = col.cast(pl.Float64)
-        rounded = doubles.cast(pl.Float32).cast(pl.Float64)
-        ok = ~((rounded.is_infinite() & ~doubles.is_infinite())
-               | ((rounded == 0.0) & (doubles != 0.0) & ~doubles.is_nan()))
+        _, overflow, underflow = _float4(col)
+        ok = ~(overflow | underflow)
     else:
         from twofold.sql.pgtypes import char_limit
 
