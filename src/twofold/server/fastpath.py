@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from twofold.server import messages as m
 from twofold.server import run as run_module
+from twofold.server.origins import sourced
 from twofold.server.output import RowEncoder, row_description
 from twofold.server.portals import Column, Prepared, Sourced, columns_of, fmt, remember_sourced
 from twofold.server.turns import rows_now_each
@@ -297,8 +298,6 @@ def _reply(req: _Request, got: tuple[Any, int, list[tuple[Any, ...]]] | None
             # A schema no path has announced yet (a plan kept again after the catalog moved,
             # its first result this one): which table columns its columns are, as the
             # session's path says (`run._sourced`), worked out once for the schema.
-            from twofold.server.origins import sourced
-
             traced = sourced(db, stmt.sql, columns)
             if any(isinstance(c, Sourced) for c in traced):
                 columns = traced
