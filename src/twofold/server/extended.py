@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 from twofold.server import messages as m
 from twofold.server import staging
 from twofold.server.describe import describe_sql
-from twofold.server.output import data_rows, fields, row_description
+from twofold.server.output import (
+    ROWS_PER_TURN,
+    RowEncoder,
+    data_rows,
+    fields,
+    row_description,
+)
 from twofold.server.params import infer_param_types
 from twofold.server.portals import Outcome, Portal, Prepared, SessionError, fmt, scalar_of
 from twofold.server.run import run_now
@@ -211,6 +217,8 @@ class Extended:
         portal = self._portal(msg.portal)
         if not self.prime_now(portal) or portal.copy is not None or portal.stream is not None:
             return False
+        if self._wanted(portal, msg) > ROWS_PER_TURN:
+            return False  # sent in pieces, the loop let run between them: `execute`
         self._execute_rows(portal, msg)
         return True
 
@@ -220,7 +228,7 @@ class Extended:
         self.running = msg.portal
         await self._prime(portal)
         if portal.copy is None and portal.stream is None:
-            self._execute_rows(portal, msg)
+            await self._send_rows(portal, msg)
             return
         if portal.copy is not None:
             if portal.copy.direction == "in":
@@ -238,8 +246,16 @@ class Extended:
             return
         await self._execute_stream(portal, msg.max_rows if msg.max_rows > 0 else None)
 
+    @staticmethod
+    def _wanted(portal: Portal, msg: m.Execute) -> int:
+        """How many rows Execute `msg` sends of `portal`'s (up to its row limit)."""
+        if portal.tag == "" or portal.columns is None or portal.rows is None:
+            return 0
+        return len(portal.rows) if msg.max_rows <= 0 else min(msg.max_rows, len(portal.rows))
+
     def _execute_rows(self, portal: Portal, msg: m.Execute) -> None:
-        """Execute of a portal holding rows (no COPY, no subscription): up to the row limit."""
+        """Execute of a portal holding rows (no COPY, no subscription): up to the row limit,
+        written at once (at most `ROWS_PER_TURN` of them: `_send_rows` sends more)."""
         out = self.s.out
         if portal.tag == "":
             out(m.EMPTY_QUERY)
@@ -247,13 +263,31 @@ class Extended:
         if portal.columns is None:
             out(m.encode_command_complete(portal.tag or ""))
             return
-        limit = msg.max_rows if msg.max_rows > 0 else None
+        out(data_rows(portal.columns, self._take(portal, msg), portal.formats))
+        self._rows_sent(portal, msg)
+
+    async def _send_rows(self, portal: Portal, msg: m.Execute) -> None:
+        """`_execute_rows`, the rows written in pieces with the loop let run between them
+        (`Session.send_rows`) when there are more than `ROWS_PER_TURN`."""
+        if self._wanted(portal, msg) <= ROWS_PER_TURN:
+            self._execute_rows(portal, msg)
+            return
+        assert portal.columns is not None
+        await self.s.send_rows(RowEncoder(portal.columns, portal.formats).rows,
+                               self._take(portal, msg))
+        self._rows_sent(portal, msg)
+
+    def _take(self, portal: Portal, msg: m.Execute) -> list[tuple[Any, ...]]:
+        n = self._wanted(portal, msg)
         rows = portal.rows if portal.rows is not None else collections.deque()
-        n = len(rows) if limit is None else min(limit, len(rows))
-        batch = [rows.popleft() for _ in range(n)]
-        out(data_rows(portal.columns, batch, portal.formats))
         portal.sent += n
-        if limit is not None and rows:
+        return [rows.popleft() for _ in range(n)]
+
+    def _rows_sent(self, portal: Portal, msg: m.Execute) -> None:
+        """What follows an Execute's rows: PortalSuspended at its row limit with rows left,
+        else CommandComplete with the count sent."""
+        out = self.s.out
+        if msg.max_rows > 0 and portal.rows:
             out(m.PORTAL_SUSPENDED)
             return
         tag = portal.tag or ""
@@ -269,8 +303,8 @@ class Extended:
         while True:
             n = len(stream.pending) if limit is None else min(limit - sent, len(stream.pending))
             if n:
-                out(data_rows(portal.columns, [stream.pending.popleft() for _ in range(n)],
-                              portal.formats))
+                await self.s.send_rows(RowEncoder(portal.columns, portal.formats).rows,
+                                       [stream.pending.popleft() for _ in range(n)])
                 sent += n
             if limit is not None and sent >= limit:
                 out(m.PORTAL_SUSPENDED)

@@ -31,6 +31,7 @@ from twofold.server.statements import (
     parse_declare,
     parse_fetch,
 )
+from twofold.sql.parser import parse_off_loop
 from twofold.sql.prepared import statement
 
 _SQL_TEXTS_KEPT = 1024
@@ -78,6 +79,7 @@ async def run(s: Session, sql: str, params: list[Any]) -> Outcome:
     _sql_texts[sql] = None
     if len(_sql_texts) > _SQL_TEXTS_KEPT:
         _sql_texts.popitem(last=False)
+    await parse_off_loop(sql)  # a long text: parsed on a thread, not on the loop
     return _sourced(s, sql, await staging.sql(s, sql, params))
 
 

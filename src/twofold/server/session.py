@@ -27,7 +27,7 @@ from twofold.server.copy import CopyIn, CopyOut
 from twofold.server.cursors import Cursors
 from twofold.server.extended import Extended
 from twofold.server.machine import Machine
-from twofold.server.output import data_rows, fields
+from twofold.server.output import ROWS_PER_TURN, RowEncoder, data_rows, fields
 from twofold.server.portals import Outcome, SessionError, Stream, state_of
 from twofold.server.statements import split_statements
 from twofold.server.transaction import Transaction
@@ -227,7 +227,7 @@ class Session:
             self.out(copy_out.start())
             if o.stream is not None:
                 await self._stream(o.stream, lambda rows: self.out(copy_out.rows(rows)))
-            self.out(copy_out.rows(o.rows))
+            await self.send_rows(copy_out.rows, o.rows)
             self.out(copy_out.finish())
             self.out(m.encode_command_complete(f"COPY {copy_out.count}"))
             return
@@ -240,8 +240,22 @@ class Session:
                                                                              formats)))
                 self.out(m.encode_command_complete("SUBSCRIBE"))
                 return
-            self.out(data_rows(cols, o.rows, formats))
+            encoder = RowEncoder(cols, formats)
+            await self.send_rows(encoder.rows, o.rows)
         self.out(m.encode_command_complete(o.tag))
+
+    async def send_rows(self, encode: Callable[[list[tuple[Any, ...]]], bytes],
+                        rows: list[tuple[Any, ...]]) -> None:
+        """`self.out(encode(rows))`, `ROWS_PER_TURN` rows at a time, draining the socket and
+        letting the event loop run between pieces (the other sessions' requests)."""
+        if len(rows) <= ROWS_PER_TURN:
+            self.out(encode(rows))
+            return
+        for i in range(0, len(rows), ROWS_PER_TURN):
+            if i:
+                await self.drain()
+                await asyncio.sleep(0)
+            self.out(encode(rows[i:i + ROWS_PER_TURN]))
 
     async def _stream(self, stream: Stream, write: Callable[[list[tuple[Any, ...]]], Any]
                       ) -> None:
@@ -253,6 +267,8 @@ class Session:
                     rows = list(stream.pending)
                     stream.pending.clear()
                     for i in range(0, len(rows), STREAM_CHUNK):
+                        if i and i % ROWS_PER_TURN == 0:
+                            await asyncio.sleep(0)  # the other sessions' requests
                         write(rows[i:i + STREAM_CHUNK])
                         await self.drain()
                 if stream.done:

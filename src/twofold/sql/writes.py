@@ -12,6 +12,7 @@ returns the number of rows written. `statements` re-exports them.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,11 @@ from twofold.sql.types import (
 
 if TYPE_CHECKING:
     from twofold.api.session import AsyncDatabase
+
+
+_ROWS_PER_TURN = 500
+"""`VALUES` rows bound between two turns of the event loop (~2-5 ms of binding): a long
+INSERT's constants never hold up the loop's other work for the whole statement."""
 
 
 def _table(db: AsyncDatabase, node: exp.Expr) -> Any:
@@ -185,7 +191,9 @@ async def _values_rows(db: AsyncDatabase, planner: Planner, values: exp.Values,
     declared: list[str | None] = list(pgs) if pgs else [None] * width
     binder = Binder(planner, Scope(one_row()), clause="VALUES")
     rows: list[list[PExpr]] = []
-    for r in values.expressions:
+    for i, r in enumerate(values.expressions):
+        if i and i % _ROWS_PER_TURN == 0:
+            await asyncio.sleep(0)  # the event loop's other work (other sessions' reads)
         if len(r.expressions) != width:
             raise SqlSyntaxError(f"INSERT has {len(r.expressions)} expressions but {width} "
                                  "target columns")
