@@ -126,6 +126,8 @@ async def insert(db: AsyncDatabase, node: exp.Insert, params: Any) -> int:
     if not full:
         return 0
     _check_declared(db, table, full)
+    if len(full) > _ROWS_PER_TURN:  # the frame built and written off the event loop, as COPY's
+        return int((await asyncio.to_thread(table.insert, full)).count)
     return int(table.insert(full).count)
 
 
