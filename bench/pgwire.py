@@ -1,6 +1,8 @@
 """pgwire: point lookups through a prepared statement (psycopg 3), twofold's indexed lookup
 against PostgreSQL 15's primary-key lookup on the same data, at 1, 16 and 64 connections;
-SUBSCRIBE delivery latency (INSERT on one connection → the row on another); COPY FROM STDIN.
+SUBSCRIBE delivery latency (INSERT on one connection → the row on another); COPY FROM STDIN;
+another session's point lookups while a long statement runs (a 20k-row INSERT, a 100k-row
+SELECT: spec/pgwire.md's "no statement of one session can block another session's reads").
 
 Bar (issue 15): twofold's p50 within 2x of PostgreSQL's at every connection count. Every
 timed operation is checked (the lookup returns the key's one row).
@@ -232,6 +234,57 @@ def lookups(dsn: str, table: str, rows: int, conns: int, seconds: float,
     return flat, len(flat), bad, cpu, waits
 
 
+def _run_statement(dsn: str, text: str, out: Any) -> None:
+    with psycopg.connect(dsn, autocommit=True) as c:
+        start = time.perf_counter()
+        c.execute(text)
+        out.send((start, time.perf_counter()))
+
+
+def reads_during(dsn: str, table: str, text: str) -> tuple[list[float], float]:
+    """Another session's point lookups (one connection, closed loop) while statement `text`
+    runs in a client process of its own (its rows decoded under its own interpreter lock, not
+    the measuring one's): the latencies (ms) of the lookups that began and ended inside the
+    statement's span, and the span (ms). The spec's "no statement of one session can block
+    another session's reads", measured."""
+    ctx = multiprocessing.get_context("fork")
+    spans: list[tuple[float, float]] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        with psycopg.connect(dsn, autocommit=True) as r:
+            sql = f"SELECT k, v, s FROM {table} WHERE k = %s"
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                r.execute(sql, [7], prepare=True).fetchall()
+                spans.append((t0, time.perf_counter()))
+
+    th = threading.Thread(target=reader)
+    th.start()
+    time.sleep(0.3)
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_run_statement, args=(dsn, text, send))
+    proc.start()
+    send.close()
+    start, end = recv.recv()
+    proc.join(30)
+    stop.set()
+    th.join(30)
+    inside = [(b - a) * 1000 for a, b in spans if a > start and b < end]
+    return inside, (end - start) * 1000
+
+
+def long_statements(dsn: str) -> dict[str, tuple[list[float], float]]:
+    """`reads_during` a 20,000-row INSERT ... VALUES and a 100,000-row SELECT."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE TABLE long_ins (k bigint, v double precision, s text)")
+    values = ", ".join(f"({k}, {k}.5, 'x{k}')" for k in range(20_000))
+    return {
+        "20k-row INSERT": reads_during(dsn, "kv", f"INSERT INTO long_ins VALUES {values}"),
+        "100k-row SELECT": reads_during(dsn, "kv", "SELECT * FROM kv"),
+    }
+
+
 def subscribe_latency(dsn: str, samples: int) -> tuple[list[float], int]:
     with psycopg.connect(dsn, autocommit=True) as w:
         w.execute("CREATE TABLE sub_bench (k bigint, t double precision)")
@@ -286,6 +339,7 @@ def main() -> int:
     means: dict[str, dict[int, float]] = {"twofold": {}, "postgres": {}}
     copy_rate: dict[str, float] = {}
     sub: tuple[list[float], int] = ([], 0)
+    during: dict[str, dict[str, tuple[list[float], float]]] = {}
     load = os.getloadavg()
     print(f"pgwire: {rows:,} rows, {seconds:g} s per arm, psycopg 3 prepared statements, "
           f"each server in its own process; load average {load[0]:.2f} {load[1]:.2f} "
@@ -368,6 +422,10 @@ def main() -> int:
         if not args.lookups_only:
             sub = subscribe_latency(dsn, 20 if args.quick else 100)
             verdicts.ok("SUBSCRIBE rows delivered", sub[1], sub[1] + len(sub[0]))
+            during["twofold"] = long_statements(dsn)
+            if pg is not None:
+                with paused(serve_pid):
+                    during["postgres"] = long_statements(pg_dsn)
     for n in levels:
         tw = results["twofold"][n]
         line = (f"lookup {n:>2} conn: twofold p50 {tw[0]:.3f} ms p99 {tw[1]:.3f} ms "
@@ -402,6 +460,15 @@ def main() -> int:
     if not args.lookups_only:
         print(f"SUBSCRIBE delivery INSERT -> row: p50 {pct(lat, 50):.1f} ms "
               f"p99 {pct(lat, 99):.1f} ms mean {mean:.1f} ms ({len(lat)} rows)")
+    for what in during.get("twofold", {}):
+        parts = []
+        for server in ("twofold", "postgres"):
+            if server in during:
+                lat, span = during[server][what]
+                worst = max(lat) if lat else float("nan")
+                parts.append(f"{server} {len(lat)} lookups, p50 {pct(lat, 50):.2f} ms, "
+                             f"worst {worst:.1f} ms (statement {span:.0f} ms)")
+        print(f"reads during a {what}: " + " | ".join(parts))
     print("COPY FROM STDIN: " + ", ".join(f"{k} {copy_rate[k]:,.0f} rows/s"
                                           for k in ("twofold", "postgres") if k in copy_rate))
     verdicts.exit()
