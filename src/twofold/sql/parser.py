@@ -323,7 +323,9 @@ async def parse_off_loop(text: str) -> None:
     import asyncio
 
     try:
-        tree = await asyncio.to_thread(parse, text)
+        # A tree of its own, neither kept nor copied (a copy costs a tenth to a half of the
+        # parse itself for a tree this size): such a text is seldom sent twice.
+        tree = await asyncio.to_thread(_parse, text)
     except Exception:
         return
     with _PARSED_LOCK:
