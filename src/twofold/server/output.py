@@ -83,6 +83,7 @@ the other sessions' requests for one piece at a time (~2-4 ms here), never for t
 result (a 100k-row SELECT took ~350 ms in one piece). Also the most a statement's rows add
 to the server's write buffer beyond what the client has read."""
 
+
 def data_rows(cols: list[Column], rows: Iterable[tuple[Any, ...]],
               formats: tuple[int, ...]) -> bytes:
     return RowEncoder(cols, formats).rows(rows)

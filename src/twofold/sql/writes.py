@@ -56,8 +56,9 @@ if TYPE_CHECKING:
 
 
 _ROWS_PER_TURN = 500
-"""`VALUES` rows bound between two turns of the event loop (~2-5 ms of binding): a long
-INSERT's constants never hold up the loop's other work for the whole statement."""
+"""`VALUES` rows bound between two turns of the event loop (~2-5 ms of binding), and the
+most rows an INSERT frames and writes on the loop (more go to a worker thread, as COPY's):
+a long INSERT never holds up the loop's other work for the whole statement."""
 
 
 def _table(db: AsyncDatabase, node: exp.Expr) -> Any:
